@@ -1,0 +1,339 @@
+//! The event model shared by every driver, the state engine and the capture codecs.
+//!
+//! One [`Event`] per *completed* system call: the entry arguments and the return value travel
+//! together (the model Falco 0.42 moved to). Process lifecycle is carried by the syscalls that
+//! cause it (`clone`, `fork`, `vfork`, `clone3`, `execve`, `execveat`) and by the non-syscall
+//! `procexit` event. Parameters are positional, in the order of the event type's schema
+//! ([`crate::table::EventSpec::params`]), and typed by that schema ([`ParamKind`]).
+
+use std::net::IpAddr;
+
+use crate::table::{self, EventSpec};
+
+/// Identifies an event type: an index into [`table::events()`]. Stable within one build; capture
+/// files store event type *names*, not these ids, so the table may grow between versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventType(pub u16);
+
+impl EventType {
+    /// The schema of this event type.
+    pub fn spec(self) -> &'static EventSpec {
+        &table::events()[usize::from(self.0)]
+    }
+
+    /// Falco's `evt.type` name.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+}
+
+/// How a parameter is to be understood (the value's representation is [`Param`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A file descriptor number ([`Param::Int`]); `-100` is `AT_FDCWD` where a dirfd.
+    Fd,
+    /// A signed integer ([`Param::Int`]).
+    Int,
+    /// An unsigned integer ([`Param::Uint`]).
+    Uint,
+    /// A process or thread id ([`Param::Int`]).
+    Pid,
+    /// A user id ([`Param::Uint`]).
+    Uid,
+    /// A group id ([`Param::Uint`]).
+    Gid,
+    /// A bit set or enumeration rendered with a symbol table ([`Param::Uint`]).
+    Flags(FlagTable),
+    /// A path exactly as the process passed it ([`Param::Bytes`]).
+    Path,
+    /// A NUL-free string such as a name ([`Param::Bytes`]).
+    Str,
+    /// A data buffer ([`Param::Bytes`]).
+    Buf,
+    /// A list of strings, such as argv or the environment ([`Param::List`]).
+    StrList,
+    /// A socket address ([`Param::Addr`]).
+    SockAddr,
+    /// A connection tuple ([`Param::Tuple`]).
+    SockTuple,
+    /// A time in nanoseconds since the epoch ([`Param::Uint`]).
+    AbsTime,
+}
+
+/// The symbol tables that flag-like parameters render with (see [`crate::flags`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagTable {
+    /// `open(2)` flags: `O_RDONLY|O_CREAT|…` (Falco renders its own `O_*` set).
+    Open,
+    /// File mode bits: `S_IRUSR|S_IXUSR|S_ISUID…`.
+    Mode,
+    /// `clone(2)` flags: `CLONE_VM|CLONE_THREAD|…`.
+    Clone,
+    /// `ptrace(2)` requests: `PTRACE_ATTACH`, `PTRACE_TRACEME` … (an enumeration).
+    PtraceRequest,
+    /// `bpf(2)` commands: `BPF_PROG_LOAD` … (an enumeration).
+    BpfCmd,
+    /// Socket address families: `AF_INET`, `AF_PACKET` … (an enumeration).
+    SocketFamily,
+    /// Socket types: `SOCK_STREAM`, `SOCK_RAW` … with `SOCK_NONBLOCK|SOCK_CLOEXEC`.
+    SocketType,
+    /// `fcntl(2)` commands: `F_DUPFD`, `F_DUPFD_CLOEXEC` … (an enumeration).
+    FcntlCmd,
+    /// `*at(2)` flags: `AT_SYMLINK_FOLLOW`, `AT_REMOVEDIR` ….
+    At,
+    /// `setns(2)`/`unshare(2)` namespace types: `CLONE_NEWNS|CLONE_NEWNET|…`.
+    Namespace,
+    /// `mount(2)` flags: `MS_RDONLY|MS_BIND|…`.
+    Mount,
+    /// `memfd_create(2)` flags: `MFD_CLOEXEC|MFD_ALLOW_SEALING|…`.
+    Memfd,
+    /// `execveat(2)`/`renameat2(2)` and other plain flags without a symbol table: rendered as a
+    /// number.
+    None,
+    /// Signal numbers: `SIGKILL` … (an enumeration).
+    Signal,
+}
+
+/// One parameter value. Its meaning comes from the schema's [`ParamKind`].
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Param {
+    /// The driver did not provide this parameter (Falco `<NA>`).
+    #[default]
+    None,
+    Int(i64),
+    Uint(u64),
+    /// Arbitrary bytes: monitored processes choose them (not necessarily UTF-8).
+    Bytes(Vec<u8>),
+    List(Vec<Vec<u8>>),
+    Addr(SockAddr),
+    Tuple(SockTuple),
+}
+
+/// A socket address as passed to `connect`, `bind`, `sendto` ….
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SockAddr {
+    Inet { ip: IpAddr, port: u16 },
+    Unix { path: Vec<u8> },
+    /// Any other family, by number (`AF_NETLINK`, `AF_PACKET` …).
+    Other { family: u16 },
+}
+
+/// The endpoints of a socket: for TCP/UDP, local (`src` for an outbound connection) and remote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SockTuple {
+    Inet {
+        /// Transport protocol: 6 = TCP, 17 = UDP, 1 = ICMP, 255 = raw.
+        l4proto: u8,
+        src_ip: IpAddr,
+        src_port: u16,
+        dst_ip: IpAddr,
+        dst_port: u16,
+    },
+    Unix {
+        path: Vec<u8>,
+    },
+}
+
+/// One completed system call, or one non-syscall event (`procexit`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Sequence number within its source (Falco `evt.num`).
+    pub num: u64,
+    /// Completion time, nanoseconds since the Unix epoch.
+    pub ts: u64,
+    /// Thread id (host pid namespace).
+    pub tid: i64,
+    /// Process id (thread-group id, host pid namespace).
+    pub pid: i64,
+    pub etype: EventType,
+    /// The raw return value (`evt.rawres`): a negative errno on failure. `0` for `procexit`.
+    pub res: i64,
+    /// Parameters in schema order; may be shorter than the schema (missing = [`Param::None`]).
+    pub params: Vec<Param>,
+    /// Bit `i` set: `params[i]` was cut at the driver's size bound.
+    pub truncated: u64,
+}
+
+impl Event {
+    /// The parameter at schema position `index`, or [`Param::None`].
+    pub fn param(&self, index: usize) -> &Param {
+        self.params.get(index).unwrap_or(&Param::None)
+    }
+
+    /// The parameter named `name` in this event type's schema, or [`Param::None`].
+    pub fn param_by_name(&self, name: &str) -> &Param {
+        match self.etype.spec().param_index(name) {
+            Some(i) => self.param(i),
+            None => &Param::None,
+        }
+    }
+
+    /// Whether the parameter at `index` was truncated by the driver.
+    pub fn is_truncated(&self, index: usize) -> bool {
+        index < 64 && self.truncated & (1 << index) != 0
+    }
+}
+
+/// The kind of object behind a file descriptor (Falco `fd.type` / `fd.typechar`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FdKind {
+    /// A regular file or device (`file`, `f`).
+    File,
+    /// A directory (`directory`, `d`).
+    Directory,
+    /// An IPv4 or IPv6 socket (`ipv4`/`ipv6`, `4`/`6`), with its tuple once known.
+    Inet { tuple: Option<SockTuple>, ipv6: bool },
+    /// A Unix socket (`unix`, `u`).
+    Unix,
+    /// A pipe or FIFO (`pipe`, `p`).
+    Pipe,
+    /// An anonymous memory file from `memfd_create` (`memfd`, `m`).
+    Memfd,
+    /// `eventfd` (`event`, `e`).
+    Event,
+    /// `signalfd` (`signalfd`, `s`).
+    Signalfd,
+    /// `epoll` (`eventpoll`, `l`).
+    Eventpoll,
+    /// `inotify` (`inotify`, `i`).
+    Inotify,
+    /// `timerfd` (`timerfd`, `t`).
+    Timerfd,
+    /// A netlink socket (`netlink`, `n`).
+    Netlink,
+    /// A BPF object (`bpf`, `b`).
+    Bpf,
+    /// `userfaultfd` (`userfaultfd`, `u`).
+    Userfaultfd,
+    /// `io_uring` (`io_uring`, `r`).
+    IoUring,
+    /// Anything else (`<unknown>`, `o`).
+    Other,
+}
+
+/// One open file descriptor in a process-table snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FdInfo {
+    pub fd: i64,
+    pub kind: FdKind,
+    /// The name Falco shows as `fd.name`: the absolute path for files, directories, memfds
+    /// (`memfd:NAME`) and Unix sockets; empty where the tuple names the socket.
+    pub name: Vec<u8>,
+    /// `open(2)` flags as far as known.
+    pub flags: u32,
+}
+
+/// One thread in a process-table snapshot (the start of a capture, or a `/proc` bootstrap).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ThreadInfo {
+    pub tid: i64,
+    pub pid: i64,
+    /// Parent process id.
+    pub ppid: i64,
+    /// Ids inside the thread's own pid namespace (equal to the host ids outside containers).
+    pub vtid: i64,
+    pub vpid: i64,
+    /// Session id and process-group id (host and namespace-local).
+    pub sid: i64,
+    pub vpgid: i64,
+    pub pgid: i64,
+    /// `comm` (at most 15 bytes in the kernel).
+    pub comm: Vec<u8>,
+    /// `argv[0]` as the process was started (Falco `proc.exe`).
+    pub exe: Vec<u8>,
+    /// The resolved path of the executable (Falco `proc.exepath`).
+    pub exepath: Vec<u8>,
+    /// `argv[1..]`.
+    pub args: Vec<Vec<u8>>,
+    /// The environment, `NAME=value` entries.
+    pub env: Vec<Vec<u8>>,
+    pub cwd: Vec<u8>,
+    pub uid: u32,
+    pub gid: u32,
+    pub euid: u32,
+    pub egid: u32,
+    /// Audit login uid; `u32::MAX` (shown as -1) when unset.
+    pub loginuid: u32,
+    /// Controlling terminal device number; 0 when none.
+    pub tty: u32,
+    /// Thread start time, nanoseconds since the epoch.
+    pub start_ts: u64,
+    pub cap_inheritable: u64,
+    pub cap_permitted: u64,
+    pub cap_effective: u64,
+    /// The cgroup path (unified hierarchy, or the first v1 hierarchy that names a container).
+    pub cgroup: Vec<u8>,
+    /// Executable properties used by drift rules.
+    pub exe_writable: bool,
+    pub exe_upper_layer: bool,
+    pub exe_from_memfd: bool,
+    pub exe_ino: u64,
+    pub exe_ino_ctime: u64,
+    pub exe_ino_mtime: u64,
+    /// Open file descriptors (only on the thread-group leader; threads share them).
+    pub fds: Vec<FdInfo>,
+}
+
+/// A user account, from the system's passwd database or a capture's snapshot of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserInfo {
+    pub uid: u32,
+    pub gid: u32,
+    pub name: Vec<u8>,
+    pub home: Vec<u8>,
+    pub shell: Vec<u8>,
+}
+
+/// A group, from the system's group database or a capture's snapshot of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupInfo {
+    pub gid: u32,
+    pub name: Vec<u8>,
+}
+
+/// What a capture records before its first event: enough to reproduce state on replay.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    /// The host the capture was taken on (Falco `evt.hostname`).
+    pub hostname: Vec<u8>,
+    /// Capture start time, nanoseconds since the epoch.
+    pub start_ts: u64,
+    /// Users and groups; empty means "use the replaying system's databases".
+    pub users: Vec<UserInfo>,
+    pub groups: Vec<GroupInfo>,
+    /// Containers known to the runtime at capture start (metadata the cgroup path cannot give).
+    pub containers: Vec<ContainerInfo>,
+    pub threads: Vec<ThreadInfo>,
+}
+
+/// What a container runtime tells about one container (Falco `container.*`, `k8s.*` fields).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ContainerInfo {
+    /// The short (12 hex digit) id, as Falco's `container.id`.
+    pub id: String,
+    /// `docker`, `containerd`, `cri-o`, `podman`, `runc` ….
+    pub runtime: String,
+    pub name: String,
+    /// The full image reference, e.g. `docker.io/library/nginx:1.25`.
+    pub image: String,
+    pub image_repository: String,
+    pub image_tag: String,
+    pub image_digest: String,
+    pub privileged: bool,
+    /// Container start time, nanoseconds since the epoch.
+    pub start_ts: u64,
+    pub mounts: Vec<MountInfo>,
+    /// Runtime labels; Kubernetes pod name and namespace come from
+    /// `io.kubernetes.pod.name` / `io.kubernetes.pod.namespace`.
+    pub labels: Vec<(String, String)>,
+}
+
+/// One mount of a container (Falco `container.mount*`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct MountInfo {
+    pub source: String,
+    pub dest: String,
+    pub mode: String,
+    pub rdwr: bool,
+    pub propagation: String,
+}
