@@ -1,1 +1,195 @@
-//! placeholder
+//! Alerts and their wire formats.
+//!
+//! Owns the [`Alert`] record and the two formats Falco's tooling consumes: the text line
+//! (`HH:MM:SS.nnnnnnnnn: Priority output`) and the JSON object (`hostname, output, priority,
+//! rule, source, tags, time, output_fields`). Knows nothing about rules, events or state: an
+//! alert arrives already rendered, with its typed output fields.
+#![forbid(unsafe_code)]
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Number, Value as Json};
+use vigil_fields::Value;
+
+pub mod time;
+
+/// One rule match, rendered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alert {
+    /// Event time, nanoseconds since the Unix epoch.
+    pub time: u64,
+    pub rule: String,
+    /// Falco's spelling: `Emergency`, `Alert`, `Critical`, `Error`, `Warning`, `Notice`,
+    /// `Informational`, `Debug`.
+    pub priority: Cow<'static, str>,
+    /// The rule's event source (`syscall`).
+    pub source: Cow<'static, str>,
+    pub tags: Vec<String>,
+    pub hostname: String,
+    /// The rule's output with fields substituted (no time or priority prefix).
+    pub output: String,
+    /// Every field the output names, as written (`proc.aname[2]`), with its value
+    /// (`None` = Falco's `<NA>`, JSON `null`).
+    pub output_fields: Vec<(String, Option<Value<'static>>)>,
+}
+
+/// Which optional properties the JSON object carries (Falco's `json_include_*_property`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JsonOptions {
+    pub include_output: bool,
+    pub include_tags: bool,
+    pub include_output_fields: bool,
+}
+
+impl Default for JsonOptions {
+    fn default() -> Self {
+        JsonOptions {
+            include_output: true,
+            include_tags: true,
+            include_output_fields: true,
+        }
+    }
+}
+
+impl Alert {
+    /// Falco's text line: `HH:MM:SS.nnnnnnnnn: Priority output` (UTC).
+    pub fn text_line(&self) -> String {
+        let mut line = time::clock(self.time);
+        line.push_str(": ");
+        line.push_str(&self.priority);
+        line.push(' ');
+        line.push_str(&self.output);
+        line
+    }
+
+    /// Falco's JSON object. Tags are sorted (Falco keeps them in a set); `time` is RFC 3339 with
+    /// nanoseconds in UTC; `output` is the text line, as Falco puts it there.
+    pub fn to_json(&self, options: &JsonOptions) -> Json {
+        let mut object = Map::new();
+        object.insert("hostname".into(), Json::String(self.hostname.clone()));
+        if options.include_output {
+            object.insert("output".into(), Json::String(self.text_line()));
+        }
+        object.insert("priority".into(), Json::String(self.priority.to_string()));
+        object.insert("rule".into(), Json::String(self.rule.clone()));
+        object.insert("source".into(), Json::String(self.source.to_string()));
+        if options.include_tags {
+            let mut tags = self.tags.clone();
+            tags.sort();
+            tags.dedup();
+            object.insert(
+                "tags".into(),
+                Json::Array(tags.into_iter().map(Json::String).collect()),
+            );
+        }
+        object.insert("time".into(), Json::String(time::rfc3339(self.time)));
+        if options.include_output_fields {
+            object.insert("output_fields".into(), self.fields_json());
+        }
+        Json::Object(object)
+    }
+
+    /// The `output_fields` object alone: typed values, `null` for missing ones.
+    pub fn fields_json(&self) -> Json {
+        let mut fields = Map::new();
+        for (name, value) in &self.output_fields {
+            fields.insert(name.clone(), value.as_ref().map_or(Json::Null, value_json));
+        }
+        Json::Object(fields)
+    }
+
+    /// The JSON object as one line of text.
+    pub fn json_line(&self, options: &JsonOptions) -> String {
+        self.to_json(options).to_string()
+    }
+}
+
+/// A field value as Falco puts it in `output_fields`: numbers as numbers, booleans as booleans,
+/// everything else as its text.
+pub fn value_json(value: &Value<'_>) -> Json {
+    match value {
+        Value::I64(v) => Json::Number(Number::from(*v)),
+        Value::U64(v) => Json::Number(Number::from(*v)),
+        Value::Bool(v) => Json::Bool(*v),
+        Value::Str(s) => Json::String(String::from_utf8_lossy(s).into_owned()),
+        other => {
+            let mut text = String::new();
+            other.render(&mut text);
+            Json::String(text)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alert() -> Alert {
+        Alert {
+            time: 1_700_000_000_000_001_000,
+            rule: "Read sensitive file untrusted".into(),
+            priority: "Warning".into(),
+            source: "syscall".into(),
+            tags: vec!["mitre_credential_access".into(), "T1555".into(), "host".into()],
+            hostname: "vigil-test".into(),
+            output: "Sensitive file opened for reading | file=/etc/shadow".into(),
+            output_fields: vec![
+                ("fd.name".into(), Some(Value::Str(Cow::Borrowed(b"/etc/shadow")))),
+                ("user.loginuid".into(), Some(Value::I64(-1))),
+                ("proc.tty".into(), Some(Value::U64(0))),
+                ("container.image.repository".into(), None),
+                ("evt.is_open_read".into(), Some(Value::Bool(true))),
+            ],
+        }
+    }
+
+    #[test]
+    fn text_line_has_time_and_priority_prefix() {
+        assert_eq!(
+            alert().text_line(),
+            "22:13:20.000001000: Warning Sensitive file opened for reading | file=/etc/shadow"
+        );
+    }
+
+    #[test]
+    fn json_matches_falco_shape() {
+        let json = alert().to_json(&JsonOptions::default());
+        let expected = serde_json::json!({
+            "hostname": "vigil-test",
+            "output": "22:13:20.000001000: Warning Sensitive file opened for reading | file=/etc/shadow",
+            "priority": "Warning",
+            "rule": "Read sensitive file untrusted",
+            "source": "syscall",
+            "tags": ["T1555", "host", "mitre_credential_access"],
+            "time": "2023-11-14T22:13:20.000001000Z",
+            "output_fields": {
+                "fd.name": "/etc/shadow",
+                "user.loginuid": -1,
+                "proc.tty": 0,
+                "container.image.repository": null,
+                "evt.is_open_read": true
+            }
+        });
+        assert_eq!(json, expected);
+    }
+
+    #[test]
+    fn json_options_drop_properties() {
+        let options = JsonOptions {
+            include_output: false,
+            include_tags: false,
+            include_output_fields: false,
+        };
+        let json = alert().to_json(&options);
+        let object = json.as_object().unwrap();
+        let mut keys: Vec<_> = object.keys().cloned().collect();
+        keys.sort();
+        assert_eq!(keys, ["hostname", "priority", "rule", "source", "time"]);
+    }
+
+    #[test]
+    fn non_utf8_field_values_are_lossy_strings() {
+        let value = Value::Str(Cow::Owned(vec![b'a', 0xff, b'b']));
+        assert_eq!(value_json(&value), Json::String("a\u{fffd}b".into()));
+    }
+}

@@ -1,0 +1,53 @@
+# Vigil — build, run and test. `make run` and `make test` are the two commands a newcomer needs;
+# both install what is missing first (Debian packages, Rust components).
+
+CARGO ?= cargo
+VIGIL := target/release/vigil
+# Debian packages the build needs (the eBPF side will add clang/llvm/libelf to this list).
+APT_PACKAGES := pkg-config make gcc
+RUST_COMPONENTS := rustfmt clippy
+
+.PHONY: all deps build run test lint fmt bench fuzz clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; fi
+	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust from https://rustup.rs"; exit 1; }
+	@if command -v rustup >/dev/null; then \
+	  for c in $(RUST_COMPONENTS); do rustup component list --installed | grep -q "^$$c" || rustup component add $$c; done; fi
+
+build: deps
+	$(CARGO) build --release --bin vigil
+
+# Starts the agent on its embedded default ruleset. Until a live driver lands (eBPF `vigil watch`,
+# kernel-less `vigil run`), the agent evaluates the recorded demo capture.
+run: build
+	$(VIGIL) replay testdata/demo/events.jsonl
+
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test: lint
+	$(CARGO) test --workspace
+
+fmt:
+	$(CARGO) fmt --all
+
+bench: deps
+	$(CARGO) bench -p vigil-engine
+
+# Runs each fuzz target for FUZZ_SECONDS (needs the nightly toolchain and cargo-fuzz).
+FUZZ_SECONDS ?= 300
+fuzz:
+	cd fuzz && for t in condition_parser rules_loader capture_reader; do \
+	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
+
+clean:
+	$(CARGO) clean
