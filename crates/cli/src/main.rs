@@ -1,1 +1,350 @@
-fn main() {}
+//! `vigil`: the command-line interface. The only crate that knows flags, exit codes and where
+//! text goes; everything else is in the library crates.
+//!
+//! Exit codes: `0` success, `1` runtime failure, `2` invalid input (rules, capture, arguments).
+//! A closed stdout (`vigil … | head`) ends quietly with `0`.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use vigil_engine::{Engine, RulesText};
+use vigil_fields::Catalog;
+use vigil_output::JsonOptions;
+use vigil_rules::{Diagnostic, LoadOptions, LoadResult, Priority, RuleMatching, Severity};
+use vigil_state::StateConfig;
+
+/// Exit code for invalid input: rules, captures, arguments.
+const EXIT_INVALID: u8 = 2;
+/// Exit code for a runtime failure.
+const EXIT_FAILURE: u8 = 1;
+
+#[derive(Parser)]
+#[command(
+    name = "vigil",
+    version,
+    about = "Linux runtime security agent with Falco-compatible rules",
+    after_help = "Examples:\n  vigil replay capture.jsonl --json\n  vigil rules validate /etc/falco/falco_rules.yaml rules.d/\n  vigil fields | grep ^proc."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Evaluate a recorded capture (binary or JSON lines) and print the alerts.
+    #[command(
+        after_help = "Example:\n  vigil replay testdata/demo/events.jsonl -r /etc/falco/falco_rules.yaml --json"
+    )]
+    Replay(ReplayArgs),
+    /// Validate, list and inspect rules files.
+    #[command(subcommand)]
+    Rules(RulesCommand),
+    /// List every supported field with its type and meaning.
+    Fields {
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+struct RulesSelection {
+    /// Rules file or directory (repeatable; default: the embedded Vigil ruleset).
+    #[arg(short = 'r', long = "rules", value_name = "PATH")]
+    rules: Vec<PathBuf>,
+    /// Minimum priority of rules to load (Falco `priority`).
+    #[arg(long, value_name = "PRIORITY", default_value = "debug")]
+    min_priority: String,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// The capture file.
+    file: PathBuf,
+    #[command(flatten)]
+    selection: RulesSelection,
+    /// Print alerts as Falco JSON objects, one per line.
+    #[arg(long)]
+    json: bool,
+    /// Report every matching rule per event, or only the first (Falco `rule_matching`).
+    #[arg(long, value_enum, default_value_t = Matching::First)]
+    rule_matching: Matching,
+    /// Print the run's counters to stderr at the end.
+    #[arg(long)]
+    stats: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Matching {
+    First,
+    All,
+}
+
+#[derive(Subcommand)]
+enum RulesCommand {
+    /// Load rules files and report every problem, with counts per file.
+    #[command(after_help = "Exits 0 when the files load, 2 when any error is found.")]
+    Validate {
+        /// Rules files or directories.
+        #[arg(required = true, value_name = "FILE|DIR")]
+        paths: Vec<PathBuf>,
+    },
+    /// List the rules a selection loads.
+    List {
+        #[command(flatten)]
+        selection: RulesSelection,
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// An error that maps to exit code 2 (bad input) rather than 1.
+#[derive(Debug)]
+struct InvalidInput(String);
+
+impl std::fmt::Display for InvalidInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidInput {}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Replay(args) => replay(args),
+        Command::Rules(RulesCommand::Validate { paths }) => validate(&paths),
+        Command::Rules(RulesCommand::List { selection, json }) => list(&selection, json),
+        Command::Fields { json } => fields(json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("vigil: {err:#}");
+            if err
+                .chain()
+                .any(|e| e.downcast_ref::<InvalidInput>().is_some())
+                || err
+                    .chain()
+                    .any(|e| e.downcast_ref::<vigil_capture::SourceError>().is_some())
+            {
+                ExitCode::from(EXIT_INVALID)
+            } else {
+                ExitCode::from(EXIT_FAILURE)
+            }
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn print_diagnostics(diagnostics: &[Diagnostic]) {
+    for diagnostic in diagnostics {
+        eprintln!("{diagnostic}");
+    }
+}
+
+fn error_count(result: &LoadResult) -> usize {
+    result
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count()
+}
+
+/// Loads the selection's rules (or the embedded default), failing with exit code 2 on errors.
+fn load_selection(selection: &RulesSelection) -> Result<vigil_rules::Ruleset> {
+    let files = if selection.rules.is_empty() {
+        vec![RulesText::embedded_default()]
+    } else {
+        vigil_engine::read_rules_paths(&selection.rules)
+            .map_err(|e| InvalidInput(format!("{e:#}")))?
+    };
+    let min_priority = Priority::parse(&selection.min_priority)
+        .ok_or_else(|| InvalidInput(format!("unknown priority `{}`", selection.min_priority)))?;
+    let result = vigil_engine::load_rules(&files, &LoadOptions::default());
+    print_diagnostics(&result.diagnostics);
+    let errors = error_count(&result);
+    match result.ruleset {
+        Some(mut ruleset) if errors == 0 => {
+            ruleset.set_min_priority(min_priority);
+            Ok(ruleset)
+        }
+        _ => Err(InvalidInput(format!("rules failed to load: {errors} error(s)")).into()),
+    }
+}
+
+fn replay(args: ReplayArgs) -> Result<ExitCode> {
+    let mut ruleset = load_selection(&args.selection)?;
+    ruleset.set_rule_matching(match args.rule_matching {
+        Matching::First => RuleMatching::First,
+        Matching::All => RuleMatching::All,
+    });
+    let mut source = vigil_capture::ReplaySource::open(&args.file)
+        .with_context(|| format!("cannot replay `{}`", args.file.display()))?;
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let mut engine = Engine::new(ruleset, system_state_config(&hostname), hostname);
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let json_options = JsonOptions::default();
+    let mut write_error: Option<io::Error> = None;
+    let stats = engine
+        .run(&mut source, &mut |alert| {
+            if write_error.is_some() {
+                return;
+            }
+            let line = if args.json {
+                alert.json_line(&json_options)
+            } else {
+                alert.text_line()
+            };
+            if let Err(e) = writeln!(out, "{line}") {
+                write_error = Some(e);
+            }
+        })
+        .with_context(|| format!("cannot replay `{}`", args.file.display()))?;
+    if let Some(e) = write_error {
+        return Err(e).context("cannot write alerts");
+    }
+    out.flush().context("cannot write alerts")?;
+    if args.stats {
+        eprintln!(
+            "events_in={} processed={} dropped={} alerts={}",
+            stats.events_in,
+            stats.processed,
+            stats.dropped_total(),
+            stats.alerts
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// State configuration for this host: its user database (an unreadable one is reported and
+/// replaced by an empty one, so names print as `<NA>`) and hostname.
+fn system_state_config(hostname: &str) -> StateConfig {
+    let user_db: Box<dyn vigil_state::UserDb> = match vigil_state::FileUserDb::system() {
+        Ok(db) => Box::new(db),
+        Err(err) => {
+            eprintln!("vigil: warning: {err}; user and group names will be unknown");
+            Box::new(vigil_state::MemUserDb::default())
+        }
+    };
+    StateConfig {
+        hostname: hostname.as_bytes().to_vec(),
+        user_db,
+        ..StateConfig::default()
+    }
+}
+
+fn validate(paths: &[PathBuf]) -> Result<ExitCode> {
+    let files =
+        vigil_engine::read_rules_paths(paths).map_err(|e| InvalidInput(format!("{e:#}")))?;
+    let result = vigil_engine::load_rules(&files, &LoadOptions::default());
+    print_diagnostics(&result.diagnostics);
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    for stats in &result.stats {
+        writeln!(
+            out,
+            "{}: {} rules, {} macros, {} lists",
+            stats.name, stats.rules, stats.macros, stats.lists
+        )?;
+    }
+    let count = |code: &str| result.diagnostics.iter().filter(|d| d.code == code).count();
+    let errors = error_count(&result);
+    let warnings = result.diagnostics.len() - errors;
+    writeln!(
+        out,
+        "unsupported fields: {}, unsupported operators: {}",
+        count("E_UNKNOWN_FIELD"),
+        count("E_BAD_OPERATOR")
+    )?;
+    writeln!(out, "{errors} error(s), {warnings} warning(s)")?;
+    out.flush()?;
+    Ok(if errors == 0 && result.ruleset.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_INVALID)
+    })
+}
+
+fn list(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
+    let ruleset = load_selection(selection)?;
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    for (index, rule) in ruleset.rules().iter().enumerate() {
+        if json {
+            let line = serde_json::json!({
+                "rule": rule.name,
+                "priority": rule.priority.as_str(),
+                "enabled": ruleset.is_enabled(index),
+                "source": rule.source,
+                "tags": rule.tags,
+            });
+            writeln!(out, "{line}")?;
+        } else {
+            writeln!(
+                out,
+                "{:<60} {:<13} {:<8} {}",
+                rule.name,
+                rule.priority.as_str(),
+                if ruleset.is_enabled(index) {
+                    "enabled"
+                } else {
+                    "disabled"
+                },
+                rule.tags.join(",")
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn fields(json: bool) -> Result<ExitCode> {
+    let catalog = vigil_state::catalog();
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let mut defs: Vec<_> = catalog.fields().to_vec();
+    defs.sort_by_key(|d| d.name);
+    for def in defs {
+        let arg = match def.arg {
+            vigil_fields::ArgKind::None => "",
+            vigil_fields::ArgKind::Index => "[N]",
+            vigil_fields::ArgKind::OptionalIndex => "[N]?",
+            vigil_fields::ArgKind::Key => "[KEY]",
+            vigil_fields::ArgKind::OptionalKey => "[KEY]?",
+        };
+        if json {
+            let line = serde_json::json!({
+                "name": def.name,
+                "type": def.ty.name(),
+                "arg": arg,
+                "list": def.is_list,
+                "desc": def.desc,
+            });
+            writeln!(out, "{line}")?;
+        } else {
+            let name = format!("{}{arg}", def.name);
+            writeln!(out, "{name:<36} {:<8} {}", def.ty.name(), def.desc)?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

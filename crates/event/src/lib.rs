@@ -5,6 +5,7 @@
 //! I/O beyond encoding and decoding byte streams handed to it, and knows nothing about rules.
 #![forbid(unsafe_code)]
 
+pub mod codec;
 pub mod flags;
 pub mod model;
 pub mod syscalls_x86_64;

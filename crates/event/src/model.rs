@@ -112,10 +112,17 @@ pub enum Param {
 /// A socket address as passed to `connect`, `bind`, `sendto` ….
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SockAddr {
-    Inet { ip: IpAddr, port: u16 },
-    Unix { path: Vec<u8> },
+    Inet {
+        ip: IpAddr,
+        port: u16,
+    },
+    Unix {
+        path: Vec<u8>,
+    },
     /// Any other family, by number (`AF_NETLINK`, `AF_PACKET` …).
-    Other { family: u16 },
+    Other {
+        family: u16,
+    },
 }
 
 /// The endpoints of a socket: for TCP/UDP, local (`src` for an outbound connection) and remote.
@@ -182,7 +189,10 @@ pub enum FdKind {
     /// A directory (`directory`, `d`).
     Directory,
     /// An IPv4 or IPv6 socket (`ipv4`/`ipv6`, `4`/`6`), with its tuple once known.
-    Inet { tuple: Option<SockTuple>, ipv6: bool },
+    Inet {
+        tuple: Option<SockTuple>,
+        ipv6: bool,
+    },
     /// A Unix socket (`unix`, `u`).
     Unix,
     /// A pipe or FIFO (`pipe`, `p`).

@@ -131,38 +131,215 @@ const fn sys(
 /// Event types with detailed schemas: everything the rules and the state engine use.
 pub const DETAILED: &[EventSpec] = &[
     // Files.
-    sys("open", 2, "fd", &[p("name", Path), p("flags", Flags(F::Open)), p("mode", Flags(F::Mode)), p("dev", Uint), p("ino", Uint)]),
-    sys("openat", 257, "fd", &[p("dirfd", Fd), p("name", Path), p("flags", Flags(F::Open)), p("mode", Flags(F::Mode)), p("dev", Uint), p("ino", Uint)]),
-    sys("openat2", 437, "fd", &[p("dirfd", Fd), p("name", Path), p("flags", Flags(F::Open)), p("mode", Flags(F::Mode)), p("resolve", Uint), p("dev", Uint), p("ino", Uint)]),
-    sys("creat", 85, "fd", &[p("name", Path), p("mode", Flags(F::Mode)), p("dev", Uint), p("ino", Uint)]),
+    sys(
+        "open",
+        2,
+        "fd",
+        &[
+            p("name", Path),
+            p("flags", Flags(F::Open)),
+            p("mode", Flags(F::Mode)),
+            p("dev", Uint),
+            p("ino", Uint),
+        ],
+    ),
+    sys(
+        "openat",
+        257,
+        "fd",
+        &[
+            p("dirfd", Fd),
+            p("name", Path),
+            p("flags", Flags(F::Open)),
+            p("mode", Flags(F::Mode)),
+            p("dev", Uint),
+            p("ino", Uint),
+        ],
+    ),
+    sys(
+        "openat2",
+        437,
+        "fd",
+        &[
+            p("dirfd", Fd),
+            p("name", Path),
+            p("flags", Flags(F::Open)),
+            p("mode", Flags(F::Mode)),
+            p("resolve", Uint),
+            p("dev", Uint),
+            p("ino", Uint),
+        ],
+    ),
+    sys(
+        "creat",
+        85,
+        "fd",
+        &[
+            p("name", Path),
+            p("mode", Flags(F::Mode)),
+            p("dev", Uint),
+            p("ino", Uint),
+        ],
+    ),
     sys("close", 3, "res", &[p("fd", Fd)]),
     sys("dup", 32, "res", &[p("oldfd", Fd)]),
     sys("dup2", 33, "res", &[p("oldfd", Fd), p("newfd", Fd)]),
-    sys("dup3", 292, "res", &[p("oldfd", Fd), p("newfd", Fd), p("flags", Flags(F::Open))]),
-    sys("fcntl", 72, "res", &[p("fd", Fd), p("cmd", Flags(F::FcntlCmd))]),
-    sys("pipe", 22, "res", &[p("fd1", Fd), p("fd2", Fd), p("ino", Uint)]),
-    sys("pipe2", 293, "res", &[p("fd1", Fd), p("fd2", Fd), p("ino", Uint), p("flags", Flags(F::Open))]),
-    sys("memfd_create", 319, "fd", &[p("name", Str), p("flags", Flags(F::Memfd))]),
+    sys(
+        "dup3",
+        292,
+        "res",
+        &[p("oldfd", Fd), p("newfd", Fd), p("flags", Flags(F::Open))],
+    ),
+    sys(
+        "fcntl",
+        72,
+        "res",
+        &[p("fd", Fd), p("cmd", Flags(F::FcntlCmd))],
+    ),
+    sys(
+        "pipe",
+        22,
+        "res",
+        &[p("fd1", Fd), p("fd2", Fd), p("ino", Uint)],
+    ),
+    sys(
+        "pipe2",
+        293,
+        "res",
+        &[
+            p("fd1", Fd),
+            p("fd2", Fd),
+            p("ino", Uint),
+            p("flags", Flags(F::Open)),
+        ],
+    ),
+    sys(
+        "memfd_create",
+        319,
+        "fd",
+        &[p("name", Str), p("flags", Flags(F::Memfd))],
+    ),
     sys("link", 86, "res", &[p("oldpath", Path), p("newpath", Path)]),
-    sys("linkat", 265, "res", &[p("olddir", Fd), p("oldpath", Path), p("newdir", Fd), p("newpath", Path), p("flags", Flags(F::At))]),
-    sys("symlink", 88, "res", &[p("target", Path), p("linkpath", Path)]),
-    sys("symlinkat", 266, "res", &[p("target", Path), p("linkdirfd", Fd), p("linkpath", Path)]),
-    sys("rename", 82, "res", &[p("oldpath", Path), p("newpath", Path)]),
-    sys("renameat", 264, "res", &[p("olddirfd", Fd), p("oldpath", Path), p("newdirfd", Fd), p("newpath", Path)]),
-    sys("renameat2", 316, "res", &[p("olddirfd", Fd), p("oldpath", Path), p("newdirfd", Fd), p("newpath", Path), p("flags", Flags(F::None))]),
+    sys(
+        "linkat",
+        265,
+        "res",
+        &[
+            p("olddir", Fd),
+            p("oldpath", Path),
+            p("newdir", Fd),
+            p("newpath", Path),
+            p("flags", Flags(F::At)),
+        ],
+    ),
+    sys(
+        "symlink",
+        88,
+        "res",
+        &[p("target", Path), p("linkpath", Path)],
+    ),
+    sys(
+        "symlinkat",
+        266,
+        "res",
+        &[p("target", Path), p("linkdirfd", Fd), p("linkpath", Path)],
+    ),
+    sys(
+        "rename",
+        82,
+        "res",
+        &[p("oldpath", Path), p("newpath", Path)],
+    ),
+    sys(
+        "renameat",
+        264,
+        "res",
+        &[
+            p("olddirfd", Fd),
+            p("oldpath", Path),
+            p("newdirfd", Fd),
+            p("newpath", Path),
+        ],
+    ),
+    sys(
+        "renameat2",
+        316,
+        "res",
+        &[
+            p("olddirfd", Fd),
+            p("oldpath", Path),
+            p("newdirfd", Fd),
+            p("newpath", Path),
+            p("flags", Flags(F::None)),
+        ],
+    ),
     sys("unlink", 87, "res", &[p("path", Path)]),
-    sys("unlinkat", 263, "res", &[p("dirfd", Fd), p("name", Path), p("flags", Flags(F::At))]),
-    sys("mkdir", 83, "res", &[p("path", Path), p("mode", Flags(F::Mode))]),
-    sys("mkdirat", 258, "res", &[p("dirfd", Fd), p("path", Path), p("mode", Flags(F::Mode))]),
+    sys(
+        "unlinkat",
+        263,
+        "res",
+        &[p("dirfd", Fd), p("name", Path), p("flags", Flags(F::At))],
+    ),
+    sys(
+        "mkdir",
+        83,
+        "res",
+        &[p("path", Path), p("mode", Flags(F::Mode))],
+    ),
+    sys(
+        "mkdirat",
+        258,
+        "res",
+        &[p("dirfd", Fd), p("path", Path), p("mode", Flags(F::Mode))],
+    ),
     sys("rmdir", 84, "res", &[p("path", Path)]),
-    sys("chmod", 90, "res", &[p("filename", Path), p("mode", Flags(F::Mode))]),
-    sys("fchmod", 91, "res", &[p("fd", Fd), p("mode", Flags(F::Mode))]),
-    sys("fchmodat", 268, "res", &[p("dirfd", Fd), p("filename", Path), p("mode", Flags(F::Mode))]),
+    sys(
+        "chmod",
+        90,
+        "res",
+        &[p("filename", Path), p("mode", Flags(F::Mode))],
+    ),
+    sys(
+        "fchmod",
+        91,
+        "res",
+        &[p("fd", Fd), p("mode", Flags(F::Mode))],
+    ),
+    sys(
+        "fchmodat",
+        268,
+        "res",
+        &[
+            p("dirfd", Fd),
+            p("filename", Path),
+            p("mode", Flags(F::Mode)),
+        ],
+    ),
     sys("chdir", 80, "res", &[p("path", Path)]),
     sys("fchdir", 81, "res", &[p("fd", Fd)]),
-    sys("read", 0, "res", &[p("fd", Fd), p("size", Uint), p("data", Buf)]),
-    sys("write", 1, "res", &[p("fd", Fd), p("size", Uint), p("data", Buf)]),
-    sys("mount", 165, "res", &[p("dev", Path), p("dir", Path), p("type", Str), p("flags", Flags(F::Mount))]),
+    sys(
+        "read",
+        0,
+        "res",
+        &[p("fd", Fd), p("size", Uint), p("data", Buf)],
+    ),
+    sys(
+        "write",
+        1,
+        "res",
+        &[p("fd", Fd), p("size", Uint), p("data", Buf)],
+    ),
+    sys(
+        "mount",
+        165,
+        "res",
+        &[
+            p("dev", Path),
+            p("dir", Path),
+            p("type", Str),
+            p("flags", Flags(F::Mount)),
+        ],
+    ),
     sys("umount2", 166, "res", &[p("name", Path), p("flags", Uint)]),
     // Processes.
     sys("clone", 56, "res", &[p("flags", Flags(F::Clone))]),
@@ -170,46 +347,198 @@ pub const DETAILED: &[EventSpec] = &[
     sys("fork", 57, "res", &[]),
     sys("vfork", 58, "res", &[]),
     sys("execve", 59, "res", exec_params!(p("filename", Path))),
-    sys("execveat", 322, "res", exec_params!(p("dirfd", Fd), p("pathname", Path), p("flags", Flags(F::At)))),
-    sys("kill", 62, "res", &[p("pid", Pid), p("sig", Flags(F::Signal))]),
-    sys("tgkill", 234, "res", &[p("pid", Pid), p("tid", Pid), p("sig", Flags(F::Signal))]),
-    sys("ptrace", 101, "res", &[p("request", Flags(F::PtraceRequest)), p("pid", Pid), p("addr", Uint), p("data", Uint)]),
+    sys(
+        "execveat",
+        322,
+        "res",
+        exec_params!(
+            p("dirfd", Fd),
+            p("pathname", Path),
+            p("flags", Flags(F::At))
+        ),
+    ),
+    sys(
+        "kill",
+        62,
+        "res",
+        &[p("pid", Pid), p("sig", Flags(F::Signal))],
+    ),
+    sys(
+        "tgkill",
+        234,
+        "res",
+        &[p("pid", Pid), p("tid", Pid), p("sig", Flags(F::Signal))],
+    ),
+    sys(
+        "ptrace",
+        101,
+        "res",
+        &[
+            p("request", Flags(F::PtraceRequest)),
+            p("pid", Pid),
+            p("addr", Uint),
+            p("data", Uint),
+        ],
+    ),
     sys("setuid", 105, "res", &[p("uid", Uid)]),
     sys("setgid", 106, "res", &[p("gid", Gid)]),
     sys("setreuid", 113, "res", &[p("ruid", Uid), p("euid", Uid)]),
     sys("setregid", 114, "res", &[p("rgid", Gid), p("egid", Gid)]),
-    sys("setresuid", 117, "res", &[p("ruid", Uid), p("euid", Uid), p("suid", Uid)]),
-    sys("setresgid", 119, "res", &[p("rgid", Gid), p("egid", Gid), p("sgid", Gid)]),
+    sys(
+        "setresuid",
+        117,
+        "res",
+        &[p("ruid", Uid), p("euid", Uid), p("suid", Uid)],
+    ),
+    sys(
+        "setresgid",
+        119,
+        "res",
+        &[p("rgid", Gid), p("egid", Gid), p("sgid", Gid)],
+    ),
     sys("setsid", 112, "res", &[]),
     sys("setpgid", 109, "res", &[p("pid", Pid), p("pgid", Pid)]),
-    sys("capset", 126, "res", &[p("cap_inheritable", Uint), p("cap_permitted", Uint), p("cap_effective", Uint)]),
-    sys("setns", 308, "res", &[p("fd", Fd), p("nstype", Flags(F::Namespace))]),
+    sys(
+        "capset",
+        126,
+        "res",
+        &[
+            p("cap_inheritable", Uint),
+            p("cap_permitted", Uint),
+            p("cap_effective", Uint),
+        ],
+    ),
+    sys(
+        "setns",
+        308,
+        "res",
+        &[p("fd", Fd), p("nstype", Flags(F::Namespace))],
+    ),
     sys("unshare", 272, "res", &[p("flags", Flags(F::Namespace))]),
     sys("prctl", 157, "res", &[p("option", Int), p("arg2", Uint)]),
-    sys("init_module", 175, "res", &[p("len", Uint), p("uargs", Str)]),
-    sys("finit_module", 313, "res", &[p("fd", Fd), p("uargs", Str), p("flags", Uint)]),
-    sys("delete_module", 176, "res", &[p("name", Str), p("flags", Uint)]),
+    sys(
+        "init_module",
+        175,
+        "res",
+        &[p("len", Uint), p("uargs", Str)],
+    ),
+    sys(
+        "finit_module",
+        313,
+        "res",
+        &[p("fd", Fd), p("uargs", Str), p("flags", Uint)],
+    ),
+    sys(
+        "delete_module",
+        176,
+        "res",
+        &[p("name", Str), p("flags", Uint)],
+    ),
     sys("bpf", 321, "fd", &[p("cmd", Flags(F::BpfCmd))]),
     sys("userfaultfd", 323, "fd", &[p("flags", Flags(F::Open))]),
     // Network.
-    sys("socket", 41, "fd", &[p("domain", Flags(F::SocketFamily)), p("type", Flags(F::SocketType)), p("proto", Uint)]),
-    sys("socketpair", 53, "res", &[p("domain", Flags(F::SocketFamily)), p("type", Flags(F::SocketType)), p("proto", Uint), p("fd1", Fd), p("fd2", Fd)]),
-    sys("connect", 42, "res", &[p("fd", Fd), p("addr", SockAddr), p("tuple", SockTuple)]),
-    sys("accept", 43, "fd", &[p("tuple", SockTuple), p("queuepct", Uint)]),
-    sys("accept4", 288, "fd", &[p("tuple", SockTuple), p("queuepct", Uint), p("flags", Flags(F::SocketType))]),
+    sys(
+        "socket",
+        41,
+        "fd",
+        &[
+            p("domain", Flags(F::SocketFamily)),
+            p("type", Flags(F::SocketType)),
+            p("proto", Uint),
+        ],
+    ),
+    sys(
+        "socketpair",
+        53,
+        "res",
+        &[
+            p("domain", Flags(F::SocketFamily)),
+            p("type", Flags(F::SocketType)),
+            p("proto", Uint),
+            p("fd1", Fd),
+            p("fd2", Fd),
+        ],
+    ),
+    sys(
+        "connect",
+        42,
+        "res",
+        &[p("fd", Fd), p("addr", SockAddr), p("tuple", SockTuple)],
+    ),
+    sys(
+        "accept",
+        43,
+        "fd",
+        &[p("tuple", SockTuple), p("queuepct", Uint)],
+    ),
+    sys(
+        "accept4",
+        288,
+        "fd",
+        &[
+            p("tuple", SockTuple),
+            p("queuepct", Uint),
+            p("flags", Flags(F::SocketType)),
+        ],
+    ),
     sys("bind", 49, "res", &[p("fd", Fd), p("addr", SockAddr)]),
     sys("listen", 50, "res", &[p("fd", Fd), p("backlog", Int)]),
-    sys("sendto", 44, "res", &[p("fd", Fd), p("size", Uint), p("tuple", SockTuple), p("data", Buf)]),
-    sys("sendmsg", 46, "res", &[p("fd", Fd), p("size", Uint), p("tuple", SockTuple), p("data", Buf)]),
-    sys("recvfrom", 45, "res", &[p("fd", Fd), p("size", Uint), p("tuple", SockTuple), p("data", Buf)]),
-    sys("recvmsg", 47, "res", &[p("fd", Fd), p("size", Uint), p("tuple", SockTuple), p("data", Buf)]),
+    sys(
+        "sendto",
+        44,
+        "res",
+        &[
+            p("fd", Fd),
+            p("size", Uint),
+            p("tuple", SockTuple),
+            p("data", Buf),
+        ],
+    ),
+    sys(
+        "sendmsg",
+        46,
+        "res",
+        &[
+            p("fd", Fd),
+            p("size", Uint),
+            p("tuple", SockTuple),
+            p("data", Buf),
+        ],
+    ),
+    sys(
+        "recvfrom",
+        45,
+        "res",
+        &[
+            p("fd", Fd),
+            p("size", Uint),
+            p("tuple", SockTuple),
+            p("data", Buf),
+        ],
+    ),
+    sys(
+        "recvmsg",
+        47,
+        "res",
+        &[
+            p("fd", Fd),
+            p("size", Uint),
+            p("tuple", SockTuple),
+            p("data", Buf),
+        ],
+    ),
     // Non-syscall events.
     EventSpec {
         name: "procexit",
         nr: None,
         res_name: "",
         res_kind: Int,
-        params: &[p("status", Int), p("ret", Int), p("sig", Flags(F::Signal)), p("core", Uint)],
+        params: &[
+            p("status", Int),
+            p("ret", Int),
+            p("sig", Flags(F::Signal)),
+            p("core", Uint),
+        ],
     },
 ];
 
@@ -274,11 +603,29 @@ mod tests {
     fn names_and_numbers_are_unique_and_consistent() {
         let events = events();
         for (i, e) in events.iter().enumerate() {
-            assert_eq!(by_name(e.name).map(|t| usize::from(t.0)), Some(i), "{}", e.name);
+            assert_eq!(
+                by_name(e.name).map(|t| usize::from(t.0)),
+                Some(i),
+                "{}",
+                e.name
+            );
             if let Some(nr) = e.nr {
-                assert_eq!(by_syscall_nr(nr).map(|t| usize::from(t.0)), Some(i), "{}", e.name);
-                let listed = SYSCALLS.iter().find(|(_, n)| *n == e.name).map(|(nr, _)| *nr);
-                assert_eq!(listed, Some(nr), "{} number disagrees with the x86-64 table", e.name);
+                assert_eq!(
+                    by_syscall_nr(nr).map(|t| usize::from(t.0)),
+                    Some(i),
+                    "{}",
+                    e.name
+                );
+                let listed = SYSCALLS
+                    .iter()
+                    .find(|(_, n)| *n == e.name)
+                    .map(|(nr, _)| *nr);
+                assert_eq!(
+                    listed,
+                    Some(nr),
+                    "{} number disagrees with the x86-64 table",
+                    e.name
+                );
             }
         }
         assert!(by_name("procexit").is_some());

@@ -150,11 +150,15 @@ impl IpNet {
     pub fn contains(&self, ip: &IpAddr) -> bool {
         match (self.addr, ip) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix_len)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix_len))
+                    .unwrap_or(0);
                 (u32::from(net) & mask) == (u32::from(*ip) & mask)
             }
             (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix_len)).unwrap_or(0);
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix_len))
+                    .unwrap_or(0);
                 (u128::from(net) & mask) == (u128::from(*ip) & mask)
             }
             _ => false,

@@ -130,11 +130,18 @@ mod tests {
             rule: "Read sensitive file untrusted".into(),
             priority: "Warning".into(),
             source: "syscall".into(),
-            tags: vec!["mitre_credential_access".into(), "T1555".into(), "host".into()],
+            tags: vec![
+                "mitre_credential_access".into(),
+                "T1555".into(),
+                "host".into(),
+            ],
             hostname: "vigil-test".into(),
             output: "Sensitive file opened for reading | file=/etc/shadow".into(),
             output_fields: vec![
-                ("fd.name".into(), Some(Value::Str(Cow::Borrowed(b"/etc/shadow")))),
+                (
+                    "fd.name".into(),
+                    Some(Value::Str(Cow::Borrowed(b"/etc/shadow"))),
+                ),
                 ("user.loginuid".into(), Some(Value::I64(-1))),
                 ("proc.tty".into(), Some(Value::U64(0))),
                 ("container.image.repository".into(), None),

@@ -52,8 +52,14 @@ mod tests {
             "2023-11-14T22:13:20.123456789Z"
         );
         // Leap day and the turn of a century that is a leap year.
-        assert_eq!(rfc3339(951_782_400 * NANOS_PER_SEC), "2000-02-29T00:00:00.000000000Z");
-        assert_eq!(rfc3339(4_107_542_399 * NANOS_PER_SEC), "2100-02-28T23:59:59.000000000Z");
+        assert_eq!(
+            rfc3339(951_782_400 * NANOS_PER_SEC),
+            "2000-02-29T00:00:00.000000000Z"
+        );
+        assert_eq!(
+            rfc3339(4_107_542_399 * NANOS_PER_SEC),
+            "2100-02-28T23:59:59.000000000Z"
+        );
         assert_eq!(clock(86_399 * NANOS_PER_SEC + 1), "23:59:59.000000001");
     }
 }

@@ -2,6 +2,9 @@
 //! the compiler. Spans are byte offsets into the condition text the node was parsed from; the
 //! loader maps them to `file:line:col`.
 
+use std::borrow::Cow;
+use std::fmt;
+
 /// A byte range in the source text of one condition (or output template).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Span {
@@ -18,7 +21,10 @@ pub enum Expr {
     Or(Vec<Expr>),
     Not(Box<Expr>),
     /// A bare identifier in boolean position: a macro reference, resolved by the loader.
-    Macro { name: String, span: Span },
+    Macro {
+        name: String,
+        span: Span,
+    },
     /// `lhs OP rhs`.
     Compare {
         lhs: Operand,
@@ -27,7 +33,10 @@ pub enum Expr {
         span: Span,
     },
     /// `lhs exists`.
-    Exists { lhs: Operand, span: Span },
+    Exists {
+        lhs: Operand,
+        span: Span,
+    },
     /// A constant produced by resolution (e.g. an empty list with `in`); never parsed.
     Const(bool),
 }
@@ -133,6 +142,47 @@ pub struct Literal {
     pub span: Span,
 }
 
+/// Bytes of a quoted literal that are not valid UTF-8 (written as `\xHH` escapes, e.g. `"\xff"`)
+/// are carried in [`Literal::text`] as the private-use characters `U+10FF80..=U+10FFFF`
+/// (`RAW_BYTE_BASE + byte`), the way Python's "surrogateescape" carries them; [`Literal::bytes`]
+/// turns them back into the raw bytes.
+pub const RAW_BYTE_BASE: u32 = 0x10FF00;
+
+impl Literal {
+    /// The literal's bytes, with raw-byte characters (see [`RAW_BYTE_BASE`]) decoded.
+    pub fn bytes(&self) -> Cow<'_, [u8]> {
+        if !self.text.chars().any(is_raw_byte) {
+            return Cow::Borrowed(self.text.as_bytes());
+        }
+        let mut out = Vec::with_capacity(self.text.len());
+        for c in self.text.chars() {
+            if is_raw_byte(c) {
+                out.push((u32::from(c) - RAW_BYTE_BASE) as u8);
+            } else {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+        Cow::Owned(out)
+    }
+}
+
+fn is_raw_byte(c: char) -> bool {
+    (RAW_BYTE_BASE + 0x80..=RAW_BYTE_BASE + 0xff).contains(&u32::from(c))
+}
+
+/// Text for `bytes`: valid UTF-8 as is, every other byte as a raw-byte character.
+pub fn text_from_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for &b in chunk.invalid() {
+            out.push(char::from_u32(RAW_BYTE_BASE + u32::from(b)).expect("a valid scalar value"));
+        }
+    }
+    out
+}
+
 /// The right-hand side of a comparison.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rhs {
@@ -143,4 +193,143 @@ pub enum Rhs {
     List(Vec<Literal>),
     /// Another field: `val(proc.pname)` or a transformer applied to a field.
     Field(Operand),
+}
+
+/// Trees deeper than this print `…` for the rest (printing recurses).
+const MAX_PRINT_DEPTH: usize = 2000;
+
+/// Prints the condition in a canonical form that parses back to the same tree (without
+/// spans): `and`/`or` groups nested in each other and `not` operands that are groups are
+/// parenthesised, quoted literals keep their quotes (with `\\`, `\"`, `\n`, `\t`, `\r`, `\xHH`
+/// escapes), `val()` is explicit.
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_expr(self, f, 0)
+    }
+}
+
+fn write_expr(expr: &Expr, f: &mut fmt::Formatter<'_>, depth: usize) -> fmt::Result {
+    if depth > MAX_PRINT_DEPTH {
+        return f.write_str("…");
+    }
+    let grouped = |e: &Expr| matches!(e, Expr::And(_) | Expr::Or(_) | Expr::Not(_));
+    let write_child = |e: &Expr, f: &mut fmt::Formatter<'_>, paren: bool| {
+        if paren {
+            f.write_str("(")?;
+            write_expr(e, f, depth + 1)?;
+            f.write_str(")")
+        } else {
+            write_expr(e, f, depth + 1)
+        }
+    };
+    match expr {
+        Expr::And(items) | Expr::Or(items) => {
+            let sep = if matches!(expr, Expr::And(_)) {
+                " and "
+            } else {
+                " or "
+            };
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(sep)?;
+                }
+                write_child(item, f, grouped(item))?;
+            }
+            Ok(())
+        }
+        Expr::Not(inner) => {
+            f.write_str("not ")?;
+            write_child(inner, f, grouped(inner))
+        }
+        Expr::Macro { name, .. } => f.write_str(name),
+        Expr::Compare { lhs, op, rhs, .. } => write!(f, "{lhs} {} {rhs}", op.as_str()),
+        Expr::Exists { lhs, .. } => write!(f, "{lhs} exists"),
+        Expr::Const(v) => write!(f, "{v}"),
+    }
+}
+
+impl fmt::Display for Operand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for t in &self.transformers {
+            write!(f, "{}(", t.as_str())?;
+        }
+        write!(f, "{}", self.field)?;
+        for _ in &self.transformers {
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+/// `name` or `name[arg]` (the argument quoted when it holds whitespace, brackets or quotes).
+impl fmt::Display for FieldName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)?;
+        if let Some(arg) = &self.arg {
+            let plain = arg
+                .bytes()
+                .all(|b| !(b.is_ascii_whitespace() || matches!(b, b'[' | b']' | b'"' | b'\'')));
+            if plain {
+                write!(f, "[{arg}]")?;
+            } else {
+                f.write_str("[")?;
+                write_quoted(arg, f)?;
+                f.write_str("]")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Literal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bare_ok = !self.text.is_empty()
+            && self.text.bytes().all(|b| {
+                !(b.is_ascii_whitespace()
+                    || b.is_ascii_control()
+                    || matches!(b, b'(' | b')' | b',' | b'"' | b'\''))
+            })
+            && !self.text.chars().any(is_raw_byte);
+        if self.quoted || !bare_ok {
+            write_quoted(&self.text, f)
+        } else {
+            f.write_str(&self.text)
+        }
+    }
+}
+
+fn write_quoted(text: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    f.write_str("\"")?;
+    for c in text.chars() {
+        match c {
+            '\\' => f.write_str("\\\\")?,
+            '"' => f.write_str("\\\"")?,
+            '\n' => f.write_str("\\n")?,
+            '\t' => f.write_str("\\t")?,
+            '\r' => f.write_str("\\r")?,
+            c if c.is_ascii_control() => write!(f, "\\x{:02x}", c as u32)?,
+            c if is_raw_byte(c) => write!(f, "\\x{:02x}", u32::from(c) - RAW_BYTE_BASE)?,
+            c => write!(f, "{c}")?,
+        }
+    }
+    f.write_str("\"")
+}
+
+impl fmt::Display for Rhs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rhs::Value(lit) => write!(f, "{lit}"),
+            Rhs::List(items) => {
+                f.write_str("(")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str(")")
+            }
+            Rhs::Field(operand) => write!(f, "val({operand})"),
+        }
+    }
 }

@@ -11,3 +11,21 @@
 #![forbid(unsafe_code)]
 
 pub mod ast;
+pub mod compile;
+pub mod diag;
+pub mod eval;
+pub mod loader;
+pub mod parser;
+pub mod priority;
+pub mod ruleset;
+pub mod template;
+pub mod testcatalog;
+#[cfg(test)]
+mod testutil;
+
+pub use diag::{Diagnostic, Severity};
+pub use loader::{FileStats, LoadOptions, LoadResult, RulesLoader, ENGINE_VERSION};
+pub use priority::Priority;
+pub use ruleset::{
+    InterestTypes, Rule, RuleMatching, Ruleset, Selection, SelectionEntry, SelectionTarget,
+};

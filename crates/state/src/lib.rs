@@ -1,1 +1,39 @@
-//! placeholder
+//! The state engine: what Vigil knows about the machine while it reads events, and the field
+//! values rules are evaluated against.
+//!
+//! This crate owns the thread/process table (threads share process-level data through their
+//! thread-group leader; a parent chain by `ppid` for `proc.aname[N]` and friends), the fd table
+//! of each process (files, directories, sockets with their tuples, pipes, memfds…), the user and
+//! group databases ([`UserDb`]), container identity (from cgroup paths) and metadata (from a
+//! capture snapshot), and the field catalog ([`catalog`]) with its extractor ([`EventView`]).
+//!
+//! The engine calls, per event: [`State::apply`] (state the rules must already see: a new fd,
+//! the new image after `execve`, the child after `clone`), then evaluates rules through
+//! [`State::view`], then [`State::finish`] (removals, so the fields of a `close` or `procexit`
+//! still resolve). Malformed or surprising events are counted ([`StateStats`]), never a panic.
+//!
+//! It must not know about rules, outputs or drivers: it sees events ([`vigil_event`]) and
+//! serves fields ([`vigil_fields`]). No I/O except reading user databases when asked.
+#![forbid(unsafe_code)]
+
+mod container;
+mod fields;
+mod path;
+mod render;
+mod schema;
+mod state;
+mod table;
+mod users;
+mod view;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testutil;
+
+pub use container::container_id_from_cgroup;
+pub use fields::{catalog, FieldCatalog};
+pub use path::{normalize as normalize_path, resolve as resolve_path};
+pub use state::{State, StateConfig, StateStats, MAX_ANCESTORS};
+pub use users::{FileUserDb, MemUserDb, UserDb, UserDbError};
+pub use view::EventView;

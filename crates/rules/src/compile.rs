@@ -1,0 +1,1202 @@
+//! Type checking and evaluator construction: a resolved [`Expr`] (macros and lists already
+//! expanded by the loader) → [`Filter`]; output text → [`Template`].
+//!
+//! Field references are resolved against a [`Catalog`] and interned into slots shared by every
+//! filter and template of one [`Compiler`], so that one event extracts a field at most once. The
+//! compiler collects every problem of a condition instead of stopping at the first.
+
+use crate::ast::{CmpOp, Expr, Literal, Operand, Rhs, Span, Transformer};
+use crate::eval::{COperand, FieldSlots, Filter, Glob, Node, PathSet, Test};
+use crate::parser::MAX_DEPTH;
+
+/// Deepest tree the compiler accepts. Parser output is at most about `2 * MAX_DEPTH` deep
+/// (`and` and `or` levels per parenthesis plus `not`s), so it always fits; deeper trees can only
+/// come from macro expansion. Evaluation recurses over the tree, so this bounds its stack use.
+pub const MAX_TREE_DEPTH: usize = 2 * MAX_DEPTH + 48;
+use crate::template::{parse_template, Segment, TField, Template};
+use aho_corasick::AhoCorasick;
+use memchr::memmem;
+use rustc_hash::FxHashMap;
+use std::fmt;
+use std::net::IpAddr;
+use vigil_fields::{Catalog, FieldRef, FieldType, IpNet, LookupError};
+
+/// A problem found while compiling a condition or template, with a stable code and the byte span
+/// in the text it was parsed from. Warnings (codes `W_…`) use the same shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileError {
+    pub code: &'static str,
+    pub message: String,
+    pub span: Span,
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} @ {}", self.code, self.message, self.span.start)
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+fn err(code: &'static str, message: String, span: Span) -> CompileError {
+    CompileError {
+        code,
+        message,
+        span,
+    }
+}
+
+/// The type of an operand after its transformers.
+#[derive(Clone, Copy, Debug)]
+struct OperandType {
+    ty: FieldType,
+    is_list: bool,
+}
+
+fn is_stringy(ty: FieldType) -> bool {
+    matches!(ty, FieldType::Str | FieldType::Buffer)
+}
+
+/// Compiles the conditions and templates of one ruleset against a catalog.
+pub struct Compiler<'c> {
+    catalog: &'c dyn Catalog,
+    slots: FieldSlots,
+    slot_of: FxHashMap<FieldRef, u32>,
+}
+
+impl<'c> Compiler<'c> {
+    pub fn new(catalog: &'c dyn Catalog) -> Self {
+        Compiler {
+            catalog,
+            slots: FieldSlots::default(),
+            slot_of: FxHashMap::default(),
+        }
+    }
+
+    /// Compiles a fully resolved condition (macros expanded, list names expanded by the loader);
+    /// a remaining [`Expr::Macro`] yields `E_UNKNOWN_MACRO`. Returns every error found.
+    pub fn compile(&mut self, expr: &Expr) -> Result<Filter, Vec<CompileError>> {
+        let mut errors = Vec::new();
+        let mut warnings = Vec::new();
+        let root = self.node(expr, &mut errors, &mut warnings);
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let n_types = self.catalog.n_event_types();
+        let words = n_types.div_ceil(64);
+        let set = event_types(&root, false, words, n_types);
+        let all = (0..n_types).all(|i| set[i / 64] & (1u64 << (i % 64)) != 0);
+        let event_types = if all {
+            None
+        } else {
+            Some(
+                (0..n_types)
+                    .filter(|&i| set[i / 64] & (1u64 << (i % 64)) != 0)
+                    .filter_map(|i| u16::try_from(i).ok())
+                    .collect(),
+            )
+        };
+        Ok(Filter {
+            root,
+            event_types,
+            warnings,
+        })
+    }
+
+    /// Compiles an output template (`%field`, `%field[arg]`, `%transformer(field)`, `%%`).
+    pub fn compile_template(&mut self, text: &str) -> Result<Template, Vec<CompileError>> {
+        let parsed = parse_template(text).map_err(|e| {
+            vec![CompileError {
+                code: e.code,
+                message: e.message,
+                span: e.span,
+            }]
+        })?;
+        let mut errors = Vec::new();
+        let mut fields: Vec<TField> = Vec::new();
+        let mut segments = Vec::new();
+        for segment in parsed {
+            match segment {
+                crate::template::Parsed::Text(t) => segments.push(Segment::Text(t)),
+                crate::template::Parsed::Field(operand) => {
+                    let name = operand.to_string();
+                    if let Some(i) = fields.iter().position(|f| f.name == name) {
+                        segments.push(Segment::Field(i));
+                        continue;
+                    }
+                    match self.operand(&operand) {
+                        Ok((op, ot)) => {
+                            segments.push(Segment::Field(fields.len()));
+                            fields.push(TField {
+                                name,
+                                operand: op,
+                                is_list: ot.is_list,
+                            });
+                        }
+                        Err(e) => errors.push(e),
+                    }
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(Template { segments, fields })
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The field slots of everything compiled so far; build [`crate::eval::EvalCtx`]s from them.
+    pub fn slots(&self) -> &FieldSlots {
+        &self.slots
+    }
+
+    pub fn finish(self) -> FieldSlots {
+        self.slots
+    }
+
+    /// Builds the evaluation tree without recursion (post-order over an explicit work stack),
+    /// so trees of any depth are safe here; deeper than [`MAX_TREE_DEPTH`] is `E_DEPTH`.
+    fn node(
+        &mut self,
+        root: &Expr,
+        errors: &mut Vec<CompileError>,
+        warnings: &mut Vec<CompileError>,
+    ) -> Node {
+        enum Work<'e> {
+            Visit(&'e Expr, usize),
+            Group { is_and: bool, n: usize },
+            Not,
+        }
+        let mut work = vec![Work::Visit(root, 0)];
+        let mut done: Vec<Node> = Vec::new();
+        let mut too_deep = false;
+        while let Some(item) = work.pop() {
+            match item {
+                Work::Visit(expr, depth) => {
+                    if depth >= MAX_TREE_DEPTH {
+                        if !too_deep {
+                            too_deep = true;
+                            errors.push(err(
+                                "E_DEPTH",
+                                format!("condition is nested deeper than {MAX_TREE_DEPTH} levels"),
+                                first_span(expr),
+                            ));
+                        }
+                        done.push(Node::Const(false));
+                        continue;
+                    }
+                    match expr {
+                        Expr::And(items) | Expr::Or(items) => {
+                            work.push(Work::Group {
+                                is_and: matches!(expr, Expr::And(_)),
+                                n: items.len(),
+                            });
+                            work.extend(items.iter().rev().map(|e| Work::Visit(e, depth + 1)));
+                        }
+                        Expr::Not(inner) => {
+                            work.push(Work::Not);
+                            work.push(Work::Visit(inner, depth + 1));
+                        }
+                        leaf => done.push(self.leaf(leaf, errors, warnings)),
+                    }
+                }
+                Work::Not => {
+                    let inner = done.pop().expect("the operand of not was built");
+                    done.push(match inner {
+                        Node::Const(v) => Node::Const(!v),
+                        Node::Not(n) => *n,
+                        n => Node::Not(Box::new(n)),
+                    });
+                }
+                Work::Group { is_and, n } => {
+                    let items = done.split_off(done.len() - n);
+                    done.push(group(is_and, items));
+                }
+            }
+        }
+        done.pop().expect("the root was built")
+    }
+
+    fn leaf(
+        &mut self,
+        expr: &Expr,
+        errors: &mut Vec<CompileError>,
+        warnings: &mut Vec<CompileError>,
+    ) -> Node {
+        match expr {
+            Expr::Const(v) => Node::Const(*v),
+            Expr::Macro { name, span } => {
+                errors.push(err(
+                    "E_UNKNOWN_MACRO",
+                    format!("unknown macro `{name}`"),
+                    *span,
+                ));
+                Node::Const(false)
+            }
+            Expr::Exists { lhs, .. } => match self.operand(lhs) {
+                Ok((op, _)) => Node::Exists(op),
+                Err(e) => {
+                    errors.push(e);
+                    Node::Const(false)
+                }
+            },
+            Expr::Compare { lhs, op, rhs, span } => {
+                match self.compare(lhs, *op, rhs, *span, warnings) {
+                    Ok(node) => node,
+                    Err(mut e) => {
+                        errors.append(&mut e);
+                        Node::Const(false)
+                    }
+                }
+            }
+            Expr::And(_) | Expr::Or(_) | Expr::Not(_) => {
+                unreachable!("groups are handled by Compiler::node")
+            }
+        }
+    }
+
+    /// Resolves a field reference and its transformers.
+    fn operand(&mut self, operand: &Operand) -> Result<(COperand, OperandType), CompileError> {
+        let field = &operand.field;
+        let fref = match self.catalog.lookup(&field.name, field.arg.as_deref()) {
+            Ok(r) => r,
+            Err(LookupError::Unknown) => {
+                return Err(err(
+                    "E_UNKNOWN_FIELD",
+                    format!("unknown field `{}`", field.name),
+                    field.span,
+                ))
+            }
+            Err(LookupError::BadArg(why)) => {
+                return Err(err(
+                    "E_FIELD_ARG",
+                    format!("bad argument for field `{}`: {why}", field.name),
+                    field.span,
+                ))
+            }
+        };
+        let def = self.catalog.def(fref.id);
+        let mut ot = OperandType {
+            ty: def.ty,
+            is_list: def.is_list,
+        };
+        let mut transformers = Vec::with_capacity(operand.transformers.len());
+        // The AST lists transformers outermost first; they apply innermost first.
+        for &t in operand.transformers.iter().rev() {
+            let aggregate = t == Transformer::Len && ot.is_list;
+            if !aggregate && !is_stringy(ot.ty) {
+                return Err(err(
+                    "E_BAD_OPERATOR",
+                    format!(
+                        "transformer `{}` does not apply to {} values (field `{}`)",
+                        t.as_str(),
+                        ot.ty.name(),
+                        field.name
+                    ),
+                    field.span,
+                ));
+            }
+            ot = match t {
+                Transformer::Len => OperandType {
+                    ty: FieldType::I64,
+                    is_list: false,
+                },
+                _ => OperandType {
+                    ty: FieldType::Str,
+                    is_list: ot.is_list,
+                },
+            };
+            transformers.push((t, aggregate));
+        }
+        let slot = match self.slot_of.get(&fref) {
+            Some(&s) => s,
+            None => {
+                let s = u32::try_from(self.slots.refs.len()).expect("fewer than 2^32 fields");
+                self.slots.refs.push(fref.clone());
+                self.slot_of.insert(fref.clone(), s);
+                s
+            }
+        };
+        Ok((
+            COperand {
+                slot,
+                field: fref,
+                transformers: transformers.into_boxed_slice(),
+            },
+            ot,
+        ))
+    }
+
+    fn compare(
+        &mut self,
+        lhs: &Operand,
+        op: CmpOp,
+        rhs: &Rhs,
+        span: Span,
+        warnings: &mut Vec<CompileError>,
+    ) -> Result<Node, Vec<CompileError>> {
+        let (lop, lty) = self.operand(lhs).map_err(|e| vec![e])?;
+        let op_span = span;
+        let bad_op = |ty: FieldType| {
+            vec![err(
+                "E_BAD_OPERATOR",
+                format!(
+                    "operator `{}` does not apply to {} field `{}`",
+                    op.as_str(),
+                    ty.name(),
+                    lhs.field.name
+                ),
+                op_span,
+            )]
+        };
+        let items: Vec<&Literal> = match rhs {
+            Rhs::Field(other) => {
+                let (rop, rty) = self.operand(other).map_err(|e| vec![e])?;
+                let compatible = (is_stringy(lty.ty) && is_stringy(rty.ty))
+                    || (lty.ty.is_numeric() && rty.ty.is_numeric())
+                    || lty.ty == rty.ty;
+                let allowed = match op {
+                    CmpOp::Eq | CmpOp::Ne => true,
+                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => lty.ty.is_numeric(),
+                    CmpOp::Contains | CmpOp::IContains | CmpOp::StartsWith | CmpOp::EndsWith => {
+                        is_stringy(lty.ty)
+                    }
+                    _ => false,
+                };
+                if !compatible || !allowed {
+                    return Err(vec![err(
+                        "E_BAD_OPERATOR",
+                        format!(
+                            "operator `{}` cannot compare {} field `{}` with {} field `{}`",
+                            op.as_str(),
+                            lty.ty.name(),
+                            lhs.field.name,
+                            rty.ty.name(),
+                            other.field.name
+                        ),
+                        span,
+                    )]);
+                }
+                return Ok(Node::Fields {
+                    lhs: lop,
+                    op,
+                    rhs: rop,
+                });
+            }
+            Rhs::Value(lit) => vec![lit],
+            Rhs::List(items) => {
+                if !op.takes_list() {
+                    return Err(vec![err(
+                        "E_BAD_VALUE",
+                        format!("operator `{}` takes one value, not a list", op.as_str()),
+                        span,
+                    )]);
+                }
+                items.iter().collect()
+            }
+        };
+
+        // `evt.type` tests become bit tests on the event type id.
+        let is_evt_type = lhs.transformers.is_empty()
+            && lhs.field.arg.is_none()
+            && lop.field.id == self.catalog.evt_type_field()
+            && matches!(op, CmpOp::Eq | CmpOp::Ne | CmpOp::In | CmpOp::Intersects);
+        if is_evt_type {
+            let n = self.catalog.n_event_types();
+            let mut bits = vec![0u64; n.div_ceil(64)].into_boxed_slice();
+            for lit in &items {
+                match self.catalog.event_type_id(&lit.text) {
+                    Some(id) if usize::from(id) < n => {
+                        bits[usize::from(id) / 64] |= 1u64 << (id % 64);
+                    }
+                    _ => warnings.push(err(
+                        "W_UNKNOWN_EVENT_TYPE",
+                        format!("unknown event type `{}`", lit.text),
+                        lit.span,
+                    )),
+                }
+            }
+            let node = Node::EvtType(bits);
+            return Ok(if op == CmpOp::Ne {
+                Node::Not(Box::new(node))
+            } else {
+                node
+            });
+        }
+
+        let test = self.test(op, lty.ty, &items, span).map_err(|e| {
+            if e.is_empty() {
+                bad_op(lty.ty)
+            } else {
+                e
+            }
+        })?;
+        Ok(Node::Test {
+            lhs: lop,
+            test,
+            all: op == CmpOp::In && lty.is_list,
+        })
+    }
+
+    /// Builds the test of `op` with literal `items` for values of type `ty`. An empty error
+    /// vector means "operator not applicable".
+    fn test(
+        &self,
+        op: CmpOp,
+        ty: FieldType,
+        items: &[&Literal],
+        span: Span,
+    ) -> Result<Test, Vec<CompileError>> {
+        let single = || -> &Literal { items.first().copied().expect("one value") };
+        if items.is_empty() && !op.takes_list() {
+            return Err(vec![err("E_BAD_VALUE", "missing value".to_string(), span)]);
+        }
+        let bad_value = |lit: &Literal, what: &str| {
+            err(
+                "E_BAD_VALUE",
+                format!("`{}` is not {what}", lit.text),
+                lit.span,
+            )
+        };
+        let collect = |parse: &dyn Fn(&Literal) -> Result<(), CompileError>| {
+            let errors: Vec<CompileError> = items.iter().filter_map(|l| parse(l).err()).collect();
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(errors)
+            }
+        };
+        match ty {
+            FieldType::Str | FieldType::Buffer => {
+                let bytes = || single().bytes().into_owned().into_boxed_slice();
+                Ok(match op {
+                    CmpOp::Eq => Test::StrEq(bytes()),
+                    CmpOp::Ne => Test::StrNe(bytes()),
+                    CmpOp::Contains => Test::Contains(Box::new(
+                        memmem::Finder::new(&single().bytes()).into_owned(),
+                    )),
+                    CmpOp::IContains => {
+                        let ac = AhoCorasick::builder()
+                            .ascii_case_insensitive(true)
+                            .build([&*single().bytes()])
+                            .map_err(|e| vec![err("E_BAD_VALUE", e.to_string(), span)])?;
+                        Test::IContains(ac)
+                    }
+                    CmpOp::StartsWith => Test::StartsWith(bytes()),
+                    CmpOp::EndsWith => Test::EndsWith(bytes()),
+                    CmpOp::BContains | CmpOp::BStartsWith => {
+                        let lit = single();
+                        let Some(decoded) = decode_hex(&lit.text) else {
+                            return Err(vec![err(
+                                "E_BAD_OPERATOR",
+                                format!(
+                                    "operator `{}` needs hexadecimal bytes, not `{}`",
+                                    op.as_str(),
+                                    lit.text
+                                ),
+                                lit.span,
+                            )]);
+                        };
+                        if op == CmpOp::BContains {
+                            Test::Contains(Box::new(memmem::Finder::new(&decoded).into_owned()))
+                        } else {
+                            Test::StartsWith(decoded.into_boxed_slice())
+                        }
+                    }
+                    CmpOp::Glob | CmpOp::IGlob => {
+                        let lit = single();
+                        let glob = Glob::new(&lit.bytes(), op == CmpOp::IGlob).map_err(|why| {
+                            vec![err("E_BAD_VALUE", format!("bad glob: {why}"), lit.span)]
+                        })?;
+                        Test::Glob(glob)
+                    }
+                    CmpOp::Regex => {
+                        let lit = single();
+                        let pattern = String::from_utf8_lossy(&lit.bytes()).into_owned();
+                        let re = regex::RegexBuilder::new(&format!(r"\A(?:{pattern})\z"))
+                            .size_limit(1 << 22)
+                            .build()
+                            .map_err(|e| {
+                                let first = e.to_string();
+                                let short = first.lines().last().unwrap_or("").trim().to_string();
+                                vec![err("E_BAD_VALUE", format!("bad regex: {short}"), lit.span)]
+                            })?;
+                        Test::Regex(re)
+                    }
+                    CmpOp::In | CmpOp::Intersects => {
+                        let owned: Vec<_> = items.iter().map(|l| l.bytes()).collect();
+                        Test::StrSet(owned.iter().map(|b| &b[..]).collect())
+                    }
+                    CmpOp::Pmatch => {
+                        let owned: Vec<_> = items.iter().map(|l| l.bytes()).collect();
+                        let set = PathSet::new(owned.iter().map(|b| &b[..])).map_err(|why| {
+                            vec![err("E_BAD_VALUE", format!("bad pmatch item: {why}"), span)]
+                        })?;
+                        Test::Pmatch(set)
+                    }
+                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => return Err(Vec::new()),
+                })
+            }
+            FieldType::I64 | FieldType::U64 | FieldType::AbsTime | FieldType::RelTime => {
+                let what = format!("a number ({})", ty.name());
+                let parse = |l: &Literal| parse_number(&l.text).ok_or_else(|| bad_value(l, &what));
+                match op {
+                    CmpOp::Eq | CmpOp::Ne | CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => {
+                        Ok(Test::Num(op, parse(single()).map_err(|e| vec![e])?))
+                    }
+                    CmpOp::In | CmpOp::Intersects => {
+                        collect(&|l| parse(l).map(drop))?;
+                        Ok(Test::NumSet(
+                            items.iter().filter_map(|l| parse(l).ok()).collect(),
+                        ))
+                    }
+                    _ => Err(Vec::new()),
+                }
+            }
+            FieldType::Bool => {
+                let parse = |l: &Literal| {
+                    parse_bool(&l.text).ok_or_else(|| bad_value(l, "a boolean (true or false)"))
+                };
+                match op {
+                    CmpOp::Eq | CmpOp::Ne => {
+                        Ok(Test::Bool(op, parse(single()).map_err(|e| vec![e])?))
+                    }
+                    CmpOp::In | CmpOp::Intersects => {
+                        collect(&|l| parse(l).map(drop))?;
+                        let values: Vec<bool> =
+                            items.iter().filter_map(|l| parse(l).ok()).collect();
+                        Ok(Test::BoolSet(
+                            values.contains(&true),
+                            values.contains(&false),
+                        ))
+                    }
+                    _ => Err(Vec::new()),
+                }
+            }
+            FieldType::IpAddr => {
+                let parse_addr = |l: &Literal| {
+                    l.text
+                        .trim()
+                        .parse::<IpAddr>()
+                        .map_err(|_| bad_value(l, "an IP address"))
+                };
+                let parse_net = |l: &Literal| {
+                    IpNet::parse(&l.text).ok_or_else(|| bad_value(l, "an IP address or network"))
+                };
+                match op {
+                    CmpOp::Eq => Ok(Test::IpEq(parse_addr(single()).map_err(|e| vec![e])?)),
+                    CmpOp::Ne => Ok(Test::IpNe(parse_addr(single()).map_err(|e| vec![e])?)),
+                    CmpOp::In | CmpOp::Intersects => {
+                        collect(&|l| parse_net(l).map(drop))?;
+                        Ok(Test::IpIn(
+                            items.iter().filter_map(|l| parse_net(l).ok()).collect(),
+                        ))
+                    }
+                    _ => Err(Vec::new()),
+                }
+            }
+            FieldType::IpNet => {
+                let parse_net = |l: &Literal| {
+                    IpNet::parse(&l.text).ok_or_else(|| bad_value(l, "an IP network"))
+                };
+                match op {
+                    CmpOp::Eq => Ok(Test::NetEq(parse_net(single()).map_err(|e| vec![e])?)),
+                    CmpOp::Ne => Ok(Test::NetNe(parse_net(single()).map_err(|e| vec![e])?)),
+                    CmpOp::In | CmpOp::Intersects => {
+                        collect(&|l| parse_net(l).map(drop))?;
+                        Ok(Test::NetIn(
+                            items.iter().filter_map(|l| parse_net(l).ok()).collect(),
+                        ))
+                    }
+                    _ => Err(Vec::new()),
+                }
+            }
+        }
+    }
+}
+
+/// Builds an `and` (`is_and`) or `or` node: nested groups of the same kind are flattened,
+/// neutral constants dropped, absorbing constants fold the group, and children are ordered
+/// cheapest first (evaluation has no side effects, so order is free).
+fn group(is_and: bool, items: Vec<Node>) -> Node {
+    let mut nodes = Vec::with_capacity(items.len());
+    for node in items {
+        match node {
+            Node::And(inner) if is_and => nodes.extend(inner.into_vec()),
+            Node::Or(inner) if !is_and => nodes.extend(inner.into_vec()),
+            Node::Const(v) if v == is_and => {}
+            Node::Const(_) => return Node::Const(!is_and),
+            other => nodes.push(other),
+        }
+    }
+    nodes.sort_by_key(Node::cost);
+    match nodes.len() {
+        0 => Node::Const(is_and),
+        1 => nodes.pop().expect("one node"),
+        _ if is_and => Node::And(nodes.into_boxed_slice()),
+        _ => Node::Or(nodes.into_boxed_slice()),
+    }
+}
+
+/// The span of the first node of `expr` that has one (iteratively, for deep trees).
+fn first_span(expr: &Expr) -> Span {
+    let mut e = expr;
+    loop {
+        match e {
+            Expr::And(items) | Expr::Or(items) => match items.first() {
+                Some(first) => e = first,
+                None => return Span::default(),
+            },
+            Expr::Not(inner) => e = inner,
+            Expr::Macro { span, .. } | Expr::Compare { span, .. } | Expr::Exists { span, .. } => {
+                return *span
+            }
+            Expr::Const(_) => return Span::default(),
+        }
+    }
+}
+
+/// Decimal (optionally signed) or `0x` hexadecimal.
+fn parse_number(text: &str) -> Option<i128> {
+    let t = text.trim();
+    let v = if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        i128::from_str_radix(hex, 16).ok()?
+    } else {
+        if t.starts_with("+-") || t.starts_with("-+") {
+            return None;
+        }
+        t.parse::<i128>().ok()?
+    };
+    (i128::from(i64::MIN)..=i128::from(u64::MAX))
+        .contains(&v)
+        .then_some(v)
+}
+
+fn parse_bool(text: &str) -> Option<bool> {
+    match text.trim() {
+        t if t.eq_ignore_ascii_case("true") || t == "1" => Some(true),
+        t if t.eq_ignore_ascii_case("false") || t == "0" => Some(false),
+        _ => None,
+    }
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    let t = text.trim().as_bytes();
+    if t.is_empty() || t.len() & 1 == 1 {
+        return None;
+    }
+    t.chunks(2)
+        .map(|pair| {
+            let s = std::str::from_utf8(pair).ok()?;
+            u8::from_str_radix(s, 16).ok()
+        })
+        .collect()
+}
+
+/// The event types `node` can match (with `negated`: the types for which `not node` can match),
+/// as a bit set of `words` words; an over-approximation, exact for `evt.type` tests.
+fn event_types(node: &Node, negated: bool, words: usize, n_types: usize) -> Vec<u64> {
+    let all = || {
+        let mut v = vec![u64::MAX; words];
+        if n_types & 63 != 0 {
+            if let Some(last) = v.last_mut() {
+                *last = (1u64 << (n_types % 64)) - 1;
+            }
+        }
+        v
+    };
+    match node {
+        Node::Const(v) => {
+            if *v != negated {
+                all()
+            } else {
+                vec![0; words]
+            }
+        }
+        Node::EvtType(bits) => {
+            let mut v: Vec<u64> = bits.to_vec();
+            v.resize(words, 0);
+            if negated {
+                let full = all();
+                v.iter_mut().zip(full).for_each(|(w, f)| *w = !*w & f);
+            }
+            v
+        }
+        Node::Not(inner) => event_types(inner, !negated, words, n_types),
+        Node::And(items) | Node::Or(items) => {
+            // and (or under negation) intersects; or (and under negation) unites.
+            let intersect = matches!(node, Node::And(_)) != negated;
+            let mut acc = if intersect { all() } else { vec![0; words] };
+            for item in items.iter() {
+                let s = event_types(item, negated, words, n_types);
+                for (a, b) in acc.iter_mut().zip(s) {
+                    if intersect {
+                        *a &= b;
+                    } else {
+                        *a |= b;
+                    }
+                }
+            }
+            acc
+        }
+        Node::Exists(_) | Node::Test { .. } | Node::Fields { .. } => all(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::EvalCtx;
+    use crate::parser::parse_condition;
+    use crate::testutil::{FakeCatalog, FakeEvent};
+
+    fn compile_one(cat: &FakeCatalog, src: &str) -> Result<Filter, Vec<CompileError>> {
+        let expr = parse_condition(src).unwrap_or_else(|e| panic!("parse {src:?}: {e}"));
+        Compiler::new(cat).compile(&expr)
+    }
+
+    fn eval(src: &str, ev: &FakeEvent) -> bool {
+        let cat = FakeCatalog::new();
+        let expr = parse_condition(src).unwrap_or_else(|e| panic!("parse {src:?}: {e}"));
+        let mut compiler = Compiler::new(&cat);
+        let filter = compiler
+            .compile(&expr)
+            .unwrap_or_else(|e| panic!("compile {src:?}: {e:?}"));
+        let mut ctx = EvalCtx::new(&compiler.finish());
+        ctx.reset();
+        filter.eval(ev, &mut ctx)
+    }
+
+    /// (condition, expected result) against the default test event (see `testutil`).
+    const TRUTH: &[(&str, bool)] = &[
+        // strings
+        ("proc.name = bash", true),
+        ("proc.name == bash", true),
+        ("proc.name = sh", false),
+        ("proc.name != sh", true),
+        ("proc.name != bash", false),
+        ("proc.name in (sh, bash)", true),
+        ("proc.name in (sh, zsh)", false),
+        ("proc.name in ()", false),
+        ("not proc.name in ()", true),
+        ("proc.name intersects (bash, x)", true),
+        ("proc.cmdline contains \"-c ls\"", true),
+        ("proc.cmdline contains \"-C LS\"", false),
+        ("proc.cmdline icontains \"-C LS\"", true),
+        ("proc.cmdline startswith bash", true),
+        ("proc.cmdline startswith ash", false),
+        ("proc.cmdline endswith ls", true),
+        ("proc.cmdline endswith bash", false),
+        ("proc.cmdline bcontains 2d63", true),
+        ("proc.cmdline bcontains 2D6300", false),
+        ("proc.cmdline bstartswith 6261", true),
+        ("proc.cmdline bstartswith 6262", false),
+        ("fd.name glob /etc/*", true),
+        ("fd.name glob /etc", false),
+        ("fd.name glob /*", true),
+        ("fd.name iglob /ETC/PASS*", true),
+        ("fd.name glob /ETC/PASS*", false),
+        ("fd.name regex '/etc/p[a-z]+'", true),
+        ("fd.name regex 'etc'", false),
+        ("fd.name regex '.*etc.*'", true),
+        ("fd.name pmatch (/etc)", true),
+        ("fd.name pmatch (/et)", false),
+        ("fd.name pmatch (/usr, /etc/)", true),
+        ("fd.name pmatch (/*/passwd)", true),
+        ("fd.name pmatch (/)", true),
+        ("fd.name pmatch ()", false),
+        ("proc.name = \"\"", false),
+        ("evt.buffer bcontains cafebabe", true),
+        ("evt.buffer bstartswith 00ca", true),
+        ("evt.buffer bstartswith ca", false),
+        // non-UTF-8 bytes
+        ("proc.exe contains \"\\xff\"", true),
+        ("proc.exe regex '/tmp/bad.'", true),
+        ("proc.exe regex '/tmp/bad\u{fffd}'", true),
+        // numbers
+        ("fd.num = 3", true),
+        ("fd.num != 3", false),
+        ("fd.num > 2", true),
+        ("fd.num >= 3", true),
+        ("fd.num < 3", false),
+        ("fd.num <= 3", true),
+        ("fd.num > -1", true),
+        ("fd.num in (1, 2, 3)", true),
+        ("fd.num in (1, 2)", false),
+        ("fd.num = 0x3", true),
+        ("evt.count = 18446744073709551615", true),
+        ("evt.count > 0", true),
+        ("evt.time > 1000", true),
+        ("proc.duration < 5000000000", true),
+        // booleans
+        ("proc.is_interactive = true", true),
+        ("proc.is_interactive = false", false),
+        ("proc.is_interactive != false", true),
+        ("proc.is_interactive in (true)", true),
+        // addresses
+        ("fd.sip = 10.1.2.3", true),
+        ("fd.sip = 10.1.2.4", false),
+        ("fd.sip != 10.1.2.4", true),
+        ("fd.sip in (10.0.0.0/8)", true),
+        ("fd.sip in (192.168.0.0/16, 10.1.2.3)", true),
+        ("fd.sip in (192.168.0.0/16)", false),
+        ("fd.sip in (::1/128)", false),
+        ("fd.net = 10.0.0.0/8", true),
+        ("fd.net = 192.168.0.0/16", false),
+        ("fd.net != 192.168.0.0/16", true),
+        ("fd.net in (172.16.0.0/12, 10.1.0.0/16)", true),
+        // missing values: comparisons false, their negation true
+        ("fd.rip = 1.2.3.4", false),
+        ("fd.rip != 1.2.3.4", false),
+        ("not fd.rip = 1.2.3.4", true),
+        ("container.id = host", false),
+        ("container.id != host", false),
+        ("not container.id = host", true),
+        ("container.id exists", false),
+        ("proc.name exists", true),
+        ("not container.id exists", true),
+        ("tolower(container.id) = x", false),
+        // list fields
+        ("proc.args = ls", true),
+        ("proc.args = nope", false),
+        ("proc.args contains l", true),
+        ("proc.args in (-c, ls, other)", true),
+        ("proc.args in (-c, other)", false),
+        ("proc.args intersects (nope, ls)", true),
+        ("proc.args intersects (nope)", false),
+        ("fd.types in (file, ipv4)", true),
+        ("fd.types in (file)", false),
+        ("fd.types intersects (file)", true),
+        ("fd.types = ipv4", true),
+        ("no.values in (x)", true),
+        ("no.values intersects (x)", false),
+        ("no.values = x", false),
+        ("no.values exists", true),
+        ("len(no.values) = 0", true),
+        // multi-valued non-list field: any value
+        ("proc.aname = init", true),
+        ("proc.aname = nope", false),
+        ("proc.aname in (nope, systemd)", true),
+        ("proc.aname[1] = sshd", true),
+        ("proc.aname[2] = sshd", false),
+        ("proc.aname[2] in (init)", true),
+        ("proc.aname[9] = x", false),
+        // transformers
+        ("tolower(proc.exepath) = /usr/bin/bash", true),
+        ("toupper(proc.name) = BASH", true),
+        ("toupper(proc.name) = bash", false),
+        ("basename(proc.exepath) = BASH", true),
+        ("basename(fd.directory) = \"\"", true),
+        ("b64(proc.env[SECRET]) = hello", true),
+        ("b64(proc.name) = x", false),
+        ("len(proc.name) = 4", true),
+        ("len(proc.args) = 2", true),
+        ("len(proc.args) > 1", true),
+        ("len(proc.aname) in (4, 7)", true),
+        ("tolower(basename(proc.exepath)) = bash", true),
+        ("len(tolower(proc.name)) = 4", true),
+        ("toupper(proc.args) in (-C, LS)", true),
+        ("len(evt.buffer) = 6", true),
+        // field comparisons
+        ("proc.name = val(proc.name)", true),
+        ("proc.name = val(proc.pname)", false),
+        ("proc.name != val(proc.pname)", true),
+        ("tolower(proc.exepath) endswith val(proc.name)", true),
+        ("proc.cmdline startswith val(proc.name)", true),
+        ("fd.num < val(proc.pid)", true),
+        ("proc.pid > val(fd.num)", true),
+        ("evt.count > val(fd.num)", true),
+        ("proc.name = val(container.id)", false),
+        ("tolower(proc.name) = tolower(proc.name)", true),
+        ("basename(proc.exepath) = toupper(proc.name)", true),
+        ("proc.aname = val(proc.pname)", true),
+        // event types
+        ("evt.type = openat", true),
+        ("evt.type = execve", false),
+        ("evt.type != execve", true),
+        ("evt.type in (execve, openat)", true),
+        ("evt.type in (execve, nonsense)", false),
+        ("evt.type = nonsense", false),
+        ("evt.type startswith open", true),
+        ("evt.type contains exec", false),
+        ("tolower(evt.type) = openat", true),
+        // logic
+        ("proc.name = bash and fd.num = 3", true),
+        ("proc.name = bash and fd.num = 4", false),
+        ("proc.name = sh or fd.num = 3", true),
+        ("not (proc.name = sh or fd.num = 4)", true),
+        ("not not proc.name = bash", true),
+        ("(proc.name = bash)", true),
+    ];
+
+    #[test]
+    fn every_operator_evaluates_like_falco() {
+        let ev = FakeEvent::default();
+        let mut failures = Vec::new();
+        for (src, want) in TRUTH {
+            let got = eval(src, &ev);
+            if got != *want {
+                failures.push(format!("{src}: got {got}, want {want}"));
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    /// (condition, `code @ offset`).
+    const ERRORS: &[(&str, &str)] = &[
+        ("nope.field = 1", "E_UNKNOWN_FIELD @ 0"),
+        ("proc.name = x and nope = 1", "E_UNKNOWN_FIELD @ 18"),
+        ("proc.aname[x] = 1", "E_FIELD_ARG @ 0"),
+        ("proc.env[] = 1", "E_FIELD_ARG @ 0"),
+        ("proc.name[1] = x", "E_FIELD_ARG @ 0"),
+        ("proc.name > x", "E_BAD_OPERATOR @ 0"),
+        ("fd.num contains 1", "E_BAD_OPERATOR @ 0"),
+        ("fd.num glob 1", "E_BAD_OPERATOR @ 0"),
+        ("fd.sip startswith 1", "E_BAD_OPERATOR @ 0"),
+        ("proc.is_interactive > true", "E_BAD_OPERATOR @ 0"),
+        ("evt.buffer bcontains xyz", "E_BAD_OPERATOR @ 21"),
+        ("evt.buffer bcontains abc", "E_BAD_OPERATOR @ 21"),
+        ("tolower(fd.num) = 1", "E_BAD_OPERATOR @ 8"),
+        ("basename(fd.sip) = 1", "E_BAD_OPERATOR @ 9"),
+        ("proc.name = val(fd.num)", "E_BAD_OPERATOR @ 0"),
+        ("fd.num glob val(fd.num)", "E_BAD_OPERATOR @ 0"),
+        ("fd.num = abc", "E_BAD_VALUE @ 9"),
+        (
+            "fd.num in (1, abc, 2, x)",
+            "E_BAD_VALUE @ 14, E_BAD_VALUE @ 22",
+        ),
+        ("fd.num = 99999999999999999999999", "E_BAD_VALUE @ 9"),
+        ("proc.is_interactive = maybe", "E_BAD_VALUE @ 22"),
+        ("fd.sip = 10.0.0.0/8", "E_BAD_VALUE @ 9"),
+        ("fd.sip in (10.0.0.0/33)", "E_BAD_VALUE @ 11"),
+        ("fd.net = nope", "E_BAD_VALUE @ 9"),
+        ("fd.name regex '('", "E_BAD_VALUE @ 14"),
+        ("fd.name glob '[abc'", "E_BAD_VALUE @ 13"),
+        ("fd.name pmatch (/a/[b)", "E_BAD_VALUE @ 0"),
+        ("some_macro and proc.name = x", "E_UNKNOWN_MACRO @ 0"),
+        (
+            "a and nope.x = 1 and b",
+            "E_UNKNOWN_MACRO @ 0, E_UNKNOWN_FIELD @ 6, E_UNKNOWN_MACRO @ 21",
+        ),
+    ];
+
+    #[test]
+    fn errors_have_codes_and_positions() {
+        let cat = FakeCatalog::new();
+        let mut failures = Vec::new();
+        for (src, want) in ERRORS {
+            match compile_one(&cat, src) {
+                Ok(_) => failures.push(format!("{src}: compiled")),
+                Err(errors) => {
+                    let got = errors
+                        .iter()
+                        .map(|e| format!("{} @ {}", e.code, e.span.start))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    if got != *want {
+                        let msgs: Vec<_> = errors.iter().map(|e| e.message.clone()).collect();
+                        failures.push(format!("{src}: got {got} {msgs:?}, want {want}"));
+                    }
+                }
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn error_messages_name_the_object() {
+        let cat = FakeCatalog::new();
+        let e = compile_one(&cat, "proc.name > x").unwrap_err();
+        assert_eq!(
+            e[0].message,
+            "operator `>` does not apply to CHARBUF field `proc.name`"
+        );
+        let e = compile_one(&cat, "fd.num = abc").unwrap_err();
+        assert_eq!(e[0].message, "`abc` is not a number (INT64)");
+        let e = compile_one(&cat, "nope.x = 1").unwrap_err();
+        assert_eq!(e[0].message, "unknown field `nope.x`");
+    }
+
+    /// (condition, event types as names, or `all`).
+    const EVENT_TYPES: &[(&str, &str)] = &[
+        ("proc.name = bash", "all"),
+        ("evt.type = openat", "openat"),
+        ("evt.type = 'openat'", "openat"),
+        ("evt.type in (execve, openat)", "openat execve"),
+        (
+            "evt.type in (execve, openat) and proc.name = x",
+            "openat execve",
+        ),
+        ("evt.type = execve or proc.name = x", "all"),
+        ("evt.type = execve or evt.type = connect", "execve connect"),
+        ("evt.type = execve and evt.type = connect", ""),
+        ("evt.type != execve", "openat connect procexit"),
+        ("not evt.type = execve", "openat connect procexit"),
+        ("not evt.type in (execve, openat)", "connect procexit"),
+        (
+            "not (evt.type = execve or evt.type = openat)",
+            "connect procexit",
+        ),
+        ("not (evt.type = execve and proc.name = x)", "all"),
+        ("not (evt.type = execve and evt.type = openat)", "all"),
+        ("not not evt.type = execve", "execve"),
+        ("evt.type = nonsense", ""),
+        ("evt.type startswith exec", "all"),
+        ("not proc.name = x and evt.type = connect", "connect"),
+        ("evt.type in ()", ""),
+        ("not evt.type in ()", "all"),
+    ];
+
+    #[test]
+    fn event_types_follow_falco_resolution() {
+        let cat = FakeCatalog::new();
+        let mut failures = Vec::new();
+        for (src, want) in EVENT_TYPES {
+            let filter = compile_one(&cat, src).unwrap_or_else(|e| panic!("{src}: {e:?}"));
+            let got = match filter.event_types() {
+                None => "all".to_string(),
+                Some(ids) => ids
+                    .iter()
+                    .map(|&id| crate::testutil::EVENT_TYPES[usize::from(id)])
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            };
+            if got != *want {
+                failures.push(format!("{src}: got {got:?}, want {want:?}"));
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn unknown_event_types_are_warnings() {
+        let cat = FakeCatalog::new();
+        let filter = compile_one(&cat, "evt.type in (openat, nonsense)").unwrap();
+        let w = filter.warnings();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].code, "W_UNKNOWN_EVENT_TYPE");
+        assert_eq!((w[0].span.start, w[0].span.end), (21, 29));
+        assert_eq!(filter.event_types(), Some(vec![0]));
+    }
+
+    #[test]
+    fn fields_are_extracted_once_per_event_across_filters() {
+        let cat = FakeCatalog::new();
+        let mut compiler = Compiler::new(&cat);
+        let filters: Vec<Filter> = [
+            "proc.name = sh",
+            "proc.name = zsh or proc.name startswith b",
+            "tolower(proc.name) = bash and fd.num = 3",
+            "proc.name exists",
+        ]
+        .iter()
+        .map(|src| compiler.compile(&parse_condition(src).unwrap()).unwrap())
+        .collect();
+        let template = compiler.compile_template("%proc.name %fd.num").unwrap();
+        let slots = compiler.finish();
+        assert_eq!(slots.len(), 2, "proc.name and fd.num share slots");
+        let mut ctx = EvalCtx::new(&slots);
+        let ev = FakeEvent::default();
+        for _ in 0..3 {
+            ctx.reset();
+            let results: Vec<bool> = filters.iter().map(|f| f.eval(&ev, &mut ctx)).collect();
+            assert_eq!(results, [false, true, true, true]);
+            let out = template.render(&ev, &mut ctx);
+            assert_eq!(out.text, "bash 3");
+        }
+        assert_eq!(ev.extractions("proc.name"), 3, "once per event");
+        assert_eq!(ev.extractions("fd.num"), 3, "once per event");
+    }
+
+    #[test]
+    fn reset_forgets_the_previous_event() {
+        let cat = FakeCatalog::new();
+        let mut compiler = Compiler::new(&cat);
+        let filter = compiler
+            .compile(&parse_condition("proc.name = bash").unwrap())
+            .unwrap();
+        let mut ctx = EvalCtx::new(&compiler.finish());
+        let bash = FakeEvent::default();
+        let mut sh = FakeEvent::default();
+        sh.set_str("proc.name", "sh");
+        ctx.reset();
+        assert!(filter.eval(&bash, &mut ctx));
+        ctx.reset();
+        assert!(!filter.eval(&sh, &mut ctx));
+        // A context built before the filter was compiled still works (it grows).
+        let mut small = EvalCtx::new(&FieldSlots::default());
+        small.reset();
+        assert!(filter.eval(&bash, &mut small));
+    }
+
+    #[test]
+    fn deep_trees_from_the_loader_are_rejected() {
+        let cat = FakeCatalog::new();
+        let leaf = parse_condition("proc.name = bash").unwrap();
+        let mut expr = leaf.clone();
+        for _ in 0..5000 {
+            expr = Expr::Not(Box::new(expr));
+        }
+        let errors = Compiler::new(&cat).compile(&expr).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].code, "E_DEPTH");
+        let mut expr = leaf.clone();
+        for _ in 0..5000 {
+            expr = Expr::And(vec![expr, leaf.clone()]);
+        }
+        let errors = Compiler::new(&cat).compile(&expr).unwrap_err();
+        assert_eq!(errors[0].code, "E_DEPTH");
+        // Dropping these trees recurses too; unwind them iteratively in the test.
+        let mut e = expr;
+        while let Expr::And(mut items) = e {
+            e = items.swap_remove(0);
+        }
+        // Trees just under the limit compile and evaluate (on a test thread's small stack).
+        let other = parse_condition("proc.name = sh").unwrap();
+        let mut expr = leaf;
+        for i in 0..MAX_TREE_DEPTH - 2 {
+            expr = if i % 2 == 0 {
+                Expr::And(vec![expr, Expr::Not(Box::new(other.clone()))])
+            } else {
+                Expr::Or(vec![expr, other.clone()])
+            };
+        }
+        let mut compiler = Compiler::new(&cat);
+        let filter = compiler.compile(&expr).unwrap();
+        let mut ctx = EvalCtx::new(compiler.slots());
+        ctx.reset();
+        assert!(filter.eval(&FakeEvent::default(), &mut ctx));
+        assert_eq!(filter.event_types(), None);
+    }
+
+    #[test]
+    fn compiled_objects_can_be_shared_across_threads() {
+        fn shared<T: Send + Sync>() {}
+        fn sent<T: Send>() {}
+        shared::<Filter>();
+        shared::<crate::template::Template>();
+        shared::<FieldSlots>();
+        sent::<EvalCtx>();
+    }
+
+    #[test]
+    fn constants_from_resolution_fold() {
+        let cat = FakeCatalog::new();
+        let mut c = Compiler::new(&cat);
+        let leaf = parse_condition("proc.name = bash").unwrap();
+        let f = c
+            .compile(&Expr::And(vec![Expr::Const(true), leaf.clone()]))
+            .unwrap();
+        assert_eq!(f.event_types(), None);
+        let f = c
+            .compile(&Expr::And(vec![Expr::Const(false), leaf.clone()]))
+            .unwrap();
+        assert_eq!(f.event_types(), Some(vec![]));
+        let f = c
+            .compile(&Expr::Or(vec![Expr::Const(false), leaf]))
+            .unwrap();
+        let mut ctx = EvalCtx::new(c.slots());
+        ctx.reset();
+        assert!(f.eval(&FakeEvent::default(), &mut ctx));
+    }
+}

@@ -1,0 +1,1178 @@
+//! The **collect** phase: YAML items → lists, macros and rules, applying `append`, `override`,
+//! `enabled` toggles and redefinitions in load order, as Falco's rule collector does.
+//!
+//! Falco semantics kept here:
+//! - items are processed in file order, files in the order they were added;
+//! - a later file's definition replaces an earlier one in place (rule order is kept);
+//!   a second definition in the *same* file is `E_DUPLICATE`;
+//! - `append: true` (legacy) and `override: {key: append|replace}` need an earlier definition,
+//!   otherwise `E_UNDEFINED_APPEND`; appended conditions and outputs are joined with a space;
+//! - `- rule: X` with only `enabled` toggles an existing rule;
+//! - exceptions' values may be appended to an existing exception by name.
+
+use rustc_hash::FxHashMap;
+
+use super::text::{Origin, Piece};
+use super::yaml::{Kind, Node, Pos};
+use super::{Reporter, ENGINE_VERSION};
+use crate::ast::CmpOp;
+use crate::priority::Priority;
+
+/// A list definition.
+#[derive(Clone, Debug)]
+pub struct ListDef {
+    pub name: String,
+    pub items: Vec<String>,
+    pub file: usize,
+    pub pos: Pos,
+}
+
+/// A macro definition (its condition may be several appended pieces).
+#[derive(Clone, Debug)]
+pub struct MacroDef {
+    pub name: String,
+    pub condition: Vec<Piece>,
+    pub file: usize,
+    pub pos: Pos,
+}
+
+/// One value of an exception tuple.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExValue {
+    Scalar(String),
+    List(Vec<String>),
+}
+
+/// An exception of a rule.
+#[derive(Clone, Debug)]
+pub struct ExceptionDef {
+    pub name: String,
+    pub fields: Vec<String>,
+    /// Where each field name is written.
+    pub field_pos: Vec<Pos>,
+    /// `fields` was a single field name rather than a list (values are then flat).
+    pub single: bool,
+    pub comps: Vec<CmpOp>,
+    /// Value tuples with the position of each tuple; for a single field, one-element tuples.
+    pub values: Vec<(Vec<ExValue>, Pos)>,
+    pub file: usize,
+    pub pos: Pos,
+}
+
+/// A rule definition after all appends and overrides.
+#[derive(Clone, Debug)]
+pub struct RuleDef {
+    pub name: String,
+    pub condition: Vec<Piece>,
+    pub output: Vec<Piece>,
+    pub desc: String,
+    pub priority: Priority,
+    pub tags: Vec<String>,
+    pub enabled: bool,
+    pub source: String,
+    pub exceptions: Vec<ExceptionDef>,
+    pub skip_if_unknown_filter: bool,
+    pub warn_evttypes: bool,
+    pub capture: bool,
+    pub capture_duration: Option<u64>,
+    pub file: usize,
+    pub pos: Pos,
+}
+
+/// Definitions by name, in first-definition order.
+#[derive(Clone, Debug)]
+pub struct Table<T> {
+    pub items: Vec<T>,
+    index: FxHashMap<String, usize>,
+    /// The file of the latest full definition of each item (for `E_DUPLICATE`).
+    defined_in: Vec<usize>,
+}
+
+impl<T> Default for Table<T> {
+    fn default() -> Self {
+        Table {
+            items: Vec::new(),
+            index: FxHashMap::default(),
+            defined_in: Vec::new(),
+        }
+    }
+}
+
+impl<T> Table<T> {
+    pub fn get(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// Defines or redefines `name`. Returns `false` (and keeps the first) for a redefinition in
+    /// the same file.
+    fn define(&mut self, name: &str, file: usize, item: T) -> bool {
+        match self.index.get(name) {
+            Some(&i) if self.defined_in[i] == file => false,
+            Some(&i) => {
+                self.items[i] = item;
+                self.defined_in[i] = file;
+                true
+            }
+            None => {
+                self.index.insert(name.to_string(), self.items.len());
+                self.items.push(item);
+                self.defined_in.push(file);
+                true
+            }
+        }
+    }
+}
+
+/// Per-file counts of definitions (not appends or overrides).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub rules: usize,
+    pub macros: usize,
+    pub lists: usize,
+}
+
+/// Everything collected from all files.
+#[derive(Clone, Debug, Default)]
+pub struct Collected {
+    pub lists: Table<ListDef>,
+    pub macros: Table<MacroDef>,
+    pub rules: Table<RuleDef>,
+}
+
+const RULE_KEYS: &[&str] = &[
+    "rule",
+    "condition",
+    "output",
+    "desc",
+    "priority",
+    "tags",
+    "enabled",
+    "source",
+    "exceptions",
+    "append",
+    "override",
+    "skip-if-unknown-filter",
+    "warn_evttypes",
+    "capture",
+    "capture_duration",
+];
+const MACRO_KEYS: &[&str] = &["macro", "condition", "append", "override", "source"];
+const LIST_KEYS: &[&str] = &["list", "items", "append", "override"];
+
+/// How a key of an item combines with an existing definition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Define,
+    Append,
+    Replace,
+}
+
+impl Collected {
+    /// Collects the items of one file's documents.
+    pub fn add_file(
+        &mut self,
+        file: usize,
+        docs: &[Node],
+        rep: &mut Reporter,
+        counts: &mut Counts,
+    ) {
+        for doc in docs {
+            let Kind::Seq(items) = &doc.kind else {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    doc.pos,
+                    None,
+                    format!(
+                        "a rules file must be a sequence of items, found a {}",
+                        doc.type_name()
+                    ),
+                );
+                continue;
+            };
+            for item in items {
+                self.add_item(file, item, rep, counts);
+            }
+        }
+    }
+
+    fn add_item(&mut self, file: usize, item: &Node, rep: &mut Reporter, counts: &mut Counts) {
+        let Kind::Map(entries) = &item.kind else {
+            rep.error(
+                "E_SCHEMA",
+                file,
+                item.pos,
+                None,
+                format!("an item must be a map, found a {}", item.type_name()),
+            );
+            return;
+        };
+        for (k, _) in entries {
+            if k.as_str().is_none() {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    k.pos,
+                    None,
+                    "item keys must be strings".into(),
+                );
+                return;
+            }
+        }
+        const KINDS: [&str; 5] = [
+            "rule",
+            "macro",
+            "list",
+            "required_engine_version",
+            "required_plugin_versions",
+        ];
+        let kinds: Vec<&str> = KINDS
+            .iter()
+            .copied()
+            .filter(|k| item.get(k).is_some())
+            .collect();
+        match kinds.as_slice() {
+            ["rule"] => self.add_rule(file, item, rep, counts),
+            ["macro"] => self.add_macro(file, item, rep, counts),
+            ["list"] => self.add_list(file, item, rep, counts),
+            ["required_engine_version"] => check_engine_version(file, item, rep),
+            ["required_plugin_versions"] => check_plugin_versions(file, item, rep),
+            [] => {
+                let keys: Vec<&str> = entries.iter().filter_map(|(k, _)| k.as_str()).collect();
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    item.pos,
+                    None,
+                    format!("unknown item with keys `{}`", keys.join("`, `")),
+                );
+            }
+            many => rep.error(
+                "E_SCHEMA",
+                file,
+                item.pos,
+                None,
+                format!("an item must have one kind, found `{}`", many.join("`, `")),
+            ),
+        }
+    }
+
+    fn add_list(&mut self, file: usize, item: &Node, rep: &mut Reporter, counts: &mut Counts) {
+        let Some(name) = item_name(file, item, "list", rep) else {
+            return;
+        };
+        warn_unknown_keys(file, item, LIST_KEYS, &name, rep);
+        let Some(modes) = modes(file, item, &name, &["items"], &["items"], rep) else {
+            return;
+        };
+        let items_node = item.get("items");
+        let items = match items_node {
+            Some(node) => match string_seq(file, node, "items", &name, rep) {
+                Some(items) => Some(items),
+                None => return,
+            },
+            None => None,
+        };
+        let mode = match modes.is_empty() {
+            true => Mode::Define,
+            false => modes.get("items").copied().unwrap_or(Mode::Append),
+        };
+        if mode == Mode::Define {
+            let Some(items) = items else {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    item.pos,
+                    Some(&name),
+                    format!("list `{name}` has no `items`"),
+                );
+                return;
+            };
+            counts.lists += 1;
+            let def = ListDef {
+                name: name.clone(),
+                items,
+                file,
+                pos: item.pos,
+            };
+            if !self.lists.define(&name, file, def) {
+                duplicate(file, item.pos, "list", &name, rep);
+            }
+            return;
+        }
+        let Some(i) = self.lists.get(&name) else {
+            undefined(file, item.pos, "list", &name, rep);
+            return;
+        };
+        let list = &mut self.lists.items[i];
+        let items = items.unwrap_or_default();
+        if mode == Mode::Append {
+            list.items.extend(items);
+        } else {
+            list.items = items;
+        }
+    }
+
+    fn add_macro(&mut self, file: usize, item: &Node, rep: &mut Reporter, counts: &mut Counts) {
+        let Some(name) = item_name(file, item, "macro", rep) else {
+            return;
+        };
+        warn_unknown_keys(file, item, MACRO_KEYS, &name, rep);
+        let Some(modes) = modes(file, item, &name, &["condition"], &["condition"], rep) else {
+            return;
+        };
+        let condition = match item.get("condition") {
+            Some(node) => match text_piece(file, node, "condition", &name, rep) {
+                Some(p) => Some(p),
+                None => return,
+            },
+            None => None,
+        };
+        let mode = match modes.is_empty() {
+            true => Mode::Define,
+            false => modes.get("condition").copied().unwrap_or(Mode::Append),
+        };
+        if mode == Mode::Define {
+            let Some(condition) = condition else {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    item.pos,
+                    Some(&name),
+                    format!("macro `{name}` has no `condition`"),
+                );
+                return;
+            };
+            counts.macros += 1;
+            let def = MacroDef {
+                name: name.clone(),
+                condition: vec![condition],
+                file,
+                pos: item.pos,
+            };
+            if !self.macros.define(&name, file, def) {
+                duplicate(file, item.pos, "macro", &name, rep);
+            }
+            return;
+        }
+        let Some(i) = self.macros.get(&name) else {
+            undefined(file, item.pos, "macro", &name, rep);
+            return;
+        };
+        let m = &mut self.macros.items[i];
+        if let Some(condition) = condition {
+            if mode == Mode::Append {
+                m.condition.push(condition);
+            } else {
+                m.condition = vec![condition];
+            }
+        }
+    }
+
+    fn add_rule(&mut self, file: usize, item: &Node, rep: &mut Reporter, counts: &mut Counts) {
+        let Some(name) = item_name(file, item, "rule", rep) else {
+            return;
+        };
+        warn_unknown_keys(file, item, RULE_KEYS, &name, rep);
+        let Some(modes) = modes(
+            file,
+            item,
+            &name,
+            &["condition", "output", "desc", "tags", "exceptions"],
+            &[
+                "condition",
+                "output",
+                "desc",
+                "priority",
+                "tags",
+                "exceptions",
+                "enabled",
+                "warn_evttypes",
+                "skip-if-unknown-filter",
+            ],
+            rep,
+        ) else {
+            return;
+        };
+        // Invalid keys are reported and left out; the rule is still collected so that its
+        // other problems (condition, output) are found in the same load.
+        let fields = RuleFields::read(file, item, &name, rep);
+        let only_enabled = fields.enabled.is_some()
+            && item.get("override").is_none()
+            && match &item.kind {
+                Kind::Map(entries) => entries
+                    .iter()
+                    .all(|(k, _)| matches!(k.as_str(), Some("rule" | "enabled"))),
+                _ => false,
+            };
+        let is_update = only_enabled || modes.values().any(|m| *m != Mode::Define);
+        if !is_update {
+            let mut missing = Vec::new();
+            for key in ["condition", "output", "desc", "priority"] {
+                if item.get(key).is_none() {
+                    missing.push(key);
+                }
+            }
+            if !missing.is_empty() {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    item.pos,
+                    Some(&name),
+                    format!("rule `{name}` is missing `{}`", missing.join("`, `")),
+                );
+                return;
+            }
+            counts.rules += 1;
+            let def = RuleDef {
+                name: name.clone(),
+                condition: fields.condition.into_iter().collect(),
+                output: fields.output.into_iter().collect(),
+                desc: fields.desc.unwrap_or_default(),
+                priority: fields.priority.unwrap_or(Priority::Debug),
+                tags: fields.tags.unwrap_or_default(),
+                enabled: fields.enabled.unwrap_or(true),
+                source: fields.source.unwrap_or_else(|| "syscall".to_string()),
+                exceptions: fields.exceptions.unwrap_or_default(),
+                skip_if_unknown_filter: fields.skip_if_unknown_filter.unwrap_or(false),
+                warn_evttypes: fields.warn_evttypes.unwrap_or(true),
+                capture: fields.capture.unwrap_or(false),
+                capture_duration: fields.capture_duration,
+                file,
+                pos: item.pos,
+            };
+            if !self.rules.define(&name, file, def) {
+                duplicate(file, item.pos, "rule", &name, rep);
+            }
+            return;
+        }
+        let Some(i) = self.rules.get(&name) else {
+            undefined(file, item.pos, "rule", &name, rep);
+            return;
+        };
+        let rule = &mut self.rules.items[i];
+        // Keys without an override mode: `enabled` alone, or keys next to a legacy append.
+        let mode_of = |key: &str| modes.get(key).copied().unwrap_or(Mode::Replace);
+        if let Some(p) = fields.condition {
+            join_piece(&mut rule.condition, p, mode_of("condition"));
+        }
+        if let Some(p) = fields.output {
+            join_piece(&mut rule.output, p, mode_of("output"));
+        }
+        if let Some(desc) = fields.desc {
+            if mode_of("desc") == Mode::Append && !rule.desc.is_empty() {
+                rule.desc.push(' ');
+                rule.desc.push_str(&desc);
+            } else {
+                rule.desc = desc;
+            }
+        }
+        if let Some(tags) = fields.tags {
+            if mode_of("tags") == Mode::Append {
+                for t in tags {
+                    if !rule.tags.contains(&t) {
+                        rule.tags.push(t);
+                    }
+                }
+            } else {
+                rule.tags = tags;
+            }
+        }
+        if let Some(exceptions) = fields.exceptions {
+            if mode_of("exceptions") == Mode::Append {
+                append_exceptions(&mut rule.exceptions, exceptions, &name, rep);
+            } else {
+                rule.exceptions = exceptions;
+            }
+        }
+        if let Some(p) = fields.priority {
+            rule.priority = p;
+        }
+        if let Some(e) = fields.enabled {
+            rule.enabled = e;
+        }
+        if let Some(w) = fields.warn_evttypes {
+            rule.warn_evttypes = w;
+        }
+        if let Some(s) = fields.skip_if_unknown_filter {
+            rule.skip_if_unknown_filter = s;
+        }
+    }
+}
+
+/// The optional keys of a rule item, type-checked.
+#[derive(Default)]
+struct RuleFields {
+    condition: Option<Piece>,
+    output: Option<Piece>,
+    desc: Option<String>,
+    priority: Option<Priority>,
+    tags: Option<Vec<String>>,
+    enabled: Option<bool>,
+    source: Option<String>,
+    exceptions: Option<Vec<ExceptionDef>>,
+    skip_if_unknown_filter: Option<bool>,
+    warn_evttypes: Option<bool>,
+    capture: Option<bool>,
+    capture_duration: Option<u64>,
+}
+
+impl RuleFields {
+    /// Reads every key, reporting every problem; invalid keys are left `None`.
+    fn read(file: usize, item: &Node, name: &str, rep: &mut Reporter) -> RuleFields {
+        let mut f = RuleFields::default();
+        if let Some(n) = item.get("condition") {
+            if let Some(p) = text_piece(file, n, "condition", name, rep) {
+                f.condition = Some(p);
+            }
+        }
+        if let Some(n) = item.get("output") {
+            if let Some(p) = text_piece(file, n, "output", name, rep) {
+                f.output = Some(p);
+            }
+        }
+        if let Some(n) = item.get("desc") {
+            if let Some(s) = string(file, n, "desc", name, rep) {
+                f.desc = Some(s);
+            }
+        }
+        if let Some(n) = item.get("source") {
+            if let Some(s) = string(file, n, "source", name, rep) {
+                f.source = Some(s);
+            }
+        }
+        if let Some(n) = item.get("priority") {
+            let parsed = string(file, n, "priority", name, rep).and_then(|s| {
+                let p = Priority::parse(&s);
+                if p.is_none() {
+                    rep.error(
+                        "E_BAD_PRIORITY",
+                        file,
+                        n.pos,
+                        Some(name),
+                        format!("invalid priority `{s}` (expected emergency, alert, critical, error, warning, notice, informational or debug)"),
+                    );
+                }
+                p
+            });
+            if let Some(p) = parsed {
+                f.priority = Some(p);
+            }
+        }
+        if let Some(n) = item.get("tags") {
+            if let Some(t) = string_seq(file, n, "tags", name, rep) {
+                f.tags = Some(t);
+            }
+        }
+        for (key, slot) in [
+            ("enabled", &mut f.enabled),
+            ("skip-if-unknown-filter", &mut f.skip_if_unknown_filter),
+            ("warn_evttypes", &mut f.warn_evttypes),
+            ("capture", &mut f.capture),
+        ] {
+            if let Some(n) = item.get(key) {
+                if let Some(b) = boolean(file, n, key, name, rep) {
+                    *slot = Some(b);
+                }
+            }
+        }
+        if let Some(n) = item.get("capture_duration") {
+            let d = n.as_str().and_then(|s| s.trim().parse::<u64>().ok());
+            if d.is_none() {
+                type_error(
+                    file,
+                    n,
+                    "capture_duration",
+                    "a non-negative integer",
+                    name,
+                    rep,
+                );
+            }
+            if let Some(d) = d {
+                f.capture_duration = Some(d);
+            }
+        }
+        if let Some(n) = item.get("exceptions") {
+            if let Some(e) = exceptions(file, n, name, rep) {
+                f.exceptions = Some(e);
+            }
+        }
+        f
+    }
+}
+
+fn join_piece(pieces: &mut Vec<Piece>, piece: Piece, mode: Mode) {
+    if mode == Mode::Append {
+        pieces.push(piece);
+    } else {
+        *pieces = vec![piece];
+    }
+}
+
+/// Appends exceptions: values of an exception with a known name are added to it; new names
+/// are added whole (they must carry `fields`, checked when read).
+fn append_exceptions(
+    existing: &mut Vec<ExceptionDef>,
+    new: Vec<ExceptionDef>,
+    rule: &str,
+    rep: &mut Reporter,
+) {
+    for ex in new {
+        match existing.iter_mut().find(|e| e.name == ex.name) {
+            Some(old) => {
+                for (tuple, pos) in ex.values {
+                    if tuple.len() != old.fields.len() {
+                        rep.error(
+                            "E_SCHEMA",
+                            ex.file,
+                            pos,
+                            Some(rule),
+                            format!(
+                                "exception `{}` value has {} items but the exception has {} fields",
+                                old.name,
+                                tuple.len(),
+                                old.fields.len()
+                            ),
+                        );
+                        continue;
+                    }
+                    old.values.push((tuple, pos));
+                }
+            }
+            None if ex.fields.is_empty() => rep.error(
+                "E_SCHEMA",
+                ex.file,
+                ex.pos,
+                Some(rule),
+                format!(
+                    "exception `{}` is not defined on rule `{rule}` and has no `fields`",
+                    ex.name
+                ),
+            ),
+            None => existing.push(ex),
+        }
+    }
+}
+
+/// Reads an `exceptions` sequence. Exceptions without `fields` are accepted here (they can
+/// only append values to an existing exception; see [`append_exceptions`]).
+fn exceptions(
+    file: usize,
+    node: &Node,
+    rule: &str,
+    rep: &mut Reporter,
+) -> Option<Vec<ExceptionDef>> {
+    let Kind::Seq(items) = &node.kind else {
+        type_error(file, node, "exceptions", "a sequence", rule, rep);
+        return None;
+    };
+    let mut out = Vec::new();
+    let mut ok = true;
+    for item in items {
+        match exception(file, item, rule, rep) {
+            Some(e) => out.push(e),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option<ExceptionDef> {
+    let Kind::Map(entries) = &item.kind else {
+        type_error(file, item, "exceptions", "a sequence of maps", rule, rep);
+        return None;
+    };
+    for (k, _) in entries {
+        if !matches!(k.as_str(), Some("name" | "fields" | "comps" | "values")) {
+            rep.warning(
+                "W_UNKNOWN_KEY",
+                file,
+                k.pos,
+                Some(rule),
+                format!("unknown exception key `{}`", k.as_str().unwrap_or("?")),
+            );
+        }
+    }
+    let Some(name_node) = item.get("name") else {
+        rep.error(
+            "E_SCHEMA",
+            file,
+            item.pos,
+            Some(rule),
+            "exception has no `name`".into(),
+        );
+        return None;
+    };
+    let name = string(file, name_node, "name", rule, rep)?;
+    let (fields, single) = match item.get("fields") {
+        None => (Vec::new(), false),
+        Some(n) if matches!(n.kind, Kind::Seq(_)) => {
+            (string_seq(file, n, "fields", rule, rep)?, false)
+        }
+        Some(n) => (vec![string(file, n, "fields", rule, rep)?], true),
+    };
+    let field_pos = match item.get("fields").map(|n| &n.kind) {
+        Some(Kind::Seq(items)) => items.iter().map(|n| n.pos).collect(),
+        Some(_) => vec![item.get("fields").map_or(item.pos, |n| n.pos)],
+        None => Vec::new(),
+    };
+    let comp_texts: Vec<(String, Pos)> = match item.get("comps") {
+        None if single => vec![("in".to_string(), item.pos)],
+        None => fields.iter().map(|_| ("=".to_string(), item.pos)).collect(),
+        Some(n) => match &n.kind {
+            Kind::Seq(items) if !single => {
+                let mut v = Vec::new();
+                for c in items {
+                    v.push((string(file, c, "comps", rule, rep)?, c.pos));
+                }
+                v
+            }
+            _ => vec![(string(file, n, "comps", rule, rep)?, n.pos)],
+        },
+    };
+    let mut comps = Vec::new();
+    for (text, pos) in &comp_texts {
+        match parse_cmp(text) {
+            Some(op) => comps.push(op),
+            None => {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    *pos,
+                    Some(rule),
+                    format!("exception `{name}` has an invalid comparison operator `{text}`"),
+                );
+                return None;
+            }
+        }
+    }
+    if !fields.is_empty() && comps.len() != fields.len() {
+        rep.error(
+            "E_SCHEMA",
+            file,
+            item.pos,
+            Some(rule),
+            format!(
+                "exception `{name}` has {} fields but {} comps",
+                fields.len(),
+                comps.len()
+            ),
+        );
+        return None;
+    }
+    let mut values = Vec::new();
+    if let Some(n) = item.get("values") {
+        let Kind::Seq(tuples) = &n.kind else {
+            type_error(file, n, "values", "a sequence", rule, rep);
+            return None;
+        };
+        for t in tuples {
+            if single {
+                values.push((vec![ex_value(file, t, rule, rep)?], t.pos));
+                continue;
+            }
+            let Kind::Seq(parts) = &t.kind else {
+                type_error(file, t, "values", "a sequence of sequences", rule, rep);
+                return None;
+            };
+            if !fields.is_empty() && parts.len() != fields.len() {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    t.pos,
+                    Some(rule),
+                    format!(
+                        "exception `{name}` value has {} items but the exception has {} fields",
+                        parts.len(),
+                        fields.len()
+                    ),
+                );
+                return None;
+            }
+            let mut tuple = Vec::new();
+            for p in parts {
+                tuple.push(ex_value(file, p, rule, rep)?);
+            }
+            values.push((tuple, t.pos));
+        }
+    }
+    Some(ExceptionDef {
+        name,
+        fields,
+        field_pos,
+        single,
+        comps,
+        values,
+        file,
+        pos: item.pos,
+    })
+}
+
+fn ex_value(file: usize, node: &Node, rule: &str, rep: &mut Reporter) -> Option<ExValue> {
+    match &node.kind {
+        Kind::Seq(_) => Some(ExValue::List(string_seq(file, node, "values", rule, rep)?)),
+        _ => Some(ExValue::Scalar(string(file, node, "values", rule, rep)?)),
+    }
+}
+
+/// Parses a comparison operator as written in exceptions' `comps`.
+pub fn parse_cmp(text: &str) -> Option<CmpOp> {
+    use CmpOp::*;
+    [
+        Eq,
+        Ne,
+        Lt,
+        Le,
+        Gt,
+        Ge,
+        In,
+        Intersects,
+        Pmatch,
+        Contains,
+        IContains,
+        BContains,
+        StartsWith,
+        BStartsWith,
+        EndsWith,
+        Glob,
+        IGlob,
+        Regex,
+    ]
+    .into_iter()
+    .find(|op| op.as_str() == text.trim())
+    .or_else(|| (text.trim() == "==").then_some(Eq))
+}
+
+fn check_engine_version(file: usize, item: &Node, rep: &mut Reporter) {
+    let node = item
+        .get("required_engine_version")
+        .expect("kind was detected by this key");
+    let Some(text) = node.as_str() else {
+        type_error(
+            file,
+            node,
+            "required_engine_version",
+            "a version string",
+            "",
+            rep,
+        );
+        return;
+    };
+    let Some(required) = parse_version(text) else {
+        rep.error(
+            "E_SCHEMA",
+            file,
+            node.pos,
+            None,
+            format!("invalid required_engine_version `{text}` (expected `MAJOR.MINOR.PATCH` or an integer)"),
+        );
+        return;
+    };
+    if required > ENGINE_VERSION {
+        let (a, b, c) = required;
+        let (x, y, z) = ENGINE_VERSION;
+        rep.error(
+            "E_ENGINE_VERSION",
+            file,
+            node.pos,
+            None,
+            format!("rules require engine version {a}.{b}.{c} but this engine is {x}.{y}.{z}"),
+        );
+    }
+}
+
+/// `0.57.0` → (0, 57, 0); an integer `N` (old-style engine versions) → (0, N, 0).
+pub fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
+    let text = text.trim();
+    if let Ok(n) = text.parse::<u64>() {
+        return Some((0, n, 0));
+    }
+    let mut parts = text.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    let patch = match parts.next() {
+        Some(p) => p.parse().ok()?,
+        None => 0,
+    };
+    parts.next().is_none().then_some((major, minor, patch))
+}
+
+/// Accepts `required_plugin_versions` (Vigil has no plugins; the fields plugins provide are
+/// built in), checking only its shape.
+fn check_plugin_versions(file: usize, item: &Node, rep: &mut Reporter) {
+    let node = item
+        .get("required_plugin_versions")
+        .expect("kind was detected by this key");
+    let Kind::Seq(entries) = &node.kind else {
+        type_error(
+            file,
+            node,
+            "required_plugin_versions",
+            "a sequence",
+            "",
+            rep,
+        );
+        return;
+    };
+    for e in entries {
+        if !matches!(e.kind, Kind::Map(_)) || e.get("name").and_then(Node::as_str).is_none() {
+            rep.error(
+                "E_SCHEMA",
+                file,
+                e.pos,
+                None,
+                "each required plugin must be a map with a `name`".into(),
+            );
+        }
+    }
+}
+
+fn item_name(file: usize, item: &Node, kind: &str, rep: &mut Reporter) -> Option<String> {
+    let node = item.get(kind).expect("kind was detected by this key");
+    match node.as_str() {
+        Some(name) if !node.is_null() && !name.trim().is_empty() => Some(name.to_string()),
+        _ => {
+            rep.error(
+                "E_SCHEMA",
+                file,
+                node.pos,
+                None,
+                format!("{kind} name must be a non-empty string"),
+            );
+            None
+        }
+    }
+}
+
+fn warn_unknown_keys(file: usize, item: &Node, known: &[&str], name: &str, rep: &mut Reporter) {
+    if let Kind::Map(entries) = &item.kind {
+        for (k, _) in entries {
+            let key = k.as_str().unwrap_or("");
+            if !known.contains(&key) {
+                rep.warning(
+                    "W_UNKNOWN_KEY",
+                    file,
+                    k.pos,
+                    Some(name),
+                    format!("unknown key `{key}` ignored"),
+                );
+            }
+        }
+    }
+}
+
+/// Reads `append` and `override` into a mode per key. Checks that override keys are allowed
+/// and present, and that `append`/`override` are not both given.
+fn modes(
+    file: usize,
+    item: &Node,
+    name: &str,
+    appendable: &[&str],
+    replaceable: &[&str],
+    rep: &mut Reporter,
+) -> Option<FxHashMap<String, Mode>> {
+    let mut out = FxHashMap::default();
+    let append = match item.get("append") {
+        Some(n) => boolean(file, n, "append", name, rep)?,
+        None => false,
+    };
+    let Some(ov) = item.get("override") else {
+        if append {
+            for key in appendable {
+                if item.get(key).is_some() {
+                    out.insert((*key).to_string(), Mode::Append);
+                }
+            }
+            if out.is_empty() {
+                // `append: true` with nothing to append still needs an existing item.
+                out.insert(String::new(), Mode::Append);
+            }
+        }
+        return Some(out);
+    };
+    if item.get("append").is_some() {
+        rep.error(
+            "E_SCHEMA",
+            file,
+            ov.pos,
+            Some(name),
+            "`append` and `override` cannot be used together".into(),
+        );
+        return None;
+    }
+    let Kind::Map(entries) = &ov.kind else {
+        type_error(file, ov, "override", "a map", name, rep);
+        return None;
+    };
+    let mut ok = true;
+    for (k, v) in entries {
+        let key = k.as_str().unwrap_or("");
+        let mode = match v.as_str() {
+            Some("append") if appendable.contains(&key) => Mode::Append,
+            Some("replace") if replaceable.contains(&key) => Mode::Replace,
+            other => {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    v.pos,
+                    Some(name),
+                    format!(
+                        "cannot override `{key}` with `{}`",
+                        other.unwrap_or(v.type_name())
+                    ),
+                );
+                ok = false;
+                continue;
+            }
+        };
+        if item.get(key).is_none() {
+            rep.error(
+                "E_SCHEMA",
+                file,
+                k.pos,
+                Some(name),
+                format!("override of `{key}` without a `{key}` value"),
+            );
+            ok = false;
+            continue;
+        }
+        out.insert(key.to_string(), mode);
+    }
+    if let Kind::Map(item_entries) = &item.kind {
+        for (k, _) in item_entries {
+            let key = k.as_str().unwrap_or("");
+            if replaceable.contains(&key) && !out.contains_key(key) && ok {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    k.pos,
+                    Some(name),
+                    format!("key `{key}` is not listed in `override`"),
+                );
+                ok = false;
+            }
+        }
+    }
+    if out.is_empty() && ok {
+        rep.error(
+            "E_SCHEMA",
+            file,
+            ov.pos,
+            Some(name),
+            "empty `override`".into(),
+        );
+        ok = false;
+    }
+    ok.then_some(out)
+}
+
+fn duplicate(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
+    rep.error(
+        "E_DUPLICATE",
+        file,
+        pos,
+        Some(name),
+        format!("{kind} `{name}` is defined twice in this file"),
+    );
+}
+
+fn undefined(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
+    rep.error(
+        "E_UNDEFINED_APPEND",
+        file,
+        pos,
+        Some(name),
+        format!("{kind} `{name}` is appended to or overridden but was not defined before"),
+    );
+}
+
+fn type_error(file: usize, node: &Node, key: &str, expected: &str, item: &str, rep: &mut Reporter) {
+    rep.error(
+        "E_SCHEMA",
+        file,
+        node.pos,
+        (!item.is_empty()).then_some(item),
+        format!("`{key}` must be {expected}, found a {}", node.type_name()),
+    );
+}
+
+fn string(file: usize, node: &Node, key: &str, item: &str, rep: &mut Reporter) -> Option<String> {
+    match &node.kind {
+        Kind::Scalar { value, .. } if !node.is_null() => Some(value.clone()),
+        _ => {
+            type_error(file, node, key, "a string", item, rep);
+            None
+        }
+    }
+}
+
+fn text_piece(
+    file: usize,
+    node: &Node,
+    key: &str,
+    item: &str,
+    rep: &mut Reporter,
+) -> Option<Piece> {
+    match &node.kind {
+        Kind::Scalar { value, span, .. } if !node.is_null() => Some(Piece {
+            text: value.clone(),
+            file,
+            origin: Origin::Scalar(*span),
+        }),
+        _ => {
+            type_error(file, node, key, "a string", item, rep);
+            None
+        }
+    }
+}
+
+fn boolean(file: usize, node: &Node, key: &str, item: &str, rep: &mut Reporter) -> Option<bool> {
+    let b = node.as_bool();
+    if b.is_none() {
+        type_error(file, node, key, "true or false", item, rep);
+    }
+    b
+}
+
+fn string_seq(
+    file: usize,
+    node: &Node,
+    key: &str,
+    item: &str,
+    rep: &mut Reporter,
+) -> Option<Vec<String>> {
+    let Kind::Seq(items) = &node.kind else {
+        if node.is_null() {
+            return Some(Vec::new());
+        }
+        type_error(file, node, key, "a sequence of strings", item, rep);
+        return None;
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for i in items {
+        out.push(string(file, i, key, item, rep)?);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_in_both_styles() {
+        assert_eq!(parse_version("0.57.0"), Some((0, 57, 0)));
+        assert_eq!(parse_version("0.26"), Some((0, 26, 0)));
+        assert_eq!(parse_version("9"), Some((0, 9, 0)));
+        assert_eq!(parse_version("1.x"), None);
+        assert_eq!(parse_version("1.2.3.4"), None);
+    }
+
+    #[test]
+    fn comps_parse() {
+        assert_eq!(parse_cmp("="), Some(CmpOp::Eq));
+        assert_eq!(parse_cmp("startswith"), Some(CmpOp::StartsWith));
+        assert_eq!(parse_cmp("in"), Some(CmpOp::In));
+        assert_eq!(parse_cmp("like"), None);
+    }
+}

@@ -1,0 +1,1001 @@
+//! The condition parser: Falco condition text → [`Expr`].
+//!
+//! The language is context-sensitive (a value such as `/etc/ld.so.preload` or `a=b` is a single
+//! bare word after an operator, while `=` is an operator after a field), so the parser reads the
+//! text directly with a cursor instead of a separate token stream.
+//!
+//! Grammar (precedence `not` > `and` > `or`):
+//!
+//! ```text
+//! expr     := and ("or" and)*
+//! and      := unary ("and" unary)*
+//! unary    := "not"* primary
+//! primary  := "(" expr ")" | operand "exists" | operand OP rhs | MACRO
+//! operand  := TRANSFORMER "(" operand ")" | FIELD ["[" ARG "]"]
+//! rhs      := "(" [value ("," value)*] ")"        -- for in / intersects / pmatch
+//!           | "val" "(" operand ")" | TRANSFORMER "(" operand ")" | value
+//! value    := QUOTED | BAREWORD
+//! ```
+//!
+//! The parser does not recurse on nesting (open parentheses live on an explicit stack), and
+//! nesting (parentheses, `not`, transformers) is limited to [`MAX_DEPTH`] levels so that later
+//! phases, which do recurse over the tree, see bounded depth: adversarial input yields `E_DEPTH`.
+
+use crate::ast::{CmpOp, Expr, FieldName, Literal, Operand, Rhs, Span, Transformer};
+use std::fmt;
+
+/// Maximum nesting depth of parentheses, `not` and transformers in one condition.
+pub const MAX_DEPTH: usize = 1000;
+
+/// A syntax error in a condition or template, with a stable code (`E_SYNTAX`, `E_DEPTH`,
+/// `E_UNKNOWN_TRANSFORMER`) and the byte span of the offending text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    pub code: &'static str,
+    pub message: String,
+    pub span: Span,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} @ {}", self.code, self.message, self.span.start)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parses one condition.
+pub fn parse_condition(src: &str) -> Result<Expr, ParseError> {
+    let mut parser = Parser::new(src);
+    let expr = parser.expr()?;
+    parser.skip_ws();
+    if !parser.at_end() {
+        return Err(parser.unexpected("`and`, `or` or the end of the condition"));
+    }
+    Ok(expr)
+}
+
+/// Converts a byte offset to a span coordinate (saturating for inputs over 4 GiB).
+pub(crate) fn offset(pos: usize) -> u32 {
+    u32::try_from(pos).unwrap_or(u32::MAX)
+}
+
+pub(crate) fn span(start: usize, end: usize) -> Span {
+    Span {
+        start: offset(start),
+        end: offset(end),
+    }
+}
+
+pub(crate) fn transformer_named(name: &str) -> Option<Transformer> {
+    Some(match name {
+        "tolower" => Transformer::ToLower,
+        "toupper" => Transformer::ToUpper,
+        "b64" => Transformer::B64,
+        "basename" => Transformer::Basename,
+        "len" => Transformer::Len,
+        _ => return None,
+    })
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c')
+}
+
+fn is_ident_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_'
+}
+
+fn is_ident_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Characters that end a bare word.
+fn ends_bareword(b: u8) -> bool {
+    is_ws(b) || matches!(b, b'(' | b')' | b',' | b'"' | b'\'')
+}
+
+const WORD_OPS: &[(&str, CmpOp)] = &[
+    ("in", CmpOp::In),
+    ("intersects", CmpOp::Intersects),
+    ("pmatch", CmpOp::Pmatch),
+    ("contains", CmpOp::Contains),
+    ("icontains", CmpOp::IContains),
+    ("bcontains", CmpOp::BContains),
+    ("startswith", CmpOp::StartsWith),
+    ("bstartswith", CmpOp::BStartsWith),
+    ("endswith", CmpOp::EndsWith),
+    ("glob", CmpOp::Glob),
+    ("iglob", CmpOp::IGlob),
+    ("regex", CmpOp::Regex),
+];
+
+/// What follows an operand in boolean position.
+enum After {
+    Op(CmpOp),
+    Exists,
+    Nothing,
+}
+
+/// An open parenthesis (or the whole condition) while parsing: the `or` operands so far, the
+/// `and` operands of the current `or` operand, and the `not`s waiting for the next term.
+struct Group {
+    ors: Vec<Expr>,
+    ands: Vec<Expr>,
+    nots: usize,
+    depth: usize,
+}
+
+impl Group {
+    fn new(depth: usize) -> Group {
+        Group {
+            ors: Vec::new(),
+            ands: Vec::new(),
+            nots: 0,
+            depth,
+        }
+    }
+
+    /// Ends the current `and` chain.
+    fn close_and(&mut self) {
+        let mut ands = std::mem::take(&mut self.ands);
+        let group = if ands.len() == 1 {
+            ands.pop().expect("one element")
+        } else {
+            Expr::And(ands)
+        };
+        self.ors.push(group);
+    }
+
+    fn finish(mut self) -> Expr {
+        if self.ors.len() == 1 {
+            self.ors.pop().expect("one element")
+        } else {
+            Expr::Or(self.ors)
+        }
+    }
+}
+
+/// A cursor over the condition text; also used by the template parser for field references.
+pub(crate) struct Parser<'s> {
+    src: &'s str,
+    bytes: &'s [u8],
+    pos: usize,
+}
+
+impl<'s> Parser<'s> {
+    pub(crate) fn new(src: &'s str) -> Self {
+        Parser {
+            src,
+            bytes: src.as_bytes(),
+            pos: 0,
+        }
+    }
+
+    pub(crate) fn at(src: &'s str, pos: usize) -> Self {
+        Parser {
+            src,
+            bytes: src.as_bytes(),
+            pos,
+        }
+    }
+
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.bytes.len()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(is_ws) {
+            self.pos += 1;
+        }
+    }
+
+    /// The span of the token at the cursor, for error messages.
+    fn token_span(&self) -> Span {
+        let start = self.pos;
+        let Some(&first) = self.bytes.get(start) else {
+            return span(start, start);
+        };
+        let mut end = start + 1;
+        if is_ident_char(first) || !ends_bareword(first) {
+            while end < self.bytes.len() && !ends_bareword(self.bytes[end]) {
+                end += 1;
+            }
+        }
+        // Keep the span on a character boundary.
+        while !self.src.is_char_boundary(end) {
+            end += 1;
+        }
+        span(start, end)
+    }
+
+    fn token_text(&self) -> &'s str {
+        let s = self.token_span();
+        &self.src[s.start as usize..s.end as usize]
+    }
+
+    fn unexpected(&self, expected: &str) -> ParseError {
+        let found = if self.at_end() {
+            "the end of the condition".to_string()
+        } else {
+            let text = self.token_text();
+            let shown: String = text.chars().take(40).collect();
+            format!("`{shown}`")
+        };
+        ParseError {
+            code: "E_SYNTAX",
+            message: format!("expected {expected}, found {found}"),
+            span: self.token_span(),
+        }
+    }
+
+    fn depth_error(&self) -> ParseError {
+        ParseError {
+            code: "E_DEPTH",
+            message: format!("condition is nested deeper than {MAX_DEPTH} levels"),
+            span: self.token_span(),
+        }
+    }
+
+    /// Whether the identifier-like keyword `word` is at the cursor (followed by a non-identifier
+    /// character).
+    fn at_keyword(&self, word: &str) -> bool {
+        let w = word.as_bytes();
+        self.bytes[self.pos.min(self.bytes.len())..].starts_with(w)
+            && !self
+                .bytes
+                .get(self.pos + w.len())
+                .copied()
+                .is_some_and(is_ident_char)
+    }
+
+    fn eat_keyword(&mut self, word: &str) -> bool {
+        if self.at_keyword(word) {
+            self.pos += word.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Parses `expr` without recursion: an explicit stack holds one [`Group`] per open
+    /// parenthesis.
+    fn expr(&mut self) -> Result<Expr, ParseError> {
+        let mut stack: Vec<Group> = Vec::new();
+        let mut cur = Group::new(0);
+        loop {
+            // A term: `not`* then `(` or a comparison/macro.
+            loop {
+                self.skip_ws();
+                if !self.at_keyword("not") {
+                    break;
+                }
+                if cur.depth + cur.nots + 1 >= MAX_DEPTH {
+                    return Err(self.depth_error());
+                }
+                self.pos += 3;
+                cur.nots += 1;
+            }
+            match self.peek() {
+                Some(b'(') => {
+                    let depth = cur.depth + cur.nots + 1;
+                    if depth >= MAX_DEPTH {
+                        return Err(self.depth_error());
+                    }
+                    self.pos += 1;
+                    stack.push(std::mem::replace(&mut cur, Group::new(depth)));
+                    continue;
+                }
+                Some(_) if self.at_keyword("and") || self.at_keyword("or") => {
+                    return Err(self.unexpected("a condition"));
+                }
+                Some(b) if is_ident_start(b) => {}
+                _ => return Err(self.unexpected("a field, a macro, `not` or `(`")),
+            }
+            let mut term = self.comparison_or_macro(cur.depth + cur.nots)?;
+            // Attach the term, then close as many groups as the text closes.
+            loop {
+                for _ in 0..std::mem::take(&mut cur.nots) {
+                    term = Expr::Not(Box::new(term));
+                }
+                cur.ands.push(term);
+                self.skip_ws();
+                if self.eat_keyword("and") {
+                    break;
+                }
+                cur.close_and();
+                if self.eat_keyword("or") {
+                    break;
+                }
+                let done = cur.finish();
+                let Some(parent) = stack.pop() else {
+                    return Ok(done);
+                };
+                if self.peek() != Some(b')') {
+                    return Err(self.unexpected("`)`, `and` or `or`"));
+                }
+                self.pos += 1;
+                cur = parent;
+                term = done;
+            }
+        }
+    }
+
+    fn comparison_or_macro(&mut self, depth: usize) -> Result<Expr, ParseError> {
+        let start = self.pos;
+        let operand = self.operand(depth)?;
+        let is_plain_ident = operand.transformers.is_empty()
+            && operand.field.arg.is_none()
+            && !operand.field.name.contains('.');
+        self.skip_ws();
+        let after_operand = self.pos;
+        match self.operator() {
+            After::Exists => Ok(Expr::Exists {
+                lhs: operand,
+                span: span(start, self.pos),
+            }),
+            After::Op(op) => {
+                let rhs = self.rhs(op, depth)?;
+                Ok(Expr::Compare {
+                    lhs: operand,
+                    op,
+                    rhs,
+                    span: span(start, self.pos),
+                })
+            }
+            After::Nothing if is_plain_ident => {
+                self.pos = after_operand;
+                Ok(Expr::Macro {
+                    name: operand.field.name,
+                    span: operand.field.span,
+                })
+            }
+            After::Nothing => Err(self.unexpected("a comparison operator or `exists`")),
+        }
+    }
+
+    /// Reads an operator at the cursor, if any.
+    fn operator(&mut self) -> After {
+        let rest = &self.bytes[self.pos.min(self.bytes.len())..];
+        let symbolic: &[(&[u8], CmpOp)] = &[
+            (b"==", CmpOp::Eq),
+            (b"!=", CmpOp::Ne),
+            (b"<=", CmpOp::Le),
+            (b">=", CmpOp::Ge),
+            (b"=", CmpOp::Eq),
+            (b"<", CmpOp::Lt),
+            (b">", CmpOp::Gt),
+        ];
+        for (text, op) in symbolic {
+            if rest.starts_with(text) {
+                self.pos += text.len();
+                return After::Op(*op);
+            }
+        }
+        if self.eat_keyword("exists") {
+            return After::Exists;
+        }
+        for (word, op) in WORD_OPS {
+            if self.eat_keyword(word) {
+                return After::Op(*op);
+            }
+        }
+        After::Nothing
+    }
+
+    /// Reads an identifier (`[a-zA-Z_][a-zA-Z0-9_]*(\.[a-zA-Z0-9_]+)*`) at the cursor.
+    fn name(&mut self) -> Option<(usize, usize)> {
+        let start = self.pos;
+        if !self.peek().is_some_and(is_ident_start) {
+            return None;
+        }
+        self.pos += 1;
+        loop {
+            while self.peek().is_some_and(is_ident_char) {
+                self.pos += 1;
+            }
+            if self.peek() == Some(b'.')
+                && self
+                    .bytes
+                    .get(self.pos + 1)
+                    .copied()
+                    .is_some_and(is_ident_char)
+            {
+                self.pos += 1;
+                continue;
+            }
+            break;
+        }
+        Some((start, self.pos))
+    }
+
+    /// `operand := TRANSFORMER "(" operand ")" | FIELD ["[" ARG "]"]`, iterative over the
+    /// transformers.
+    pub(crate) fn operand(&mut self, depth: usize) -> Result<Operand, ParseError> {
+        let mut transformers = Vec::new();
+        loop {
+            self.skip_ws();
+            let Some((start, end)) = self.name() else {
+                return Err(self.unexpected("a field name"));
+            };
+            let word = &self.src[start..end];
+            let mut look = self.pos;
+            while self.bytes.get(look).copied().is_some_and(is_ws) {
+                look += 1;
+            }
+            let paren_follows = self.bytes.get(look) == Some(&b'(');
+            if let Some(t) = transformer_named(word).filter(|_| paren_follows) {
+                if depth + transformers.len() >= MAX_DEPTH {
+                    return Err(self.depth_error());
+                }
+                transformers.push(t);
+                self.pos = look + 1;
+                continue;
+            }
+            if self.peek() == Some(b'(') && !word.contains('.') {
+                return Err(ParseError {
+                    code: "E_UNKNOWN_TRANSFORMER",
+                    message: format!("unknown transformer `{word}`"),
+                    span: span(start, end),
+                });
+            }
+            let arg = if self.peek() == Some(b'[') {
+                Some(self.field_arg()?)
+            } else {
+                None
+            };
+            let field = FieldName {
+                name: word.to_string(),
+                arg,
+                span: span(start, self.pos),
+            };
+            for _ in 0..transformers.len() {
+                self.skip_ws();
+                if self.peek() != Some(b')') {
+                    return Err(self.unexpected("`)` closing the transformer"));
+                }
+                self.pos += 1;
+            }
+            return Ok(Operand {
+                transformers,
+                field,
+            });
+        }
+    }
+
+    /// `[arg]`: a quoted string or text up to `]` without whitespace.
+    fn field_arg(&mut self) -> Result<String, ParseError> {
+        self.pos += 1; // `[`
+        let arg = match self.peek() {
+            Some(b'"' | b'\'') => self.quoted()?.0,
+            _ => {
+                let start = self.pos;
+                while self
+                    .peek()
+                    .is_some_and(|b| b != b']' && b != b'[' && !is_ws(b))
+                {
+                    self.pos += 1;
+                }
+                self.src[start..self.pos].to_string()
+            }
+        };
+        if self.peek() != Some(b']') {
+            return Err(self.unexpected("`]` closing the field argument"));
+        }
+        self.pos += 1;
+        Ok(arg)
+    }
+
+    fn rhs(&mut self, op: CmpOp, depth: usize) -> Result<Rhs, ParseError> {
+        self.skip_ws();
+        if op.takes_list() {
+            if self.peek() != Some(b'(') {
+                return Err(
+                    self.unexpected(&format!("a parenthesised list after `{}`", op.as_str()))
+                );
+            }
+            return self.list().map(Rhs::List);
+        }
+        // `val(field)` or `transformer(field)`.
+        let save = self.pos;
+        if let Some((start, end)) = self.name() {
+            let word = &self.src[start..end];
+            let is_call = self.peek() == Some(b'(');
+            if is_call && word == "val" {
+                if depth >= MAX_DEPTH {
+                    return Err(self.depth_error());
+                }
+                self.pos += 1;
+                let operand = self.operand(depth + 1)?;
+                self.skip_ws();
+                if self.peek() != Some(b')') {
+                    return Err(self.unexpected("`)` closing `val(`"));
+                }
+                self.pos += 1;
+                return Ok(Rhs::Field(operand));
+            }
+            if is_call && transformer_named(word).is_some() {
+                self.pos = save;
+                return self.operand(depth).map(Rhs::Field);
+            }
+            self.pos = save;
+        }
+        match self.peek() {
+            Some(b'(') => Err(self.unexpected(&format!(
+                "a value after `{}` (lists need `in`, `intersects` or `pmatch`)",
+                op.as_str()
+            ))),
+            Some(b')' | b',') | None => Err(self.unexpected("a value")),
+            _ => self.value().map(Rhs::Value),
+        }
+    }
+
+    /// `"(" [value ("," value)*] ")"`.
+    fn list(&mut self) -> Result<Vec<Literal>, ParseError> {
+        self.pos += 1; // `(`
+        let mut items = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b')') {
+            self.pos += 1;
+            return Ok(items);
+        }
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(b'(' | b')' | b',') | None => {
+                    return Err(self.unexpected("a list item"));
+                }
+                _ => items.push(self.value()?),
+            }
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b')') => {
+                    self.pos += 1;
+                    return Ok(items);
+                }
+                _ => return Err(self.unexpected("`,` or `)` in the list")),
+            }
+        }
+    }
+
+    /// A quoted string or a bare word.
+    fn value(&mut self) -> Result<Literal, ParseError> {
+        let start = self.pos;
+        if matches!(self.peek(), Some(b'"' | b'\'')) {
+            let (text, _) = self.quoted()?;
+            return Ok(Literal {
+                text,
+                quoted: true,
+                span: span(start, self.pos),
+            });
+        }
+        while self.peek().is_some_and(|b| !ends_bareword(b)) {
+            self.pos += 1;
+        }
+        Ok(Literal {
+            text: self.src[start..self.pos].to_string(),
+            quoted: false,
+            span: span(start, self.pos),
+        })
+    }
+
+    /// A string in `"…"` or `'…'`. Escapes: `\\`, `\"`, `\'`, `\n`, `\t`, `\r`, `\xHH`; any
+    /// other backslash is kept as written (so regexes such as `'\.so'` need no doubling).
+    /// Bytes that do not form valid UTF-8 are kept as raw-byte characters
+    /// ([`crate::ast::RAW_BYTE_BASE`]).
+    fn quoted(&mut self) -> Result<(String, Span), ParseError> {
+        let start = self.pos;
+        let quote = self.bytes[self.pos];
+        self.pos += 1;
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            let Some(b) = self.peek() else {
+                return Err(ParseError {
+                    code: "E_SYNTAX",
+                    message: "unterminated quoted string".to_string(),
+                    span: span(start, self.pos),
+                });
+            };
+            self.pos += 1;
+            if b == quote {
+                break;
+            }
+            if b != b'\\' {
+                out.push(b);
+                continue;
+            }
+            match self.peek() {
+                Some(e @ (b'\\' | b'"' | b'\'')) => {
+                    out.push(e);
+                    self.pos += 1;
+                }
+                Some(b'n') => {
+                    out.push(b'\n');
+                    self.pos += 1;
+                }
+                Some(b't') => {
+                    out.push(b'\t');
+                    self.pos += 1;
+                }
+                Some(b'r') => {
+                    out.push(b'\r');
+                    self.pos += 1;
+                }
+                Some(b'x') => {
+                    let hex = self.bytes.get(self.pos + 1..self.pos + 3);
+                    let value = hex
+                        .and_then(|h| std::str::from_utf8(h).ok())
+                        .and_then(|h| u8::from_str_radix(h, 16).ok());
+                    match value {
+                        Some(v) => {
+                            out.push(v);
+                            self.pos += 3;
+                        }
+                        None => {
+                            return Err(ParseError {
+                                code: "E_SYNTAX",
+                                message: "`\\x` must be followed by two hexadecimal digits"
+                                    .to_string(),
+                                span: span(self.pos - 1, (self.pos + 1).min(self.bytes.len())),
+                            })
+                        }
+                    }
+                }
+                _ => out.push(b'\\'),
+            }
+        }
+        let text = match String::from_utf8(out) {
+            Ok(s) => s,
+            Err(e) => crate::ast::text_from_bytes(e.as_bytes()),
+        };
+        Ok((text, span(start, self.pos)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (condition, canonical re-print of the AST).
+    const CASES: &[(&str, &str)] = &[
+        ("proc.name = bash", "proc.name = bash"),
+        ("proc.name==bash", "proc.name = bash"),
+        ("a and b or c", "(a and b) or c"),
+        ("a or b and c", "a or (b and c)"),
+        ("not a and b", "(not a) and b"),
+        ("not (a and b)", "not (a and b)"),
+        ("a and b and c", "a and b and c"),
+        ("(a or b) and (c or d)", "(a or b) and (c or d)"),
+        ("not not a", "not (not a)"),
+        ("not(a)", "not a"),
+        ("fd.num>=0", "fd.num >= 0"),
+        ("fd.num <3", "fd.num < 3"),
+        ("fd.num != -1", "fd.num != -1"),
+        (
+            "proc.name in (a, \"b c\", 'd')",
+            "proc.name in (a, \"b c\", \"d\")",
+        ),
+        ("proc.name in ()", "proc.name in ()"),
+        ("proc.name in(a,b)", "proc.name in (a, b)"),
+        (
+            "fd.name pmatch (/etc, /var/run)",
+            "fd.name pmatch (/etc, /var/run)",
+        ),
+        (
+            "proc.args intersects (\"-V\")",
+            "proc.args intersects (\"-V\")",
+        ),
+        ("fd.name startswith /etc/", "fd.name startswith /etc/"),
+        ("proc.cmdline contains --x=y", "proc.cmdline contains --x=y"),
+        ("fd.typechar='f'", "fd.typechar = \"f\""),
+        ("proc.name = \"(systemd)\"", "proc.name = \"(systemd)\""),
+        ("proc.name = \"a\\\"b\"", "proc.name = \"a\\\"b\""),
+        ("fd.name regex '\\.so$'", "fd.name regex \"\\\\.so$\""),
+        ("proc.aname[2] = sshd", "proc.aname[2] = sshd"),
+        (
+            "container.mount.dest[/var/run/docker.sock] exists",
+            "container.mount.dest[/var/run/docker.sock] exists",
+        ),
+        ("evt.arg[0] = 1", "evt.arg[0] = 1"),
+        ("proc.env[\"HOME\"] = /root", "proc.env[HOME] = /root"),
+        ("tolower(proc.name) = bash", "tolower(proc.name) = bash"),
+        (
+            "toupper( basename(fd.name) ) = X",
+            "toupper(basename(fd.name)) = X",
+        ),
+        ("len(proc.args) > 3", "len(proc.args) > 3"),
+        ("proc.name = val(proc.pname)", "proc.name = val(proc.pname)"),
+        (
+            "tolower(proc.name) = tolower(proc.pname)",
+            "tolower(proc.name) = val(tolower(proc.pname))",
+        ),
+        ("k8s.ns.name exists", "k8s.ns.name exists"),
+        (
+            "evt.buffer bcontains cafebabe",
+            "evt.buffer bcontains cafebabe",
+        ),
+        (
+            "fd.name glob '/home/*/.ssh/*'",
+            "fd.name glob \"/home/*/.ssh/*\"",
+        ),
+        ("proc.name = \"\\xff\\xc3\\xa9\"", "proc.name = \"\\xffé\""),
+        ("fd.name iglob *.PEM", "fd.name iglob *.PEM"),
+        ("evt.dir = <", "evt.dir = <"),
+        ("x\n\tand\r\ny", "x and y"),
+        ("proc.name = 'a\\x41\\n'", "proc.name = \"aA\\n\""),
+        ("a_b.c_1.2 = x", "a_b.c_1.2 = x"),
+        ("android", "android"),
+        ("notx and orx", "notx and orx"),
+        ("proc.name = and", "proc.name = and"),
+        ("proc.name=bash or(a)", "proc.name = bash or a"),
+    ];
+
+    #[test]
+    fn conditions_print_back_canonically() {
+        let mut failures = Vec::new();
+        for (src, want) in CASES {
+            match parse_condition(src) {
+                Ok(expr) => {
+                    let got = expr.to_string();
+                    if got != *want {
+                        failures.push(format!("{src:?}: got {got:?}, want {want:?}"));
+                    }
+                    // The canonical form parses back to the same tree (ignoring spans).
+                    let again = parse_condition(&got)
+                        .unwrap_or_else(|e| panic!("reparse of {got:?} failed: {e}"));
+                    assert_eq!(again.to_string(), got, "reparse of {got:?}");
+                }
+                Err(e) => failures.push(format!("{src:?}: unexpected error {e}")),
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    /// (condition, `code @ offset`).
+    const ERRORS: &[(&str, &str)] = &[
+        ("", "E_SYNTAX @ 0"),
+        ("proc.name =", "E_SYNTAX @ 11"),
+        ("proc.name", "E_SYNTAX @ 9"),
+        ("proc.name bash", "E_SYNTAX @ 10"),
+        ("a and", "E_SYNTAX @ 5"),
+        ("a b", "E_SYNTAX @ 2"),
+        ("(a", "E_SYNTAX @ 2"),
+        ("a)", "E_SYNTAX @ 1"),
+        ("proc.name in a", "E_SYNTAX @ 13"),
+        ("proc.name in (a,)", "E_SYNTAX @ 16"),
+        ("proc.name in (a b)", "E_SYNTAX @ 16"),
+        ("proc.name in ((a))", "E_SYNTAX @ 14"),
+        ("proc.name = (a)", "E_SYNTAX @ 12"),
+        ("proc.name = \"abc", "E_SYNTAX @ 12"),
+        ("proc.name = 'a\\xZZ'", "E_SYNTAX @ 14"),
+        ("proc.aname[2 = x", "E_SYNTAX @ 12"),
+        ("foo(proc.name) = x", "E_UNKNOWN_TRANSFORMER @ 0"),
+        ("tolower(proc.name = x", "E_SYNTAX @ 18"),
+        ("and", "E_SYNTAX @ 0"),
+        ("= x", "E_SYNTAX @ 0"),
+        ("proc.name = val(x", "E_SYNTAX @ 17"),
+    ];
+
+    #[test]
+    fn errors_have_codes_and_offsets() {
+        let mut failures = Vec::new();
+        for (src, want) in ERRORS {
+            match parse_condition(src) {
+                Ok(expr) => failures.push(format!("{src:?}: parsed as {expr}")),
+                Err(e) => {
+                    let got = format!("{} @ {}", e.code, e.span.start);
+                    if got != *want {
+                        failures.push(format!("{src:?}: got {got} ({}), want {want}", e.message));
+                    }
+                }
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn syntax_errors_say_what_was_expected() {
+        let e = parse_condition("proc.name in a").unwrap_err();
+        assert_eq!(
+            e.message,
+            "expected a parenthesised list after `in`, found `a`"
+        );
+        let e = parse_condition("a and").unwrap_err();
+        assert!(
+            e.message.contains("the end of the condition"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn spans_cover_the_source() {
+        let src = "evt.type = open and proc.aname[2] in (a, \"b\")";
+        let Expr::And(items) = parse_condition(src).unwrap() else {
+            panic!("expected and");
+        };
+        let Expr::Compare { lhs, rhs, span, .. } = &items[1] else {
+            panic!("expected compare");
+        };
+        assert_eq!(
+            &src[span.start as usize..span.end as usize],
+            "proc.aname[2] in (a, \"b\")"
+        );
+        let f = lhs.field.span;
+        assert_eq!(&src[f.start as usize..f.end as usize], "proc.aname[2]");
+        let Rhs::List(list) = rhs else {
+            panic!("expected list")
+        };
+        assert!(list[1].quoted);
+        assert_eq!(
+            &src[list[1].span.start as usize..list[1].span.end as usize],
+            "\"b\""
+        );
+        let Expr::Macro { span, .. } = parse_condition("  my_macro ").unwrap() else {
+            panic!("expected macro")
+        };
+        assert_eq!((span.start, span.end), (2, 10));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let n = 10_000;
+        let parens = format!("{}x{}", "(".repeat(n), ")".repeat(n));
+        assert_eq!(parse_condition(&parens).unwrap_err().code, "E_DEPTH");
+        let nots = format!("{}x", "not ".repeat(n));
+        assert_eq!(parse_condition(&nots).unwrap_err().code, "E_DEPTH");
+        let transformers = format!("{}proc.name{} = x", "tolower(".repeat(n), ")".repeat(n));
+        assert_eq!(parse_condition(&transformers).unwrap_err().code, "E_DEPTH");
+        let mixed = "not (".repeat(n);
+        assert_eq!(parse_condition(&mixed).unwrap_err().code, "E_DEPTH");
+        // Just under the limit still parses.
+        let ok = format!(
+            "{}x{}",
+            "(".repeat(MAX_DEPTH - 1),
+            ")".repeat(MAX_DEPTH - 1)
+        );
+        assert!(parse_condition(&ok).is_ok());
+        let ok = format!("{}x", "not ".repeat(MAX_DEPTH - 1));
+        assert!(parse_condition(&ok).is_ok());
+    }
+
+    #[test]
+    fn long_flat_conditions_do_not_recurse() {
+        let src = vec!["a"; 100_000].join(" and ");
+        let Expr::And(items) = parse_condition(&src).unwrap() else {
+            panic!("expected and")
+        };
+        assert_eq!(items.len(), 100_000);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let samples = [
+            "\u{fe0f}(",
+            "é = ",
+            "proc.name = é(",
+            "a[",
+            "a[é",
+            "a[\"",
+            "'\\x",
+            "\"\\xé\"",
+            "proc.name in (\u{1F600}",
+            "x = \\",
+            "((((",
+            "not",
+            "a or or",
+            "tolower(",
+            "val(",
+            "a = val(",
+            "a = len(",
+            "a.b[]",
+            "a.b[] = 1",
+        ];
+        for s in samples {
+            let _ = parse_condition(s);
+        }
+        // Every prefix of a real condition.
+        let src = "evt.type in (open, 'x') and not tolower(proc.aname[2]) startswith \"é\\x41\"";
+        for end in 0..=src.len() {
+            if src.is_char_boundary(end) {
+                let _ = parse_condition(&src[..end]);
+            }
+        }
+    }
+
+    /// A deterministic stand-in for the fuzz target: random token soups must not panic, and
+    /// whatever parses must print to a stable canonical form.
+    #[test]
+    fn random_token_soups_parse_or_fail_cleanly() {
+        #[rustfmt::skip]
+        const TOKENS: &[&str] = &[
+            "proc.name", "fd.name", "a", "m_1", "not", "and", "or", "(", ")", "=", "!=", "<=",
+            ">", "in", "intersects", "pmatch", "contains", "glob", "exists", "val(", "tolower(",
+            "len(", "foo(", "[2]", "[", "]", ",", "\"x y\"", "'q'", "\"\\xff\"", "/etc/",
+            "-1", "é", "\\", " ", "\n", "\"", "'", "%", "\u{10ff80}",
+        ];
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut parsed = 0;
+        for _ in 0..20_000 {
+            let len = (next() % 12) as usize;
+            let mut src = String::new();
+            for _ in 0..len {
+                src.push_str(TOKENS[(next() % TOKENS.len() as u64) as usize]);
+                if next() % 2 == 0 {
+                    src.push(' ');
+                }
+            }
+            if let Ok(expr) = parse_condition(&src) {
+                parsed += 1;
+                let printed = expr.to_string();
+                let again = parse_condition(&printed)
+                    .unwrap_or_else(|e| panic!("{src:?} printed as {printed:?}: {e}"));
+                assert_eq!(again.to_string(), printed, "unstable print of {src:?}");
+            }
+        }
+        assert!(parsed > 100, "only {parsed} soups parsed");
+    }
+
+    fn collect_texts(value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match value {
+            serde_json::Value::Array(items) => items.iter().for_each(|v| collect_texts(v, out)),
+            serde_json::Value::Object(map) => {
+                for (key, v) in map {
+                    if let (true, Some(text)) = (key == "condition" || key == "output", v.as_str())
+                    {
+                        out.push((key.clone(), text.to_string()));
+                    }
+                    collect_texts(v, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_upstream_condition_parses() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/falco-rules");
+        let mut n_conditions = 0;
+        let mut failures = Vec::new();
+        for file in [
+            "falco_rules.yaml",
+            "falco-incubating_rules.yaml",
+            "falco-sandbox_rules.yaml",
+        ] {
+            let path = format!("{dir}/{file}");
+            let text =
+                std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+            let doc: serde_json::Value =
+                serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("parsing {path}: {e}"));
+            let mut texts = Vec::new();
+            collect_texts(&doc, &mut texts);
+            for (key, text) in texts {
+                if key == "condition" {
+                    n_conditions += 1;
+                    if let Err(e) = parse_condition(&text) {
+                        failures.push(format!("{file}: {e}\n  {text}"));
+                    }
+                } else if let Err(e) = crate::template::parse_template(&text) {
+                    failures.push(format!("{file}: output: {e}\n  {text}"));
+                }
+            }
+        }
+        assert!(n_conditions > 400, "only {n_conditions} conditions found");
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}

@@ -1,0 +1,105 @@
+//! Path normalisation and resolution against a base directory.
+
+/// Appends `raw` resolved against `base` (an absolute directory) to `out`, normalised: `.` and
+/// empty components dropped, `..` pops (never above `/`). An absolute `raw` ignores `base`.
+/// The result is absolute, without a trailing slash except for `/` itself.
+pub fn resolve_into(base: &[u8], raw: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.push(b'/');
+    if raw.first() != Some(&b'/') {
+        push_components(base, out);
+    }
+    push_components(raw, out);
+}
+
+/// [`resolve_into`] into a new vector.
+pub fn resolve(base: &[u8], raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(base.len() + raw.len() + 1);
+    resolve_into(base, raw, &mut out);
+    out
+}
+
+/// Normalises an absolute path (or makes a relative one absolute from `/`).
+pub fn normalize(path: &[u8]) -> Vec<u8> {
+    resolve(b"/", path)
+}
+
+fn push_components(path: &[u8], out: &mut Vec<u8>) {
+    for comp in path.split(|&b| b == b'/') {
+        match comp {
+            b"" | b"." => {}
+            b".." => {
+                if out.len() > 1 {
+                    let cut = memchr::memrchr(b'/', &out[..out.len()]).unwrap_or(0);
+                    out.truncate(cut.max(1));
+                }
+            }
+            _ => {
+                if out.len() > 1 {
+                    out.push(b'/');
+                }
+                out.extend_from_slice(comp);
+            }
+        }
+    }
+}
+
+/// The directory part of an absolute path (`/etc/passwd` → `/etc`, `/x` → `/`).
+pub fn dirname(path: &[u8]) -> &[u8] {
+    match memchr::memrchr(b'/', path) {
+        Some(0) => b"/",
+        Some(i) => &path[..i],
+        None => b"",
+    }
+}
+
+/// The last component (`/etc/passwd` → `passwd`).
+pub fn basename(path: &[u8]) -> &[u8] {
+    match memchr::memrchr(b'/', path) {
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(base: &str, raw: &str) -> String {
+        String::from_utf8(resolve(base.as_bytes(), raw.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn resolves_and_normalises() {
+        assert_eq!(r("/home/u", "f.txt"), "/home/u/f.txt");
+        assert_eq!(r("/home/u", "./a/../b//c/"), "/home/u/b/c");
+        assert_eq!(r("/home/u", "../../../../etc/shadow"), "/etc/shadow");
+        assert_eq!(r("/home/u", "/etc//passwd"), "/etc/passwd");
+        assert_eq!(r("/", ".."), "/");
+        assert_eq!(r("/a", ""), "/a");
+        assert_eq!(r("/", "/"), "/");
+        assert_eq!(r("/a/b", "../.."), "/");
+        assert_eq!(normalize(b"etc/x"), b"/etc/x");
+    }
+
+    #[test]
+    fn dirname_and_basename() {
+        assert_eq!(dirname(b"/etc/passwd"), b"/etc");
+        assert_eq!(dirname(b"/passwd"), b"/");
+        assert_eq!(basename(b"/etc/passwd"), b"passwd");
+        assert_eq!(basename(b"/"), b"");
+        assert_eq!(dirname(b"memfd:x"), b"");
+    }
+
+    #[test]
+    fn non_utf8_and_long_paths_do_not_panic() {
+        let raw: Vec<u8> = b"\xff/../\x00x/"
+            .iter()
+            .copied()
+            .cycle()
+            .take(100_000)
+            .collect();
+        let out = resolve(b"/\xfe", &raw);
+        assert_eq!(out[0], b'/');
+    }
+}

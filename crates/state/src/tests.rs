@@ -1,0 +1,1185 @@
+//! Field tests by Falco name over the default process tree (see `testutil`).
+
+use vigil_event::{EventType, Param, Snapshot, SockAddr, SockTuple};
+use vigil_fields::Value;
+
+use crate::testutil::*;
+use crate::{State, StateConfig};
+
+fn read(tid: i64, pid: i64, fd: i64) -> vigil_event::Event {
+    ev(tid, "read")
+        .pid(pid)
+        .int("fd", fd)
+        .uint("size", 4)
+        .bytes("data", "\u{ca}\u{fe}")
+        .res(4)
+        .build()
+}
+
+#[test]
+fn proc_fields_on_the_default_tree() {
+    let state = tree();
+    let e = read(401, 400, 3);
+    assert_eq!(f(&state, &e, "proc.name"), "python3");
+    assert_eq!(f(&state, &e, "proc.pid"), "400");
+    assert_eq!(f(&state, &e, "proc.ppid"), "300");
+    assert_eq!(f(&state, &e, "proc.vpid"), "400");
+    assert_eq!(f(&state, &e, "proc.pvpid"), "300");
+    assert_eq!(f(&state, &e, "proc.pname"), "bash");
+    assert_eq!(f(&state, &e, "proc.aname[0]"), "python3");
+    assert_eq!(f(&state, &e, "proc.aname[1]"), "bash");
+    assert_eq!(f(&state, &e, "proc.aname[2]"), "sshd");
+    assert_eq!(f(&state, &e, "proc.aname[3]"), "sshd");
+    assert_eq!(f(&state, &e, "proc.aname[4]"), "systemd");
+    assert_eq!(field(&state, &e, "proc.aname[5]"), None, "beyond init");
+    assert_eq!(field(&state, &e, "proc.aname[-1]"), None);
+    assert_eq!(
+        f(&state, &e, "proc.aname"),
+        "bash sshd sshd systemd",
+        "ancestors only"
+    );
+    assert_eq!(f(&state, &e, "proc.apid[2]"), "200");
+    assert_eq!(f(&state, &e, "proc.apid"), "300 200 100 1");
+    assert_eq!(f(&state, &e, "proc.aexe[1]"), "-bash");
+    assert_eq!(f(&state, &e, "proc.aexepath[2]"), "/usr/sbin/sshd");
+    assert_eq!(f(&state, &e, "proc.acmdline[2]"), "sshd -D -R");
+    assert_eq!(f(&state, &e, "proc.exe"), "python3");
+    assert_eq!(f(&state, &e, "proc.exepath"), "/usr/bin/python3");
+    assert_eq!(f(&state, &e, "proc.pexe"), "-bash");
+    assert_eq!(f(&state, &e, "proc.pexepath"), "/bin/bash");
+    assert_eq!(f(&state, &e, "proc.args"), "script.py -v");
+    assert_eq!(f(&state, &e, "proc.cmdline"), "python3 script.py -v");
+    assert_eq!(f(&state, &e, "proc.exeline"), "python3 script.py -v");
+    assert_eq!(f(&state, &e, "proc.pcmdline"), "bash");
+    assert_eq!(f(&state, &e, "proc.cmdnargs"), "2");
+    assert_eq!(f(&state, &e, "proc.cmdlenargs"), "11");
+    assert_eq!(
+        f(&state, &e, "proc.env"),
+        "PATH=/usr/bin:/bin HOME=/home/python3 SECRET_TOKEN=abc=def"
+    );
+    assert_eq!(f(&state, &e, "proc.env[SECRET_TOKEN]"), "abc=def");
+    assert_eq!(f(&state, &e, "proc.env[PATH]"), "/usr/bin:/bin");
+    assert_eq!(
+        field(&state, &e, "proc.env[SECRET]"),
+        None,
+        "whole names only"
+    );
+    assert_eq!(f(&state, &e, "proc.cwd"), "/home/alice/work/");
+    assert_eq!(f(&state, &e, "proc.tty"), "34816");
+    assert_eq!(f(&state, &e, "proc.sid"), "300");
+    assert_eq!(f(&state, &e, "proc.sname"), "bash");
+    assert_eq!(f(&state, &e, "proc.sid.exe"), "-bash");
+    assert_eq!(f(&state, &e, "proc.sid.exepath"), "/bin/bash");
+    assert_eq!(f(&state, &e, "proc.vpgid"), "400");
+    assert_eq!(f(&state, &e, "proc.vpgid.name"), "python3");
+    assert_eq!(f(&state, &e, "proc.vpgid.exe"), "python3");
+    assert_eq!(f(&state, &e, "proc.is_vpgid_leader"), "true");
+    assert_eq!(f(&state, &e, "proc.is_sid_leader"), "false");
+    assert_eq!(
+        f(&state, &e, "proc.duration"),
+        (1_000_000_000u64 * 601).to_string()
+    );
+    assert_eq!(
+        f(&state, &e, "proc.ppid.duration"),
+        (1_000_000_000u64 * 701).to_string()
+    );
+    assert_eq!(
+        f(&state, &e, "proc.pid.ts"),
+        (T0 - 600 * 1_000_000_000).to_string()
+    );
+    assert_eq!(f(&state, &e, "proc.nthreads"), "2");
+    assert_eq!(f(&state, &e, "proc.nchilds"), "1");
+    assert_eq!(f(&state, &e, "proc.fdopencount"), "6");
+    assert_eq!(f(&state, &e, "proc.is_exe_writable"), "false");
+    assert_eq!(field(&state, &e, "proc.exe_ino"), None, "unknown inode");
+    let bash = read(300, 300, 0);
+    assert_eq!(f(&state, &bash, "proc.is_sid_leader"), "true");
+    assert_eq!(f(&state, &bash, "proc.sname"), "bash");
+    let init = read(1, 1, 0);
+    assert_eq!(field(&state, &init, "proc.pname"), None);
+    assert_eq!(field(&state, &init, "proc.ppid"), None);
+    assert_eq!(
+        f(&state, &init, "proc.aname"),
+        "",
+        "an empty list is a value"
+    );
+    assert_eq!(f(&state, &init, "proc.args"), "");
+    assert_eq!(f(&state, &init, "proc.cmdline"), "systemd");
+}
+
+#[test]
+fn thread_fields() {
+    let state = tree();
+    let e = read(401, 400, 0);
+    assert_eq!(f(&state, &e, "thread.tid"), "401");
+    assert_eq!(f(&state, &e, "thread.vtid"), "401");
+    assert_eq!(f(&state, &e, "thread.ismain"), "false");
+    assert_eq!(f(&state, &e, "thread.cap_permitted"), "");
+    assert_eq!(f(&state, &e, "thread.cgroups"), "0::/user.slice");
+    let root = read(100, 100, 0);
+    assert_eq!(f(&state, &root, "thread.ismain"), "true");
+    let caps = f(&state, &root, "thread.cap_effective");
+    assert!(caps.starts_with("CAP_CHOWN CAP_DAC_OVERRIDE"), "{caps}");
+    assert!(
+        caps.contains("CAP_SYS_ADMIN") && caps.ends_with("CAP_CHECKPOINT_RESTORE"),
+        "{caps}"
+    );
+    assert_eq!(f(&state, &root, "thread.cap_inheritable"), "");
+}
+
+#[test]
+fn user_and_group_fields() {
+    let state = tree();
+    let e = read(400, 400, 0);
+    assert_eq!(f(&state, &e, "user.uid"), "1000");
+    assert_eq!(f(&state, &e, "user.name"), "alice");
+    assert_eq!(f(&state, &e, "user.homedir"), "/home/alice");
+    assert_eq!(f(&state, &e, "user.shell"), "/bin/zsh");
+    assert_eq!(f(&state, &e, "user.loginuid"), "1000");
+    assert_eq!(f(&state, &e, "user.loginname"), "alice");
+    assert_eq!(f(&state, &e, "group.gid"), "1000");
+    assert_eq!(f(&state, &e, "group.name"), "alice");
+    let sshd = read(100, 100, 0);
+    assert_eq!(f(&state, &sshd, "user.name"), "root");
+    assert_eq!(f(&state, &sshd, "user.loginuid"), "-1");
+    assert_eq!(field(&state, &sshd, "user.loginname"), None);
+
+    // A snapshot's users replace the configured database; an unknown uid has no name.
+    let mut snap = snapshot();
+    let (users, groups) = users_snapshot();
+    snap.users = users;
+    snap.groups = groups;
+    let mut state = State::new(StateConfig {
+        user_db: Box::new(user_db()),
+        ..StateConfig::default()
+    });
+    state.load_snapshot(&snap);
+    assert_eq!(f(&state, &e, "user.name"), "bob");
+    assert_eq!(f(&state, &e, "group.name"), "bobs");
+    assert_eq!(
+        field(&state, &sshd, "user.name"),
+        None,
+        "root is not in the snapshot's users"
+    );
+    assert_eq!(f(&state, &sshd, "user.uid"), "0");
+}
+
+#[test]
+fn container_and_k8s_fields() {
+    let state = tree();
+    let host = read(400, 400, 0);
+    assert_eq!(f(&state, &host, "container.id"), "host");
+    assert_eq!(f(&state, &host, "container.name"), "host");
+    assert_eq!(field(&state, &host, "container.image"), None);
+    assert_eq!(field(&state, &host, "container.image.repository"), None);
+    assert_eq!(field(&state, &host, "container.privileged"), None);
+    assert_eq!(
+        field(&state, &host, "container.mount.dest[/var/run/docker.sock]"),
+        None
+    );
+    assert_eq!(field(&state, &host, "k8s.ns.name"), None);
+    assert_eq!(field(&state, &host, "container.start_ts"), None);
+
+    let c = read(700, 700, 0);
+    assert_eq!(f(&state, &c, "container.id"), "3ad7b26ded6d");
+    assert_eq!(f(&state, &c, "container.full_id"), "3ad7b26ded6d");
+    assert_eq!(f(&state, &c, "container.name"), "web");
+    assert_eq!(f(&state, &c, "container.type"), "docker");
+    assert_eq!(
+        f(&state, &c, "container.image"),
+        "docker.io/library/nginx:1.25"
+    );
+    assert_eq!(
+        f(&state, &c, "container.image.repository"),
+        "docker.io/library/nginx"
+    );
+    assert_eq!(f(&state, &c, "container.image.tag"), "1.25");
+    assert_eq!(
+        field(&state, &c, "container.image.digest"),
+        None,
+        "empty = unknown"
+    );
+    assert_eq!(f(&state, &c, "container.privileged"), "true");
+    assert_eq!(
+        f(&state, &c, "container.mounts"),
+        "/var/run/docker.sock:/var/run/docker.sock::true:rprivate /etc:/host/etc:ro:false:rprivate"
+    );
+    assert_eq!(
+        f(&state, &c, "container.mount.dest[/var/run/docker.sock]"),
+        "/var/run/docker.sock"
+    );
+    assert_eq!(f(&state, &c, "container.mount.dest[/etc]"), "/host/etc");
+    assert_eq!(f(&state, &c, "container.mount.dest[/et*]"), "/host/etc");
+    assert_eq!(field(&state, &c, "container.mount.dest[/proc*]"), None);
+    assert_eq!(f(&state, &c, "container.mount.dest[1]"), "/host/etc");
+    assert_eq!(f(&state, &c, "container.mount.source[/host/etc]"), "/etc");
+    assert_eq!(f(&state, &c, "container.mount.mode[/etc]"), "ro");
+    assert_eq!(f(&state, &c, "container.mount.rdwr[/etc]"), "false");
+    assert_eq!(f(&state, &c, "container.mount[/proc]"), "none");
+    assert_eq!(
+        f(&state, &c, "container.mount[0]"),
+        "/var/run/docker.sock:/var/run/docker.sock::true:rprivate"
+    );
+    assert_eq!(f(&state, &c, "k8s.pod.name"), "web-0");
+    assert_eq!(f(&state, &c, "k8s.ns.name"), "prod");
+    assert_eq!(field(&state, &c, "k8s.pod.uid"), None);
+    assert_eq!(f(&state, &c, "container.label.app"), "web");
+    assert_eq!(
+        f(&state, &c, "container.start_ts"),
+        (T0 - 500_000_000_000).to_string()
+    );
+    assert_eq!(f(&state, &c, "proc.vpid"), "1");
+    assert_eq!(f(&state, &c, "user.name"), "www-data");
+    assert_eq!(f(&state, &c, "proc.pname"), "containerd-shim");
+
+    // A container the runtime did not describe: id only; start from its pid-namespace init.
+    let mut state = tree();
+    let other = "0123456789abcdef".repeat(4);
+    let exec = ev(700, "execve")
+        .bytes("filename", "/bin/sh")
+        .bytes("cgroups", format!("/kubepods/besteffort/podx/{other}"))
+        .build();
+    state.apply(&exec);
+    assert_eq!(f(&state, &exec, "container.id"), "0123456789ab");
+    assert_eq!(field(&state, &exec, "container.name"), None);
+    assert_eq!(field(&state, &exec, "container.image.repository"), None);
+    assert_eq!(
+        f(&state, &exec, "container.start_ts"),
+        (T0 - 300 * 1_000_000_000).to_string()
+    );
+}
+
+#[test]
+fn evt_fields() {
+    let mut state = tree();
+    let e = apply(
+        &mut state,
+        ev(400, "openat")
+            .num(42)
+            .ts(T0 + 123)
+            .int("dirfd", -100)
+            .bytes("name", "../notes.txt")
+            .uint("flags", O_WRONLY | O_CREAT | O_CLOEXEC)
+            .uint("mode", 0o755)
+            .res(7)
+            .build(),
+    );
+    assert_eq!(f(&state, &e, "evt.num"), "42");
+    assert_eq!(f(&state, &e, "evt.type"), "openat");
+    assert_eq!(f(&state, &e, "syscall.type"), "openat");
+    assert_eq!(f(&state, &e, "evt.dir"), "<");
+    assert_eq!(f(&state, &e, "evt.source"), "syscall");
+    assert_eq!(f(&state, &e, "evt.category"), "file");
+    assert_eq!(
+        f(&state, &e, "evt.hostname"),
+        "testhost",
+        "snapshot hostname wins"
+    );
+    assert_eq!(f(&state, &e, "evt.rawtime"), (T0 + 123).to_string());
+    assert_eq!(f(&state, &e, "evt.time"), "22:13:20.000000123");
+    assert_eq!(
+        f(&state, &e, "evt.datetime"),
+        "2023-11-14 22:13:20.000000123"
+    );
+    assert_eq!(
+        f(&state, &e, "evt.time.iso8601"),
+        "2023-11-14T22:13:20.000000123Z"
+    );
+    assert_eq!(f(&state, &e, "evt.rawtime.s"), "1700000000");
+    assert_eq!(f(&state, &e, "evt.res"), "SUCCESS");
+    assert_eq!(f(&state, &e, "evt.rawres"), "7");
+    assert_eq!(f(&state, &e, "evt.failed"), "false");
+    assert_eq!(f(&state, &e, "evt.arg.fd"), "7");
+    assert_eq!(f(&state, &e, "evt.arg.res_or_fd"), "7");
+    assert_eq!(f(&state, &e, "evt.arg.name"), "../notes.txt", "raw path");
+    assert_eq!(f(&state, &e, "evt.arg[0]"), "7", "position 0 is the result");
+    assert_eq!(f(&state, &e, "evt.arg[2]"), "../notes.txt");
+    assert_eq!(f(&state, &e, "evt.arg[name]"), "../notes.txt");
+    assert_eq!(f(&state, &e, "evt.arg.dirfd"), "-100");
+    assert_eq!(field(&state, &e, "evt.arg.dev"), None, "absent parameter");
+    assert_eq!(field(&state, &e, "evt.arg.nosuch"), None);
+    assert_eq!(field(&state, &e, "evt.arg[99]"), None);
+    let flags = f(&state, &e, "evt.arg.flags");
+    let mut expect = String::new();
+    vigil_event::flags::render(
+        vigil_event::FlagTable::Open,
+        O_WRONLY | O_CREAT | O_CLOEXEC,
+        &mut expect,
+    );
+    assert_eq!(flags, expect, "rendered by the flag tables");
+    let args = f(&state, &e, "evt.args");
+    assert!(
+        args.starts_with("fd=7 dirfd=-100 name=../notes.txt flags="),
+        "{args}"
+    );
+    assert_eq!(f(&state, &e, "evt.is_open_read"), "false");
+    assert_eq!(f(&state, &e, "evt.is_open_write"), "true");
+    assert_eq!(f(&state, &e, "evt.is_open_create"), "true");
+    assert_eq!(f(&state, &e, "evt.is_open_exec"), "true");
+    assert_eq!(f(&state, &e, "fs.path.name"), "/home/alice/notes.txt");
+    assert_eq!(f(&state, &e, "evt.abspath"), "/home/alice/notes.txt");
+    assert_eq!(f(&state, &e, "fs.path.nameraw"), "../notes.txt");
+    assert_eq!(f(&state, &e, "evt.count"), "1");
+
+    let r = read(400, 400, 3);
+    assert_eq!(
+        values(&state, &r, "evt.buffer"),
+        Some(vec![s("\u{ca}\u{fe}")])
+    );
+    assert_eq!(f(&state, &r, "evt.buflen"), "4");
+    assert_eq!(f(&state, &r, "evt.is_io_read"), "true");
+    assert_eq!(f(&state, &r, "evt.io_dir"), "r");
+    assert_eq!(f(&state, &r, "evt.is_open_read"), "false", "not an open");
+    assert_eq!(field(&state, &r, "fs.path.name"), None);
+
+    let failed = ev(400, "unlinkat")
+        .int("dirfd", 5)
+        .bytes("name", "shadow")
+        .res(-13)
+        .build();
+    assert_eq!(f(&state, &failed, "evt.failed"), "true");
+    assert_eq!(f(&state, &failed, "evt.rawres"), "-13");
+    let res = f(&state, &failed, "evt.res");
+    assert_eq!(
+        res,
+        vigil_event::flags::errno_name(13).map_or("-13".to_string(), str::to_string)
+    );
+    assert_eq!(
+        f(&state, &failed, "fs.path.name"),
+        "/etc/shadow",
+        "resolved against dirfd 5"
+    );
+
+    let exit = ev(400, "procexit").int("status", 0).build();
+    assert_eq!(field(&state, &exit, "syscall.type"), None);
+    assert_eq!(field(&state, &exit, "evt.res"), None);
+    assert_eq!(f(&state, &exit, "evt.type"), "procexit");
+
+    let rename = ev(400, "renameat2")
+        .int("olddirfd", -100)
+        .bytes("oldpath", "a")
+        .int("newdirfd", 5)
+        .bytes("newpath", "b/../c")
+        .build();
+    assert_eq!(f(&state, &rename, "fs.path.source"), "/home/alice/work/a");
+    assert_eq!(f(&state, &rename, "fs.path.target"), "/etc/c");
+    assert_eq!(f(&state, &rename, "fs.path.targetraw"), "b/../c");
+    assert_eq!(f(&state, &rename, "evt.abspath.dst"), "/etc/c");
+}
+
+#[test]
+fn evt_arg_renders_uids_and_flags() {
+    let state = tree();
+    let e = ev(400, "setuid").uint("uid", 33).build();
+    assert_eq!(f(&state, &e, "evt.arg.uid"), "www-data");
+    let e = ev(400, "setuid").uint("uid", 4242).build();
+    assert_eq!(f(&state, &e, "evt.arg.uid"), "4242");
+    assert_eq!(f(&state, &e, "evt.arg.res"), "0");
+    let e = ev(400, "connect")
+        .int("fd", 4)
+        .arg(
+            "addr",
+            Param::Addr(SockAddr::Inet {
+                ip: "1.2.3.4".parse().unwrap(),
+                port: 80,
+            }),
+        )
+        .tuple("tuple", 6, "10.0.0.5:5555", "1.2.3.4:80")
+        .build();
+    assert_eq!(f(&state, &e, "evt.arg.addr"), "1.2.3.4:80");
+    assert_eq!(f(&state, &e, "evt.arg.tuple"), "10.0.0.5:5555->1.2.3.4:80");
+    let exec = ev(400, "execve")
+        .bytes("filename", "/bin/ls")
+        .uint("exe_flags", 3)
+        .build();
+    assert_eq!(
+        f(&state, &exec, "evt.arg.flags"),
+        "EXE_WRITABLE|EXE_UPPER_LAYER",
+        "Falco's name for exe flags"
+    );
+}
+
+#[test]
+fn fd_lifecycle_open_dup_close() {
+    let mut state = tree();
+    let open = apply(
+        &mut state,
+        ev(401, "openat")
+            .pid(400)
+            .int("dirfd", 5)
+            .bytes("name", "passwd")
+            .uint("flags", O_RDONLY)
+            .res(6)
+            .build(),
+    );
+    assert_eq!(f(&state, &open, "fd.num"), "6");
+    assert_eq!(f(&state, &open, "fd.name"), "/etc/passwd");
+    assert_eq!(f(&state, &open, "fd.nameraw"), "passwd");
+    assert_eq!(f(&state, &open, "fd.directory"), "/etc");
+    assert_eq!(f(&state, &open, "fd.filename"), "passwd");
+    assert_eq!(f(&state, &open, "fd.type"), "file");
+    assert_eq!(f(&state, &open, "fd.typechar"), "f");
+    assert_eq!(f(&state, &open, "evt.is_open_read"), "true");
+    assert_eq!(
+        field(&state, &open, "fd.sip"),
+        None,
+        "files have no addresses"
+    );
+    assert_eq!(field(&state, &open, "fd.l4proto"), None);
+    state.finish(&open);
+
+    // Visible from the other thread of the process.
+    let r = read(400, 400, 6);
+    assert_eq!(f(&state, &r, "fd.name"), "/etc/passwd");
+
+    let dup = apply(
+        &mut state,
+        ev(400, "dup2")
+            .int("oldfd", 6)
+            .int("newfd", 1)
+            .res(1)
+            .build(),
+    );
+    assert_eq!(f(&state, &dup, "fd.name"), "/etc/passwd");
+    assert_eq!(f(&state, &read(400, 400, 1), "fd.name"), "/etc/passwd");
+    assert_eq!(f(&state, &dup, "fd.types[1]"), "file");
+    assert_eq!(f(&state, &dup, "fd.types"), "file ipv4 directory");
+    assert_eq!(field(&state, &dup, "fd.types[99]"), None);
+
+    let close = apply(&mut state, ev(400, "close").int("fd", 6).build());
+    assert_eq!(
+        f(&state, &close, "fd.name"),
+        "/etc/passwd",
+        "close fields resolve before finish"
+    );
+    state.finish(&close);
+    assert_eq!(field(&state, &close, "fd.name"), None);
+    assert_eq!(
+        f(&state, &read(400, 400, 1), "fd.name"),
+        "/etc/passwd",
+        "the dup survives"
+    );
+
+    // Directories, `..`, and failed opens.
+    let dir = apply(
+        &mut state,
+        ev(400, "open")
+            .bytes("name", "../../alice/./x/..//")
+            .uint("flags", O_DIRECTORY)
+            .res(8)
+            .build(),
+    );
+    assert_eq!(f(&state, &dir, "fd.name"), "/home/alice");
+    assert_eq!(f(&state, &dir, "fd.type"), "directory");
+    assert_eq!(f(&state, &dir, "fd.directory"), "/home/alice");
+    assert_eq!(field(&state, &dir, "fd.filename"), None);
+    let fail = apply(
+        &mut state,
+        ev(400, "openat")
+            .int("dirfd", -100)
+            .bytes("name", "secret/../key")
+            .uint("flags", O_RDONLY)
+            .res(-2)
+            .build(),
+    );
+    assert_eq!(
+        f(&state, &fail, "fd.name"),
+        "/home/alice/work/key",
+        "from the arguments"
+    );
+    assert_eq!(f(&state, &fail, "fd.nameraw"), "secret/../key");
+    assert_eq!(f(&state, &fail, "fd.directory"), "/home/alice/work");
+    assert_eq!(field(&state, &fail, "fd.num"), None);
+    assert_eq!(field(&state, &fail, "fd.type"), None);
+    assert_eq!(field(&state, &read(400, 400, -2), "fd.name"), None);
+    let fds_before = state.stats().fds;
+    state.finish(&fail);
+    assert_eq!(state.stats().fds, fds_before, "failed open adds nothing");
+
+    // Unknown dirfd: the raw path is kept.
+    let odd = apply(
+        &mut state,
+        ev(400, "openat")
+            .int("dirfd", 77)
+            .bytes("name", "rel")
+            .res(9)
+            .build(),
+    );
+    assert_eq!(f(&state, &odd, "fd.name"), "rel");
+}
+
+#[test]
+fn pipes_memfd_and_other_fds() {
+    let mut state = tree();
+    let pipe = apply(
+        &mut state,
+        ev(400, "pipe2")
+            .int("fd1", 10)
+            .int("fd2", 11)
+            .uint("ino", 777)
+            .uint("flags", O_CLOEXEC)
+            .build(),
+    );
+    assert_eq!(f(&state, &pipe, "fd.type"), "pipe");
+    assert_eq!(f(&state, &pipe, "fd.name"), "pipe:[777]");
+    assert_eq!(f(&state, &read(400, 400, 11), "fd.typechar"), "p");
+    let memfd = apply(
+        &mut state,
+        ev(400, "memfd_create")
+            .bytes("name", "payload")
+            .uint("flags", 0)
+            .res(12)
+            .build(),
+    );
+    assert_eq!(f(&state, &memfd, "fd.name"), "memfd:payload");
+    assert_eq!(f(&state, &memfd, "fd.type"), "memfd");
+    let ep = apply(&mut state, ev(400, "epoll_create1").res(13).build());
+    assert_eq!(f(&state, &ep, "fd.type"), "eventpoll");
+    let bpf = apply(&mut state, ev(400, "bpf").uint("cmd", 5).res(14).build());
+    assert_eq!(f(&state, &bpf, "fd.typechar"), "b");
+    let bpf_no_fd = apply(&mut state, ev(400, "bpf").uint("cmd", 2).res(0).build());
+    assert_eq!(
+        f(&state, &bpf_no_fd, "fd.name"),
+        "/dev/pts/0",
+        "cmd 2 returns no fd: fd 0 untouched"
+    );
+    let sp = apply(
+        &mut state,
+        ev(400, "socketpair")
+            .uint("domain", 1)
+            .uint("type", 1)
+            .uint("proto", 0)
+            .int("fd1", 15)
+            .int("fd2", 16)
+            .build(),
+    );
+    assert_eq!(f(&state, &sp, "fd.type"), "unix");
+    assert_eq!(f(&state, &sp, "fd.sockfamily"), "unix");
+    assert_eq!(f(&state, &read(400, 400, 16), "fd.type"), "unix");
+}
+
+#[test]
+fn inet_sockets() {
+    let mut state = tree();
+    // A connection from the snapshot (this process the client).
+    let r = read(400, 400, 4);
+    assert_eq!(
+        f(&state, &r, "fd.name"),
+        "10.0.0.5:40000->93.184.216.34:443"
+    );
+    assert_eq!(f(&state, &r, "fd.type"), "ipv4");
+    assert_eq!(f(&state, &r, "fd.typechar"), "4");
+    assert_eq!(f(&state, &r, "fd.l4proto"), "tcp");
+    assert_eq!(f(&state, &r, "fd.sockfamily"), "ip");
+    assert_eq!(f(&state, &r, "fd.cip"), "10.0.0.5");
+    assert_eq!(f(&state, &r, "fd.sip"), "93.184.216.34");
+    assert_eq!(f(&state, &r, "fd.lip"), "10.0.0.5");
+    assert_eq!(f(&state, &r, "fd.rip"), "93.184.216.34");
+    assert_eq!(f(&state, &r, "fd.cport"), "40000");
+    assert_eq!(f(&state, &r, "fd.sport"), "443");
+    assert_eq!(f(&state, &r, "fd.lport"), "40000");
+    assert_eq!(f(&state, &r, "fd.rport"), "443");
+    assert_eq!(f(&state, &r, "fd.ip"), "10.0.0.5 93.184.216.34");
+    assert_eq!(f(&state, &r, "fd.port"), "40000 443");
+    assert_eq!(
+        values(&state, &r, "fd.snet"),
+        Some(vec![Value::Ip("93.184.216.34".parse().unwrap())])
+    );
+    assert_eq!(f(&state, &r, "fd.connected"), "true");
+    assert_eq!(f(&state, &r, "fd.is_server"), "false");
+    assert_eq!(f(&state, &r, "fd.name_changed"), "false");
+    assert_eq!(field(&state, &r, "fd.sip.name"), None, "no DNS resolution");
+
+    // socket + connect.
+    let sock = apply(
+        &mut state,
+        ev(400, "socket")
+            .uint("domain", 2)
+            .uint("type", 2)
+            .uint("proto", 0)
+            .res(20)
+            .build(),
+    );
+    assert_eq!(f(&state, &sock, "fd.l4proto"), "udp");
+    assert_eq!(f(&state, &sock, "fd.connected"), "false");
+    assert_eq!(field(&state, &sock, "fd.name"), None, "no tuple yet");
+    let conn = apply(
+        &mut state,
+        ev(400, "connect")
+            .int("fd", 20)
+            .tuple("tuple", 17, "10.0.0.5:5353", "8.8.8.8:53")
+            .build(),
+    );
+    assert_eq!(f(&state, &conn, "fd.name"), "10.0.0.5:5353->8.8.8.8:53");
+    assert_eq!(f(&state, &conn, "fd.rport"), "53");
+    assert_eq!(f(&state, &conn, "fd.connected"), "true");
+    assert_eq!(f(&state, &conn, "fd.name_changed"), "true");
+    assert_eq!(f(&state, &conn, "fd.l4proto"), "udp");
+    // UDP sendto to another peer changes the name; the same tuple does not.
+    let send = apply(
+        &mut state,
+        ev(400, "sendto")
+            .int("fd", 20)
+            .uint("size", 1)
+            .tuple("tuple", 17, "10.0.0.5:5353", "1.1.1.1:53")
+            .res(1)
+            .build(),
+    );
+    assert_eq!(f(&state, &send, "fd.name_changed"), "true");
+    assert_eq!(f(&state, &send, "fd.sip"), "1.1.1.1");
+    let again = apply(
+        &mut state,
+        ev(400, "sendto")
+            .int("fd", 20)
+            .uint("size", 1)
+            .tuple("tuple", 17, "10.0.0.5:5353", "1.1.1.1:53")
+            .res(1)
+            .build(),
+    );
+    assert_eq!(f(&state, &again, "fd.name_changed"), "false");
+    // A failed connect changes nothing; EINPROGRESS connects.
+    let refused = apply(
+        &mut state,
+        ev(400, "connect")
+            .int("fd", 20)
+            .tuple("tuple", 17, "10.0.0.5:5353", "9.9.9.9:53")
+            .res(-111)
+            .build(),
+    );
+    assert_eq!(f(&state, &refused, "fd.sip"), "1.1.1.1");
+
+    // A server: bind, listen, accept. Local = server end.
+    let srv = apply(
+        &mut state,
+        ev(300, "socket")
+            .uint("domain", 10)
+            .uint("type", 1)
+            .res(5)
+            .build(),
+    );
+    assert_eq!(f(&state, &srv, "fd.type"), "ipv6");
+    apply(
+        &mut state,
+        ev(300, "bind")
+            .int("fd", 5)
+            .arg(
+                "addr",
+                Param::Addr(SockAddr::Inet {
+                    ip: "::".parse().unwrap(),
+                    port: 8080,
+                }),
+            )
+            .build(),
+    );
+    let listen = apply(
+        &mut state,
+        ev(300, "listen").int("fd", 5).int("backlog", 5).build(),
+    );
+    assert_eq!(f(&state, &listen, "fd.lport"), "8080");
+    assert_eq!(f(&state, &listen, "fd.is_server"), "true");
+    let acc = apply(
+        &mut state,
+        ev(300, "accept4")
+            .tuple("tuple", 6, "[2001:db8::7]:51000", "[2001:db8::1]:8080")
+            .uint("flags", 0)
+            .res(6)
+            .build(),
+    );
+    assert_eq!(f(&state, &acc, "fd.type"), "ipv6");
+    assert_eq!(f(&state, &acc, "fd.lport"), "8080");
+    assert_eq!(f(&state, &acc, "fd.rport"), "51000");
+    assert_eq!(f(&state, &acc, "fd.rip"), "2001:db8::7");
+    assert_eq!(f(&state, &acc, "fd.lip"), "2001:db8::1");
+    assert_eq!(f(&state, &acc, "fd.is_server"), "true");
+    assert_eq!(
+        f(&state, &acc, "fd.name"),
+        "2001:db8::7:51000->2001:db8::1:8080"
+    );
+
+    // Unix sockets.
+    apply(
+        &mut state,
+        ev(300, "socket")
+            .uint("domain", 1)
+            .uint("type", 1)
+            .res(7)
+            .build(),
+    );
+    let uconn = apply(
+        &mut state,
+        ev(300, "connect")
+            .int("fd", 7)
+            .arg(
+                "addr",
+                Param::Addr(SockAddr::Unix {
+                    path: b"/run/docker.sock".to_vec(),
+                }),
+            )
+            .build(),
+    );
+    assert_eq!(f(&state, &uconn, "fd.name"), "/run/docker.sock");
+    assert_eq!(f(&state, &uconn, "fd.type"), "unix");
+    assert_eq!(field(&state, &uconn, "fd.sip"), None);
+    let uacc = apply(
+        &mut state,
+        ev(300, "accept")
+            .arg(
+                "tuple",
+                Param::Tuple(SockTuple::Unix {
+                    path: b"/run/x.sock".to_vec(),
+                }),
+            )
+            .res(8)
+            .build(),
+    );
+    assert_eq!(f(&state, &uacc, "fd.name"), "/run/x.sock");
+}
+
+#[test]
+fn clone_exec_exit() {
+    let mut state = tree();
+    let before = state.stats();
+    // bash forks.
+    let fork = apply(
+        &mut state,
+        ev(300, "clone")
+            .uint("flags", 17)
+            .res(900)
+            .ts(T0 + 5)
+            .build(),
+    );
+    assert_eq!(f(&state, &fork, "proc.pid"), "300", "the parent's event");
+    let child_read = read(900, 900, 0);
+    assert_eq!(f(&state, &child_read, "proc.name"), "bash");
+    assert_eq!(f(&state, &child_read, "proc.pname"), "bash");
+    assert_eq!(f(&state, &child_read, "proc.ppid"), "300");
+    assert_eq!(f(&state, &child_read, "proc.aname[2]"), "sshd");
+    assert_eq!(f(&state, &child_read, "proc.cwd"), "/home/alice/");
+    assert_eq!(f(&state, &child_read, "user.name"), "alice");
+    assert_eq!(f(&state, &child_read, "proc.vpid"), "900");
+    assert_eq!(f(&state, &child_read, "proc.pid.ts"), (T0 + 5).to_string());
+    assert_eq!(state.stats().processes, before.processes + 1);
+    // The child's own clone return is not a new thread.
+    apply(
+        &mut state,
+        ev(900, "clone").uint("flags", 17).res(0).build(),
+    );
+    assert_eq!(state.stats().unknown_thread_events, 0);
+
+    // The child opens a file with O_CLOEXEC and one without, then executes.
+    apply(
+        &mut state,
+        ev(900, "open")
+            .bytes("name", "/tmp/keep")
+            .uint("flags", O_WRONLY)
+            .res(3)
+            .build(),
+    );
+    apply(
+        &mut state,
+        ev(900, "open")
+            .bytes("name", "/tmp/drop")
+            .uint("flags", O_WRONLY | O_CLOEXEC)
+            .res(4)
+            .build(),
+    );
+    let exec = apply(
+        &mut state,
+        ev(900, "execve")
+            .bytes("filename", "ls")
+            .bytes("exe", "ls")
+            .list("args", &["-la", "/root"])
+            .list("env", &["LANG=C"])
+            .bytes("comm", "ls")
+            .bytes("trusted_exepath", "/usr/bin/ls")
+            .uint("uid", 0)
+            .uint("gid", 0)
+            .uint("euid", 0)
+            .uint("egid", 0)
+            .uint("loginuid", 1000)
+            .uint("cap_permitted", 1 << 21)
+            .build(),
+    );
+    assert_eq!(f(&state, &exec, "proc.name"), "ls");
+    assert_eq!(f(&state, &exec, "proc.exe"), "ls");
+    assert_eq!(f(&state, &exec, "proc.exepath"), "/usr/bin/ls");
+    assert_eq!(f(&state, &exec, "proc.cmdline"), "ls -la /root");
+    assert_eq!(f(&state, &exec, "proc.pcmdline"), "bash");
+    assert_eq!(f(&state, &exec, "proc.pname"), "bash");
+    assert_eq!(f(&state, &exec, "proc.aname[3]"), "sshd");
+    assert_eq!(f(&state, &exec, "proc.aname[4]"), "systemd");
+    assert_eq!(f(&state, &exec, "proc.env"), "LANG=C");
+    assert_eq!(f(&state, &exec, "user.name"), "root");
+    assert_eq!(f(&state, &exec, "user.loginname"), "alice");
+    assert_eq!(f(&state, &exec, "thread.cap_permitted"), "CAP_SYS_ADMIN");
+    assert_eq!(f(&state, &exec, "container.id"), "host", "cgroup inherited");
+    assert_eq!(f(&state, &read(900, 900, 3), "fd.name"), "/tmp/keep");
+    assert_eq!(
+        field(&state, &read(900, 900, 4), "fd.name"),
+        None,
+        "O_CLOEXEC closed at exec"
+    );
+    assert_eq!(
+        f(&state, &read(300, 300, 0), "proc.name"),
+        "bash",
+        "the parent is unchanged"
+    );
+
+    // Without trusted_exepath the filename is resolved against the cwd.
+    let exec2 = apply(
+        &mut state,
+        ev(900, "execve").bytes("filename", "./bin/../tool").build(),
+    );
+    assert_eq!(f(&state, &exec2, "proc.exepath"), "/home/alice/tool");
+    assert_eq!(
+        f(&state, &exec2, "proc.name"),
+        "tool",
+        "comm from the path when not given"
+    );
+    assert_eq!(f(&state, &exec2, "proc.exe"), "./bin/../tool");
+    // A failed exec changes nothing.
+    let bad = apply(
+        &mut state,
+        ev(900, "execve").bytes("filename", "/nope").res(-2).build(),
+    );
+    assert_eq!(f(&state, &bad, "proc.name"), "tool");
+
+    // Exit: fields still resolve for the procexit event, then the process is gone.
+    let exit = apply(&mut state, ev(900, "procexit").int("status", 0).build());
+    assert_eq!(f(&state, &exit, "proc.name"), "tool");
+    state.finish(&exit);
+    assert_eq!(state.stats().processes, before.processes);
+    assert_eq!(state.stats().threads, before.threads);
+    assert_eq!(state.stats().fds, before.fds);
+}
+
+#[test]
+fn threads_share_process_data_and_fd_tables() {
+    let mut state = tree();
+    apply(
+        &mut state,
+        ev(400, "clone")
+            .uint("flags", 0x10000 | 0x800 | 0x400 | 0x100)
+            .res(402)
+            .build(),
+    );
+    let t = read(402, 400, 4);
+    assert_eq!(f(&state, &t, "thread.tid"), "402");
+    assert_eq!(f(&state, &t, "proc.pid"), "400");
+    assert_eq!(f(&state, &t, "fd.sport"), "443");
+    assert_eq!(f(&state, &t, "proc.nthreads"), "3");
+    // A thread's chdir is the process's.
+    apply(
+        &mut state,
+        ev(402, "chdir").pid(400).bytes("path", "/tmp").build(),
+    );
+    assert_eq!(f(&state, &read(400, 400, 0), "proc.cwd"), "/tmp/");
+    // fchdir to an open directory.
+    apply(&mut state, ev(400, "fchdir").int("fd", 5).build());
+    assert_eq!(f(&state, &read(401, 400, 0), "proc.cwd"), "/etc/");
+
+    // CLONE_FILES without CLONE_THREAD: a new process sharing the fd table.
+    apply(
+        &mut state,
+        ev(400, "clone").uint("flags", 0x400 | 17).res(950).build(),
+    );
+    apply(
+        &mut state,
+        ev(950, "open").bytes("name", "/tmp/shared").res(30).build(),
+    );
+    assert_eq!(f(&state, &read(400, 400, 30), "fd.name"), "/tmp/shared");
+    // Without CLONE_FILES: a copy.
+    apply(&mut state, ev(400, "fork").res(960).build());
+    apply(
+        &mut state,
+        ev(960, "open")
+            .bytes("name", "/tmp/private")
+            .res(31)
+            .build(),
+    );
+    assert_eq!(field(&state, &read(400, 400, 31), "fd.name"), None);
+    assert_eq!(
+        f(&state, &read(960, 960, 30), "fd.name"),
+        "/tmp/shared",
+        "copied at fork"
+    );
+    // The sharing process executes: its table is unshared first.
+    apply(
+        &mut state,
+        ev(950, "execve").bytes("filename", "/bin/true").build(),
+    );
+    apply(
+        &mut state,
+        ev(950, "open").bytes("name", "/tmp/after").res(32).build(),
+    );
+    assert_eq!(field(&state, &read(400, 400, 32), "fd.name"), None);
+
+    // Exec from a non-leader thread: the other threads are gone, the leader remains.
+    let exec = apply(
+        &mut state,
+        ev(402, "execve")
+            .pid(400)
+            .bytes("filename", "/usr/bin/env")
+            .build(),
+    );
+    assert_eq!(f(&state, &exec, "proc.name"), "env");
+    assert_eq!(f(&state, &exec, "proc.nthreads"), "1");
+    assert_eq!(f(&state, &read(400, 400, 0), "proc.name"), "env");
+
+    // Thread exit keeps the process; the last one removes it.
+    let before = state.stats().processes;
+    let exit = apply(&mut state, ev(400, "procexit").build());
+    state.finish(&exit);
+    assert_eq!(state.stats().processes, before - 1);
+}
+
+#[test]
+fn orphans_are_reparented() {
+    let mut state = tree();
+    let exit = apply(&mut state, ev(300, "procexit").build());
+    state.finish(&exit);
+    let e = read(400, 400, 0);
+    assert_eq!(f(&state, &e, "proc.ppid"), "1");
+    assert_eq!(f(&state, &e, "proc.pname"), "systemd");
+    // With a subreaper among the ancestors, it adopts.
+    let mut state = tree();
+    apply(
+        &mut state,
+        ev(200, "prctl").int("option", 36).uint("arg2", 1).build(),
+    );
+    let exit = apply(&mut state, ev(300, "procexit").build());
+    state.finish(&exit);
+    assert_eq!(f(&state, &e, "proc.pname"), "sshd");
+    assert_eq!(f(&state, &e, "proc.ppid"), "200");
+}
+
+#[test]
+fn credentials_sessions_and_namespaces() {
+    let mut state = tree();
+    apply(
+        &mut state,
+        ev(400, "setresuid")
+            .uint("ruid", 0)
+            .uint("euid", 0)
+            .uint("suid", 0)
+            .build(),
+    );
+    let e = read(400, 400, 0);
+    assert_eq!(f(&state, &e, "user.name"), "root");
+    apply(
+        &mut state,
+        ev(400, "setreuid")
+            .uint("ruid", u64::from(u32::MAX))
+            .uint("euid", 33)
+            .build(),
+    );
+    assert_eq!(f(&state, &e, "user.name"), "www-data");
+    apply(&mut state, ev(400, "setgid").uint("gid", 0).build());
+    assert_eq!(f(&state, &e, "group.name"), "root");
+    apply(&mut state, ev(400, "setuid").uint("uid", 0).res(-1).build());
+    assert_eq!(
+        f(&state, &e, "user.name"),
+        "www-data",
+        "failed setuid changes nothing"
+    );
+    apply(
+        &mut state,
+        ev(400, "capset")
+            .uint("cap_inheritable", 0)
+            .uint("cap_permitted", 1 << 12)
+            .uint("cap_effective", 1 << 12)
+            .build(),
+    );
+    assert_eq!(f(&state, &e, "thread.cap_effective"), "CAP_NET_ADMIN");
+    apply(&mut state, ev(400, "setsid").res(400).build());
+    assert_eq!(f(&state, &e, "proc.sid"), "400");
+    assert_eq!(f(&state, &e, "proc.is_sid_leader"), "true");
+    assert_eq!(f(&state, &e, "proc.sname"), "python3");
+    apply(
+        &mut state,
+        ev(300, "setpgid").int("pid", 0).int("pgid", 0).build(),
+    );
+    assert_eq!(f(&state, &read(300, 300, 0), "proc.vpgid"), "300");
+
+    // unshare(CLONE_NEWPID): the next child is pid 1 of a new namespace; its children unknown.
+    apply(
+        &mut state,
+        ev(600, "unshare").uint("flags", 0x2000_0000).build(),
+    );
+    apply(&mut state, ev(600, "fork").res(1000).build());
+    let init = read(1000, 1000, 0);
+    assert_eq!(f(&state, &init, "proc.vpid"), "1");
+    apply(&mut state, ev(1000, "fork").res(1001).build());
+    assert_eq!(field(&state, &read(1001, 1001, 0), "proc.vpid"), None);
+    assert_eq!(field(&state, &read(1001, 1001, 0), "thread.vtid"), None);
+    assert_eq!(f(&state, &read(1001, 1001, 0), "proc.pvpid"), "1");
+    // clone with CLONE_NEWPID.
+    apply(
+        &mut state,
+        ev(600, "clone")
+            .uint("flags", 0x2000_0000 | 17)
+            .res(1100)
+            .build(),
+    );
+    assert_eq!(f(&state, &read(1100, 1100, 0), "proc.vpid"), "1");
+}
+
+#[test]
+fn unknown_threads_and_adversarial_events() {
+    let mut state = tree();
+    let before = state.stats();
+    // An unknown thread: a placeholder whose unknown fields have no value.
+    let e = apply(&mut state, read(5000, 5000, 3));
+    assert_eq!(state.stats().unknown_thread_events, 1);
+    assert_eq!(f(&state, &e, "proc.pid"), "5000");
+    assert_eq!(f(&state, &e, "thread.tid"), "5000");
+    for name in [
+        "proc.name",
+        "proc.exe",
+        "proc.exepath",
+        "proc.cmdline",
+        "proc.args",
+        "proc.pname",
+        "proc.aname[1]",
+        "proc.cwd",
+        "user.uid",
+        "user.name",
+        "user.loginuid",
+        "group.gid",
+        "container.id",
+        "container.name",
+        "proc.vpid",
+        "proc.sname",
+        "thread.vtid",
+        "fd.name",
+        "thread.cap_permitted",
+        "proc.tty",
+        "proc.duration",
+    ] {
+        assert_eq!(field(&state, &e, name), None, "{name} should be <NA>");
+    }
+    // Its exec fills in what is known.
+    let exec = apply(
+        &mut state,
+        ev(5000, "execve")
+            .bytes("filename", "/bin/sh")
+            .uint("uid", 0)
+            .build(),
+    );
+    assert_eq!(f(&state, &exec, "proc.name"), "sh");
+    assert_eq!(f(&state, &exec, "user.uid"), "0");
+    assert_eq!(f(&state, &exec, "container.id"), "host");
+
+    // Non-UTF-8 names, huge argv, missing parameters, bad tids, a bogus event type.
+    let name = b"/tmp/\xff\xfe\x00evil".to_vec();
+    let huge: Vec<Vec<u8>> = (0..10_000)
+        .map(|i| format!("arg{i}\u{1b}[31m").into_bytes())
+        .collect();
+    apply(
+        &mut state,
+        ev(400, "execve")
+            .bytes("filename", &name)
+            .arg("args", Param::List(huge))
+            .bytes("comm", b"\xc3\x28")
+            .build(),
+    );
+    let e = read(400, 400, 0);
+    assert!(f(&state, &e, "proc.cmdline").len() > 100_000);
+    assert_eq!(
+        values(&state, &e, "proc.name"),
+        Some(vec![Value::Str(b"\xc3\x28".to_vec().into())])
+    );
+    assert_eq!(
+        values(&state, &e, "proc.exepath"),
+        Some(vec![Value::Str(name.clone().into())])
+    );
+    let malformed = state.stats().malformed_events;
+    apply(&mut state, ev(400, "openat").res(3).build());
+    apply(&mut state, ev(400, "dup").res(3).build());
+    apply(&mut state, ev(400, "connect").build());
+    apply(&mut state, ev(0, "read").build());
+    apply(&mut state, ev(-5, "read").build());
+    let mut bogus = ev(400, "read").build();
+    bogus.etype = EventType(u16::MAX);
+    state.apply(&bogus);
+    state.finish(&bogus);
+    assert_eq!(state.stats().malformed_events, malformed + 6);
+    // Fields of a bogus event type do not panic.
+    let _ = field(&state, &bogus, "evt.type");
+    let _ = field(&state, &bogus, "evt.args");
+    let _ = field(&state, &bogus, "fd.name");
+    // Wrong parameter representations are ignored, not trusted.
+    apply(
+        &mut state,
+        ev(400, "open")
+            .arg("name", Param::Int(5))
+            .arg("flags", Param::Bytes(b"x".to_vec()))
+            .res(40)
+            .build(),
+    );
+    assert_eq!(field(&state, &read(400, 400, 40), "fd.name"), None);
+    // A reused tid under another pid: the stale thread goes.
+    let reuse = apply(&mut state, read(401, 7777, 0));
+    assert_eq!(f(&state, &reuse, "proc.pid"), "7777");
+    assert_eq!(field(&state, &reuse, "proc.name"), None);
+    // Every field of the catalog on odd events never panics.
+    let catalog = crate::catalog();
+    for def in vigil_fields::Catalog::fields(catalog) {
+        let arg = match def.arg {
+            vigil_fields::ArgKind::Index => Some("0"),
+            vigil_fields::ArgKind::Key => Some("x"),
+            _ => None,
+        };
+        for evt in [&bogus, &reuse, &e, &exec] {
+            let r = vigil_fields::Catalog::lookup(catalog, def.name, arg).unwrap();
+            let view = state.view(evt);
+            let mut out = Vec::new();
+            let _ = vigil_fields::Extract::extract(&view, &r, &mut out);
+        }
+    }
+    assert!(state.stats().threads >= before.threads);
+}
+
+#[test]
+fn procexit_of_unknown_and_table_bounds() {
+    let mut state = State::new(StateConfig {
+        max_threads: 3,
+        max_fds_per_table: 2,
+        ..StateConfig::default()
+    });
+    state.load_snapshot(&Snapshot::default());
+    for tid in 1..=5 {
+        state.apply(&read(tid, tid, 0));
+    }
+    let stats = state.stats();
+    assert_eq!(stats.threads, 3);
+    assert_eq!(stats.dropped_threads, 2);
+    assert_eq!(
+        stats.processes, 3,
+        "processes of dropped threads are not kept"
+    );
+    for fd in 0..4 {
+        state.apply(&ev(1, "open").bytes("name", "/x").res(fd).build());
+    }
+    assert_eq!(state.stats().fds, 2);
+    assert_eq!(state.stats().dropped_fds, 2);
+    // Events of the dropped threads still extract without panicking.
+    assert_eq!(field(&state, &read(5, 5, 0), "proc.pid"), None);
+    let exit = ev(42, "procexit").build();
+    state.finish(&exit);
+}
+
+#[test]
+fn snapshot_hostname_and_config_hostname() {
+    let mut state = State::new(StateConfig {
+        hostname: b"cfg".to_vec(),
+        ..StateConfig::default()
+    });
+    let e = read(1, 1, 0);
+    assert_eq!(f(&state, &e, "evt.hostname"), "cfg");
+    state.load_snapshot(&Snapshot {
+        hostname: b"snap".to_vec(),
+        ..Snapshot::default()
+    });
+    assert_eq!(f(&state, &e, "evt.hostname"), "snap");
+}
