@@ -3,6 +3,8 @@
 //!
 //! Exit codes: `0` success, `1` runtime failure, `2` invalid input (rules, capture, arguments).
 //! A closed stdout (`vigil … | head`) ends quietly with `0`.
+// The binary is where output goes: the print lints guard the libraries.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -43,6 +45,9 @@ enum Command {
     /// Validate, list and inspect rules files.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// Work with capture files.
+    #[command(subcommand)]
+    Capture(CaptureCommand),
     /// List every supported field with its type and meaning.
     Fields {
         /// Print JSON lines instead of a table.
@@ -103,6 +108,29 @@ enum RulesCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum CaptureCommand {
+    /// Convert a capture between the binary and the JSON-lines form.
+    #[command(
+        after_help = "Example:\n  vigil capture convert --to binary scenario.jsonl scenario.vcap"
+    )]
+    Convert {
+        /// The capture to read (either form).
+        input: PathBuf,
+        /// Where to write the converted capture.
+        output: PathBuf,
+        /// The form to write.
+        #[arg(long, value_enum)]
+        to: CaptureForm,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CaptureForm {
+    Binary,
+    Jsonl,
+}
+
 /// An error that maps to exit code 2 (bad input) rather than 1.
 #[derive(Debug)]
 struct InvalidInput(String);
@@ -121,6 +149,9 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay(args),
         Command::Rules(RulesCommand::Validate { paths }) => validate(&paths),
         Command::Rules(RulesCommand::List { selection, json }) => list(&selection, json),
+        Command::Capture(CaptureCommand::Convert { input, output, to }) => {
+            convert(&input, &output, to)
+        }
         Command::Fields { json } => fields(json),
     };
     match result {
@@ -314,6 +345,49 @@ fn list(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
         }
     }
     out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Streams a capture from one form to the other: the snapshot, then event by event.
+fn convert(input: &std::path::Path, output: &std::path::Path, to: CaptureForm) -> Result<ExitCode> {
+    use vigil_event::codec::{binary, jsonl, open_any};
+    let file =
+        std::fs::File::open(input).with_context(|| format!("cannot open `{}`", input.display()))?;
+    let mut reader = open_any(io::BufReader::new(file))
+        .map_err(|e| InvalidInput(format!("cannot read `{}`: {e}", input.display())))?;
+    let out = std::fs::File::create(output)
+        .with_context(|| format!("cannot create `{}`", output.display()))?;
+    let out = io::BufWriter::new(out);
+    let invalid = |e: vigil_event::codec::CaptureError| {
+        InvalidInput(format!("cannot convert `{}`: {e}", input.display()))
+    };
+    let mut n_events = 0u64;
+    let out = match to {
+        CaptureForm::Binary => {
+            let mut writer = binary::Writer::new(out);
+            writer.write_snapshot(reader.snapshot()).map_err(invalid)?;
+            while let Some(event) = reader.next_event().map_err(invalid)? {
+                writer.write_event(&event).map_err(invalid)?;
+                n_events += 1;
+            }
+            writer.finish().map_err(invalid)?
+        }
+        CaptureForm::Jsonl => {
+            let mut writer = jsonl::Writer::new(out);
+            writer.write_snapshot(reader.snapshot()).map_err(invalid)?;
+            while let Some(event) = reader.next_event().map_err(invalid)? {
+                writer.write_event(&event).map_err(invalid)?;
+                n_events += 1;
+            }
+            writer.finish().map_err(invalid)?
+        }
+    };
+    out.into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("cannot write `{}`", output.display()))?
+        .sync_all()
+        .with_context(|| format!("cannot write `{}`", output.display()))?;
+    eprintln!("converted {n_events} events to `{}`", output.display());
     Ok(ExitCode::SUCCESS)
 }
 

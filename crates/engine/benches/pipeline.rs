@@ -1,6 +1,8 @@
 //! Pipeline benchmarks: rules load+compile time, and state + rules throughput on the mixed
 //! corpus (`vigil_engine::corpus`). Upstream Falco rules are read from `../shared/falco-rules`
 //! beside the repository; without them those benchmarks are skipped with a message.
+// Tests report skipped requirements on stderr.
+#![allow(clippy::print_stderr)]
 
 use std::hint::black_box;
 use std::path::PathBuf;

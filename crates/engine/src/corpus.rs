@@ -93,13 +93,13 @@ pub fn snapshot() -> Snapshot {
             gid: 0,
             name: b"root".to_vec(),
         }],
-        containers: Vec::new(),
         threads: vec![
             thread(1, 0, "systemd", "/usr/lib/systemd/systemd", 0, 0),
             thread(500, 1, "sshd", "/usr/sbin/sshd", 0, 0),
             thread(1000, 500, "bash", "/usr/bin/bash", 1000, 34816),
             thread(600, 1, "nginx", "/usr/sbin/nginx", 33, 0),
         ],
+        ..Snapshot::default()
     }
 }
 
@@ -110,7 +110,7 @@ pub fn events(n_events: usize) -> Vec<Event> {
     let mut ts = 1_700_000_000_000_001_000u64;
     let mut session = 0usize;
     while out.len() < n_events {
-        let parent = if session % 3 == 0 { 600 } else { 1000 };
+        let parent = if session.is_multiple_of(3) { 600 } else { 1000 };
         let child = 20_000 + (session % 1000) as i64;
         let (comm, exepath) = PROGRAMS[session % PROGRAMS.len()];
         let mut push = |tid: i64, name: &str, res: i64, params: Vec<Param>| {
@@ -204,7 +204,7 @@ pub fn events(n_events: usize) -> Vec<Event> {
             ],
         );
         // Network: a client connection, every other session.
-        if session % 2 == 0 {
+        if session.is_multiple_of(2) {
             push(
                 child,
                 "socket",

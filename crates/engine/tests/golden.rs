@@ -9,6 +9,8 @@
 //!
 //! Requirements: the upstream rules directory for `falco-stable`. Without it the suite is skipped
 //! with a reason, and fails under `VIGIL_TEST_STRICT=1`.
+// Tests report skipped requirements on stderr.
+#![allow(clippy::print_stderr)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -32,6 +34,18 @@ fn bless() -> bool {
     std::env::var("VIGIL_BLESS").is_ok_and(|v| v == "1")
 }
 
+/// An error with its causes, `a: b: c`.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
 /// The comparable part of an alert.
 fn alert_json(alert: &Alert) -> Json {
     serde_json::json!({
@@ -50,11 +64,11 @@ fn replay(rules: &[RulesText], capture: &Path) -> Vec<Json> {
     ruleset.set_rule_matching(RuleMatching::All);
     let mut engine = Engine::new(ruleset, StateConfig::default(), "vigil-test".into());
     let mut source = ReplaySource::open(capture)
-        .unwrap_or_else(|e| panic!("cannot open {}: {e}", capture.display()));
+        .unwrap_or_else(|e| panic!("cannot open {}: {}", capture.display(), chain(&e)));
     let mut alerts = Vec::new();
     let stats = engine
         .run(&mut source, &mut |alert| alerts.push(alert_json(&alert)))
-        .unwrap_or_else(|e| panic!("cannot replay {}: {e}", capture.display()));
+        .unwrap_or_else(|e| panic!("cannot replay {}: {}", capture.display(), chain(&e)));
     assert_eq!(
         stats.events_in,
         stats.processed + stats.dropped_total(),
@@ -76,6 +90,39 @@ fn read_expected(path: &Path) -> Vec<Json> {
         .collect()
 }
 
+/// Replays one scenario and compares (or, when blessing, rewrites) its `expected.jsonl`.
+/// Returns a description of the difference, if any.
+fn check_scenario(scenario: &Path, rules: &[RulesText]) -> Option<String> {
+    let actual = replay(rules, &scenario.join("events.jsonl"));
+    let expected_path = scenario.join("expected.jsonl");
+    if bless() {
+        let mut text = String::new();
+        for alert in &actual {
+            text.push_str(&alert.to_string());
+            text.push('\n');
+        }
+        fs::write(&expected_path, text).expect("write expected.jsonl");
+        return None;
+    }
+    let expected = read_expected(&expected_path);
+    if actual == expected {
+        return None;
+    }
+    let show = |alerts: &[Json]| {
+        alerts
+            .iter()
+            .map(|a| format!("    {a}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Some(format!(
+        "{}:\n  expected:\n{}\n  actual:\n{}",
+        scenario.display(),
+        show(&expected),
+        show(&actual)
+    ))
+}
+
 /// Runs every scenario of a suite; returns the number of scenarios.
 fn run_suite(suite: &str, rules: &[RulesText]) -> usize {
     let dir = repo_root().join("testdata").join(suite);
@@ -85,36 +132,10 @@ fn run_suite(suite: &str, rules: &[RulesText]) -> usize {
         .filter(|p| p.join("events.jsonl").is_file())
         .collect();
     scenarios.sort();
-    let mut failures = Vec::new();
-    for scenario in &scenarios {
-        let actual = replay(rules, &scenario.join("events.jsonl"));
-        let expected_path = scenario.join("expected.jsonl");
-        if bless() {
-            let mut text = String::new();
-            for alert in &actual {
-                text.push_str(&alert.to_string());
-                text.push('\n');
-            }
-            fs::write(&expected_path, text).expect("write expected.jsonl");
-            continue;
-        }
-        let expected = read_expected(&expected_path);
-        if actual != expected {
-            let show = |alerts: &[Json]| {
-                alerts
-                    .iter()
-                    .map(|a| format!("    {a}"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            };
-            failures.push(format!(
-                "{}:\n  expected:\n{}\n  actual:\n{}",
-                scenario.display(),
-                show(&expected),
-                show(&actual)
-            ));
-        }
-    }
+    let failures: Vec<String> = scenarios
+        .iter()
+        .filter_map(|scenario| check_scenario(scenario, rules))
+        .collect();
     assert!(
         failures.is_empty(),
         "{} of {} scenarios in {suite} differ (VIGIL_BLESS=1 rewrites them; review the diff):\n{}",
@@ -123,6 +144,15 @@ fn run_suite(suite: &str, rules: &[RulesText]) -> usize {
         failures.join("\n")
     );
     scenarios.len()
+}
+
+/// The capture `make run` replays alerts as its README says.
+#[test]
+fn demo_capture_golden() {
+    let demo = repo_root().join("testdata/demo");
+    let failure = check_scenario(&demo, &[RulesText::embedded_default()]);
+    assert!(failure.is_none(), "{}", failure.unwrap_or_default());
+    assert!(!read_expected(&demo.join("expected.jsonl")).is_empty());
 }
 
 #[test]

@@ -217,7 +217,7 @@ pub enum FdKind {
     Userfaultfd,
     /// `io_uring` (`io_uring`, `r`).
     IoUring,
-    /// Anything else (`<unknown>`, `o`).
+    /// Anything else, e.g. a packet socket (`<NA>`, `o`, as Falco names its unknown type).
     Other,
 }
 
@@ -314,6 +314,18 @@ pub struct Snapshot {
     /// Containers known to the runtime at capture start (metadata the cgroup path cannot give).
     pub containers: Vec<ContainerInfo>,
     pub threads: Vec<ThreadInfo>,
+    /// Domain names the host resolved at capture time (Falco `fd.*ip.name`); live drivers will
+    /// fill it from a resolver later. A name may appear once with several addresses.
+    pub dns: Vec<DnsName>,
+}
+
+/// One domain name and the addresses it resolved to (Falco resolves the names rules mention
+/// and compares `fd.sip.name` and friends by address).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DnsName {
+    /// The name as rules spell it, e.g. `kubernetes.default.svc.cluster.local`.
+    pub name: String,
+    pub addrs: Vec<IpAddr>,
 }
 
 /// What a container runtime tells about one container (Falco `container.*`, `k8s.*` fields).

@@ -342,10 +342,22 @@ pub const DETAILED: &[EventSpec] = &[
     ),
     sys("umount2", 166, "res", &[p("name", Path), p("flags", Uint)]),
     // Processes.
-    sys("clone", 56, "res", &[p("flags", Flags(F::Clone))]),
-    sys("clone3", 435, "res", &[p("flags", Flags(F::Clone))]),
-    sys("fork", 57, "res", &[]),
-    sys("vfork", 58, "res", &[]),
+    // `vtid`/`vpid`: the child's ids in its own pid namespace (Falco's clone exit carries them);
+    // appended last so that captures made before they existed keep their meaning.
+    sys(
+        "clone",
+        56,
+        "res",
+        &[p("flags", Flags(F::Clone)), p("vtid", Pid), p("vpid", Pid)],
+    ),
+    sys(
+        "clone3",
+        435,
+        "res",
+        &[p("flags", Flags(F::Clone)), p("vtid", Pid), p("vpid", Pid)],
+    ),
+    sys("fork", 57, "res", &[p("vtid", Pid), p("vpid", Pid)]),
+    sys("vfork", 58, "res", &[p("vtid", Pid), p("vpid", Pid)]),
     sys("execve", 59, "res", exec_params!(p("filename", Path))),
     sys(
         "execveat",
@@ -630,6 +642,22 @@ mod tests {
         }
         assert!(by_name("procexit").is_some());
         assert_eq!(by_syscall_nr(257).map(|t| t.name()), Some("openat"));
+    }
+
+    #[test]
+    fn clone_family_ends_with_the_childs_namespace_ids() {
+        for name in ["clone", "clone3", "fork", "vfork"] {
+            let spec = by_name(name).unwrap().spec();
+            let n = spec.params.len();
+            assert!(n >= 2, "{name}");
+            assert_eq!(spec.params[n - 2], p("vtid", Pid), "{name}");
+            assert_eq!(spec.params[n - 1], p("vpid", Pid), "{name}");
+        }
+        // `flags` keeps position 0 where it was before `vtid`/`vpid` were added.
+        assert_eq!(
+            by_name("clone").unwrap().spec().param_index("flags"),
+            Some(0)
+        );
     }
 
     #[test]

@@ -268,7 +268,7 @@ impl fmt::Display for FieldName {
         if let Some(arg) = &self.arg {
             let plain = arg
                 .bytes()
-                .all(|b| !(b.is_ascii_whitespace() || matches!(b, b'[' | b']' | b'"' | b'\'')));
+                .all(|b| !(crate::parser::is_ws(b) || matches!(b, b'[' | b']' | b'"' | b'\'')));
             if plain {
                 write!(f, "[{arg}]")?;
             } else {

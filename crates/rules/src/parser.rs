@@ -78,7 +78,8 @@ pub(crate) fn transformer_named(name: &str) -> Option<Transformer> {
     })
 }
 
-fn is_ws(b: u8) -> bool {
+/// Whitespace as the lexer sees it (unlike `u8::is_ascii_whitespace`, includes vertical tab).
+pub(crate) fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c')
 }
 
@@ -701,6 +702,9 @@ mod tests {
         ("proc.name = \"a\\\"b\"", "proc.name = \"a\\\"b\""),
         ("fd.name regex '\\.so$'", "fd.name regex \"\\\\.so$\""),
         ("proc.aname[2] = sshd", "proc.aname[2] = sshd"),
+        // A quoted argument holding a vertical tab prints quoted again (found by fuzzing:
+        // `u8::is_ascii_whitespace` does not count `\x0b`, the lexer does).
+        ("l[\"a\x0bb\"] = x", "l[\"a\\x0bb\"] = x"),
         (
             "container.mount.dest[/var/run/docker.sock] exists",
             "container.mount.dest[/var/run/docker.sock] exists",

@@ -46,7 +46,7 @@ fields! {
     EvtType = "evt.type", Str, None, false, "event type name (e.g. openat, execve, procexit)";
     SyscallType = "syscall.type", Str, None, false, "system call name; no value for non-syscall events";
     EvtCategory = "evt.category", Str, None, false, "event category: file, net, process, ipc, signal, other";
-    EvtArgs = "evt.args", Str, None, false, "all event arguments as 'name=value ...'";
+    EvtArgs = "evt.args", Str, None, false, "all event arguments as 'name=value ...', resolved values in parentheses: 'fd=3(<f>/etc/passwd) flags=577(O_WRONLY|O_CREAT|O_TRUNC)'";
     EvtInfo = "evt.info", Str, None, false, "same as evt.args";
     EvtArg = "evt.arg", Str, Key, false, "one event argument by name (evt.arg.name) or position (evt.arg[0] = result), rendered as text";
     EvtBuffer = "evt.buffer", Buffer, None, false, "data buffer of I/O events (read, write, sendto ...)";
@@ -166,9 +166,9 @@ fields! {
     K8sPodLabel = "k8s.pod.label", Str, Key, false, "a Kubernetes pod label as the runtime labels the container (k8s.pod.label.KEY)";
     // ----- fd -----
     FdNum = "fd.num", I64, None, false, "file descriptor number";
-    FdType = "fd.type", Str, None, false, "fd type: file, directory, ipv4, ipv6, unix, pipe, memfd, event, signalfd, eventpoll, inotify, timerfd, netlink, bpf, userfaultfd, io_uring";
+    FdType = "fd.type", Str, None, false, "fd type: file, directory, ipv4, ipv6, unix, pipe, memfd, event, signalfd, eventpoll, inotify, timerfd, netlink, bpf, userfaultfd, io_uring, or <NA> (e.g. a packet socket)";
     FdTypechar = "fd.typechar", Str, None, false, "fd type as one character (f d 4 6 u p m e s l i t n b r o)";
-    FdName = "fd.name", Str, None, false, "absolute path for files, connection tuple for sockets, memfd:NAME for memfds";
+    FdName = "fd.name", Str, None, false, "absolute path for files, connection tuple for sockets, memfd:NAME for memfds; empty for sockets without endpoints";
     FdNameraw = "fd.nameraw", Str, None, false, "file path as the process passed it";
     FdDirectory = "fd.directory", Str, None, false, "directory containing the file (the directory itself for directory fds)";
     FdFilename = "fd.filename", Str, None, false, "file name without its directory";
@@ -182,7 +182,7 @@ fields! {
     FdSport = "fd.sport", U64, None, false, "server port";
     FdLport = "fd.lport", U64, None, false, "local port";
     FdRport = "fd.rport", U64, None, false, "remote port";
-    FdL4proto = "fd.l4proto", Str, None, false, "IP protocol: tcp, udp, icmp or raw";
+    FdL4proto = "fd.l4proto", Str, None, false, "IP protocol: tcp, udp, icmp or raw; <NA> for other descriptors";
     FdSockfamily = "fd.sockfamily", Str, None, false, "socket family: ip or unix";
     FdIsServer = "fd.is_server", Bool, None, false, "true if this process is the server end";
     FdNet = "fd.net", IpNet, None, true, "matches the client or server IP against networks (value: the address)";
@@ -192,10 +192,10 @@ fields! {
     FdRnet = "fd.rnet", IpNet, None, false, "remote IP matched against networks (value: the address)";
     FdConnected = "fd.connected", Bool, None, false, "true if the socket is connected";
     FdNameChanged = "fd.name_changed", Bool, None, false, "true when this event changed the fd's name (e.g. a UDP tuple)";
-    FdCipName = "fd.cip.name", Str, None, false, "domain name of the client IP (no DNS resolution: no value)";
-    FdSipName = "fd.sip.name", Str, None, false, "domain name of the server IP (no DNS resolution: no value)";
-    FdLipName = "fd.lip.name", Str, None, false, "domain name of the local IP (no DNS resolution: no value)";
-    FdRipName = "fd.rip.name", Str, None, false, "domain name of the remote IP (no DNS resolution: no value)";
+    FdCipName = "fd.cip.name", Str, None, false, "domain names that resolved to the client IP (snapshot DNS table); several names, several values";
+    FdSipName = "fd.sip.name", Str, None, false, "domain names that resolved to the server IP (snapshot DNS table); several names, several values";
+    FdLipName = "fd.lip.name", Str, None, false, "domain names that resolved to the local IP (snapshot DNS table); several names, several values";
+    FdRipName = "fd.rip.name", Str, None, false, "domain names that resolved to the remote IP (snapshot DNS table); several names, several values";
     FdDev = "fd.dev", I64, None, false, "device number of the file";
     FdIno = "fd.ino", I64, None, false, "inode number of the file";
     FdTypes = "fd.types", Str, OptionalIndex, true, "types of the process's open fds; fd.types[N] the type of fd N";

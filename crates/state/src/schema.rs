@@ -79,6 +79,9 @@ pub(crate) enum Op {
     Clone {
         flags: u8,
         default_flags: u64,
+        /// The child's ids in its own pid namespace, when the driver sends them.
+        vtid: u8,
+        vpid: u8,
     },
     Exec {
         dirfd: u8,
@@ -295,14 +298,20 @@ fn build(spec: &EventSpec) -> TypeInfo {
         "clone" | "clone3" => Op::Clone {
             flags: i("flags"),
             default_flags: SIGCHLD,
+            vtid: i("vtid"),
+            vpid: i("vpid"),
         },
         "fork" => Op::Clone {
             flags: NONE,
             default_flags: SIGCHLD,
+            vtid: i("vtid"),
+            vpid: i("vpid"),
         },
         "vfork" => Op::Clone {
             flags: NONE,
             default_flags: CLONE_VM | CLONE_VFORK | SIGCHLD,
+            vtid: i("vtid"),
+            vpid: i("vpid"),
         },
         "execve" | "execveat" => {
             let (p, d) = if spec.name == "execve" {

@@ -95,6 +95,8 @@ pub struct State {
     snap_users: Option<MemUserDb>,
     snap_groups: Option<MemUserDb>,
     pub(crate) start_ts: u64,
+    /// Address → the domain names that resolved to it (a snapshot's `dns`), for `fd.*ip.name`.
+    pub(crate) dns: FxHashMap<IpAddr, Vec<String>>,
     /// Set by `apply` when the current event renamed its fd (`fd.name_changed`).
     pub(crate) name_changed: bool,
     max_threads: usize,
@@ -120,6 +122,18 @@ fn param_u64(evt: &Event, i: u8) -> Option<u64> {
 
 fn param_u32(evt: &Event, i: u8) -> Option<u32> {
     param_u64(evt, i).and_then(|v| u32::try_from(v).ok())
+}
+
+/// A pid-namespace id parameter (`vtid`/`vpid` of clone events): present and positive.
+fn ns_id(evt: &Event, i: u8) -> Option<i64> {
+    param_i64(evt, i).filter(|&v| v > 0)
+}
+
+/// What a clone event says about the child's ids in its own pid namespace.
+#[derive(Clone, Copy, Debug, Default)]
+struct ChildNsIds {
+    vtid: Option<i64>,
+    vpid: Option<i64>,
 }
 
 fn param_bytes(evt: &Event, i: u8) -> Option<&[u8]> {
@@ -176,6 +190,7 @@ impl State {
             snap_users: None,
             snap_groups: None,
             start_ts: 0,
+            dns: FxHashMap::default(),
             name_changed: false,
             max_threads: config.max_threads,
             max_fds: config.max_fds_per_table,
@@ -199,6 +214,11 @@ impl State {
         }
     }
 
+    /// The domain names known to have resolved to `addr` (Falco `fd.sip.name` and friends).
+    pub fn dns_names(&self, addr: &IpAddr) -> &[String] {
+        self.dns.get(addr).map_or(&[], Vec::as_slice)
+    }
+
     pub fn stats(&self) -> StateStats {
         StateStats {
             threads: self.threads.len(),
@@ -216,7 +236,9 @@ impl State {
 
     // ----- snapshot -----
 
-    /// Loads a capture's (or a `/proc` bootstrap's) process table, users, groups, containers.
+    /// Loads a capture's (or a `/proc` bootstrap's) process table, users, groups, containers
+    /// and DNS names (added to those already known; an address may have several names, kept
+    /// sorted).
     pub fn load_snapshot(&mut self, snap: &Snapshot) {
         if !snap.hostname.is_empty() {
             self.hostname.clone_from(&snap.hostname);
@@ -232,6 +254,18 @@ impl State {
         }
         for c in &snap.containers {
             self.containers.insert(ContainerInfo::clone(c));
+        }
+        if !snap.dns.is_empty() {
+            for entry in &snap.dns {
+                for addr in &entry.addrs {
+                    self.dns.entry(*addr).or_default().push(entry.name.clone());
+                }
+            }
+            // Sorted and unique per address (sorting keeps huge tables out of quadratic time).
+            for names in self.dns.values_mut() {
+                names.sort_unstable();
+                names.dedup();
+            }
         }
         for t in &snap.threads {
             self.load_thread(t);
@@ -500,12 +534,15 @@ impl State {
         if let Op::Clone {
             flags,
             default_flags,
+            vtid,
+            vpid,
         } = info.op
         {
             if evt.res == 0 && !self.threads.contains_key(&evt.tid) {
                 // The child's own return from clone, its parent's event unseen.
                 let flags = param_u64(evt, flags).unwrap_or(default_flags);
                 self.adopt_child_event(evt, flags);
+                self.set_own_ns_ids(evt, vtid, vpid);
                 return;
             }
         }
@@ -732,10 +769,18 @@ impl State {
             Op::Clone {
                 flags,
                 default_flags,
+                vtid,
+                vpid,
             } => {
                 if res > 0 {
                     let flags = param_u64(evt, flags).unwrap_or(default_flags);
-                    self.clone_child(pid, evt, res, flags);
+                    let ns_ids = ChildNsIds {
+                        vtid: ns_id(evt, vtid),
+                        vpid: ns_id(evt, vpid),
+                    };
+                    self.clone_child(pid, evt, res, flags, ns_ids);
+                } else if res == 0 {
+                    self.set_own_ns_ids(evt, vtid, vpid);
                 }
             }
             Op::Exec {
@@ -928,7 +973,30 @@ impl State {
         self.ensure_thread(evt);
     }
 
-    fn clone_child(&mut self, parent_pid: i64, evt: &Event, child_tid: i64, flags: u64) {
+    /// The child's own clone return: its namespace ids, when the event carries them, are
+    /// authoritative (they fill in what a parent in a foreign pid namespace could not tell).
+    fn set_own_ns_ids(&mut self, evt: &Event, vtid: u8, vpid: u8) {
+        let (vtid, vpid) = (ns_id(evt, vtid), ns_id(evt, vpid));
+        let Some(thread) = self.threads.get_mut(&evt.tid) else {
+            return;
+        };
+        if let Some(v) = vtid {
+            thread.vtid = v;
+        }
+        let pid = thread.pid;
+        if let (Some(v), Some(p)) = (vpid, self.procs.get_mut(&pid)) {
+            p.vpid = v;
+        }
+    }
+
+    fn clone_child(
+        &mut self,
+        parent_pid: i64,
+        evt: &Event,
+        child_tid: i64,
+        flags: u64,
+        ns_ids: ChildNsIds,
+    ) {
         if self.threads.contains_key(&child_tid) {
             // A stale entry under a reused id, or the child's event came first.
             let same_group = self.threads.get(&child_tid).map(|t| t.pid);
@@ -947,17 +1015,20 @@ impl State {
         };
         let host_ns = parent.vpid == parent.pid;
         if flags & CLONE_THREAD != 0 {
-            let vtid = if host_ns { child_tid } else { UNKNOWN_ID };
+            let vtid = ns_ids
+                .vtid
+                .unwrap_or(if host_ns { child_tid } else { UNKNOWN_ID });
             self.insert_thread(child_tid, parent_pid, vtid);
             return;
         }
-        let vpid = if flags & CLONE_NEWPID != 0 || parent.pending_newpid {
-            1
-        } else if host_ns {
-            child_tid
-        } else {
-            UNKNOWN_ID
+        let vpid = match ns_ids.vpid {
+            Some(vpid) => vpid,
+            None if flags & CLONE_NEWPID != 0 || parent.pending_newpid => 1,
+            None if host_ns => child_tid,
+            None => UNKNOWN_ID,
         };
+        // A new process's only thread is its leader: vtid = vpid unless told otherwise.
+        let vtid = ns_ids.vtid.unwrap_or(vpid);
         let ppid = if flags & CLONE_PARENT != 0 {
             parent.ppid
         } else {
@@ -995,7 +1066,7 @@ impl State {
         }
         *self.children.entry(ppid).or_default() += 1;
         self.procs.insert(child_tid, child);
-        self.insert_thread(child_tid, child_tid, vpid);
+        self.insert_thread(child_tid, child_tid, vtid);
     }
 
     fn exec(&mut self, pid: i64, evt: &Event, dirfd: u8, path_idx: u8, tail: u8) {

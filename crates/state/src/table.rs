@@ -183,7 +183,8 @@ impl FdType {
             FdType::Bpf => "bpf",
             FdType::Userfaultfd => "userfaultfd",
             FdType::IoUring => "io_uring",
-            FdType::Other => "<unknown>",
+            // Falco's type string for descriptors it cannot classify (a packet socket …).
+            FdType::Other => "<NA>",
         }
     }
 

@@ -1,6 +1,6 @@
 //! Field tests by Falco name over the default process tree (see `testutil`).
 
-use vigil_event::{EventType, Param, Snapshot, SockAddr, SockTuple};
+use vigil_event::{DnsName, EventType, Param, Snapshot, SockAddr, SockTuple};
 use vigil_fields::Value;
 
 use crate::testutil::*;
@@ -307,10 +307,12 @@ fn evt_fields() {
         &mut expect,
     );
     assert_eq!(flags, expect, "rendered by the flag tables");
-    let args = f(&state, &e, "evt.args");
-    assert!(
-        args.starts_with("fd=7 dirfd=-100 name=../notes.txt flags="),
-        "{args}"
+    // Falco's form: `name=value(resolved)`.
+    assert_eq!(
+        f(&state, &e, "evt.args"),
+        "fd=7(<f>/home/alice/notes.txt) dirfd=-100(AT_FDCWD) name=../notes.txt(/home/alice/notes.txt) \
+         flags=524353(O_WRONLY|O_CREAT|O_CLOEXEC) \
+         mode=0755(S_IRUSR|S_IWUSR|S_IXUSR|S_IRGRP|S_IXGRP|S_IROTH|S_IXOTH)"
     );
     assert_eq!(f(&state, &e, "evt.is_open_read"), "false");
     assert_eq!(f(&state, &e, "evt.is_open_write"), "true");
@@ -425,7 +427,11 @@ fn fd_lifecycle_open_dup_close() {
         None,
         "files have no addresses"
     );
-    assert_eq!(field(&state, &open, "fd.l4proto"), None);
+    assert_eq!(
+        f(&state, &open, "fd.l4proto"),
+        "<NA>",
+        "Falco: every descriptor has one"
+    );
     state.finish(&open);
 
     // Visible from the other thread of the process.
@@ -588,7 +594,11 @@ fn inet_sockets() {
     assert_eq!(f(&state, &r, "fd.connected"), "true");
     assert_eq!(f(&state, &r, "fd.is_server"), "false");
     assert_eq!(f(&state, &r, "fd.name_changed"), "false");
-    assert_eq!(field(&state, &r, "fd.sip.name"), None, "no DNS resolution");
+    assert_eq!(
+        field(&state, &r, "fd.sip.name"),
+        None,
+        "no DNS table, no name"
+    );
 
     // socket + connect.
     let sock = apply(
@@ -602,7 +612,15 @@ fn inet_sockets() {
     );
     assert_eq!(f(&state, &sock, "fd.l4proto"), "udp");
     assert_eq!(f(&state, &sock, "fd.connected"), "false");
-    assert_eq!(field(&state, &sock, "fd.name"), None, "no tuple yet");
+    assert_eq!(
+        f(&state, &sock, "fd.name"),
+        "",
+        "no tuple yet: empty, as in Falco"
+    );
+    assert_eq!(
+        f(&state, &sock, "evt.args"),
+        "fd=20(<4u>) domain=2(AF_INET) type=2 proto=0"
+    );
     let conn = apply(
         &mut state,
         ev(400, "connect")
@@ -733,6 +751,231 @@ fn inet_sockets() {
             .build(),
     );
     assert_eq!(f(&state, &uacc, "fd.name"), "/run/x.sock");
+}
+
+#[test]
+fn packet_sockets_are_descriptors_of_unknown_type() {
+    let mut state = tree();
+    // socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL)) as tcpdump makes it.
+    let sock = apply(
+        &mut state,
+        ev(400, "socket")
+            .uint("domain", 17)
+            .uint("type", 3)
+            .uint("proto", 768)
+            .res(9)
+            .build(),
+    );
+    assert_eq!(f(&state, &sock, "fd.type"), "<NA>");
+    assert_eq!(f(&state, &sock, "fd.typechar"), "o");
+    assert_eq!(f(&state, &sock, "fd.l4proto"), "<NA>");
+    assert_eq!(f(&state, &sock, "fd.name"), "");
+    assert_eq!(field(&state, &sock, "fd.lport"), None);
+    assert_eq!(field(&state, &sock, "fd.sip"), None);
+    assert_eq!(f(&state, &sock, "evt.arg.domain"), "AF_PACKET");
+    assert_eq!(
+        f(&state, &sock, "evt.args"),
+        "fd=9(<o>) domain=17(AF_PACKET) type=3 proto=768"
+    );
+    let types = values(&state, &read(400, 400, 0), "fd.types").unwrap();
+    assert!(types.contains(&s("<NA>")), "{types:?}");
+}
+
+#[test]
+fn evt_args_resolve_like_falco() {
+    let mut state = tree();
+    let failed = apply(
+        &mut state,
+        ev(400, "openat")
+            .int("dirfd", 5)
+            .bytes("name", "missing")
+            .uint("flags", 0)
+            .res(-2)
+            .build(),
+    );
+    assert_eq!(
+        f(&state, &failed, "evt.args"),
+        "fd=-2(ENOENT) dirfd=5(<d>/etc) name=missing(/etc/missing) flags=0(O_RDONLY)"
+    );
+    let setuid = apply(
+        &mut state,
+        ev(400, "setresuid")
+            .uint("ruid", 0)
+            .uint("euid", 4242)
+            .uint("suid", u64::from(u32::MAX))
+            .res(-1)
+            .build(),
+    );
+    assert_eq!(
+        f(&state, &setuid, "evt.args"),
+        "res=-1(EPERM) ruid=0(root) euid=4242(<NA>) suid=-1(<NONE>)"
+    );
+    let kill = apply(
+        &mut state,
+        ev(400, "kill").int("pid", 300).uint("sig", 9).build(),
+    );
+    assert_eq!(
+        f(&state, &kill, "evt.args"),
+        "res=0 pid=300(bash) sig=9(SIGKILL)"
+    );
+    let close = apply(&mut state, ev(400, "close").int("fd", 4).build());
+    assert_eq!(
+        f(&state, &close, "evt.args"),
+        "res=0 fd=4(<4t>10.0.0.5:40000->93.184.216.34:443)"
+    );
+    let exit = apply(&mut state, ev(400, "procexit").int("status", 0).build());
+    assert_eq!(f(&state, &exit, "evt.args"), "status=0");
+}
+
+#[test]
+fn dns_names_of_socket_addresses() {
+    let mut state = tree();
+    let ip = |text: &str| -> std::net::IpAddr { text.parse().unwrap() };
+    state.load_snapshot(&Snapshot {
+        dns: vec![
+            DnsName {
+                name: "example.com".into(),
+                addrs: vec![ip("93.184.216.34"), ip("2606:2800:220:1::1")],
+            },
+            DnsName {
+                name: "www.example.com".into(),
+                addrs: vec![ip("93.184.216.34")],
+            },
+            // A repeated name adds no second value.
+            DnsName {
+                name: "example.com".into(),
+                addrs: vec![ip("93.184.216.34")],
+            },
+            DnsName {
+                name: "laptop.lan".into(),
+                addrs: vec![ip("10.0.0.5")],
+            },
+            DnsName {
+                name: "api.internal".into(),
+                addrs: vec![ip("2001:db8::1")],
+            },
+        ],
+        ..Snapshot::default()
+    });
+    assert_eq!(
+        state.dns_names(&ip("93.184.216.34")),
+        ["example.com", "www.example.com"]
+    );
+    // The snapshot connection: this process is the client 10.0.0.5.
+    let r = read(400, 400, 4);
+    assert_eq!(
+        values(&state, &r, "fd.sip.name"),
+        Some(vec![s("example.com"), s("www.example.com")]),
+        "every name of the address is a value"
+    );
+    assert_eq!(f(&state, &r, "fd.rip.name"), "example.com www.example.com");
+    assert_eq!(f(&state, &r, "fd.cip.name"), "laptop.lan");
+    assert_eq!(f(&state, &r, "fd.lip.name"), "laptop.lan");
+    // A file descriptor has no addresses, so no names.
+    assert_eq!(field(&state, &read(400, 400, 3), "fd.sip.name"), None);
+
+    // An accepted connection: local = server end; the client's address has no name.
+    let acc = apply(
+        &mut state,
+        ev(300, "accept4")
+            .tuple("tuple", 6, "[2001:db8::7]:51000", "[2001:db8::1]:8080")
+            .uint("flags", 0)
+            .res(6)
+            .build(),
+    );
+    assert_eq!(f(&state, &acc, "fd.lip.name"), "api.internal");
+    assert_eq!(f(&state, &acc, "fd.sip.name"), "api.internal");
+    assert_eq!(field(&state, &acc, "fd.rip.name"), None);
+    assert_eq!(field(&state, &acc, "fd.cip.name"), None);
+}
+
+#[test]
+fn clone_events_carry_the_childs_namespace_ids() {
+    let mut state = tree();
+    // A process in a container (vpid 1) forks: without vtid/vpid the child's namespace ids are
+    // unknown; with them they are what the event says.
+    apply(
+        &mut state,
+        ev(600, "unshare").uint("flags", 0x2000_0000).build(),
+    );
+    apply(&mut state, ev(600, "fork").res(1000).build());
+    assert_eq!(f(&state, &read(1000, 1000, 0), "proc.vpid"), "1");
+    apply(&mut state, ev(1000, "fork").res(1001).build());
+    assert_eq!(field(&state, &read(1001, 1001, 0), "proc.vpid"), None);
+    apply(
+        &mut state,
+        ev(1000, "clone")
+            .uint("flags", 17)
+            .int("vtid", 7)
+            .int("vpid", 7)
+            .res(1002)
+            .build(),
+    );
+    let child = read(1002, 1002, 0);
+    assert_eq!(f(&state, &child, "proc.vpid"), "7");
+    assert_eq!(f(&state, &child, "thread.vtid"), "7");
+    assert_eq!(f(&state, &child, "proc.pvpid"), "1");
+    // A thread of it (CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD).
+    apply(
+        &mut state,
+        ev(1002, "clone3")
+            .uint("flags", 0x10f00)
+            .int("vtid", 8)
+            .int("vpid", 7)
+            .res(1003)
+            .build(),
+    );
+    let thread = read(1003, 1002, 0);
+    assert_eq!(f(&state, &thread, "thread.vtid"), "8");
+    assert_eq!(f(&state, &thread, "proc.vpid"), "7");
+    assert_eq!(f(&state, &thread, "thread.ismain"), "false");
+    // vfork with the ids; a host process's child keeps its own ids when the event has none.
+    apply(
+        &mut state,
+        ev(1000, "vfork")
+            .int("vtid", 9)
+            .int("vpid", 9)
+            .res(1004)
+            .build(),
+    );
+    assert_eq!(f(&state, &read(1004, 1004, 0), "proc.vpid"), "9");
+    apply(&mut state, ev(300, "fork").res(1005).build());
+    assert_eq!(f(&state, &read(1005, 1005, 0), "proc.vpid"), "1005");
+    assert_eq!(f(&state, &read(1005, 1005, 0), "thread.vtid"), "1005");
+    // Non-positive ids are not ids: the fallback applies.
+    apply(
+        &mut state,
+        ev(300, "fork")
+            .int("vtid", 0)
+            .int("vpid", -1)
+            .res(1006)
+            .build(),
+    );
+    assert_eq!(f(&state, &read(1006, 1006, 0), "proc.vpid"), "1006");
+
+    // The child's own return fills in what its parent's event could not tell.
+    apply(
+        &mut state,
+        ev(1001, "fork")
+            .int("vtid", 2)
+            .int("vpid", 2)
+            .res(0)
+            .build(),
+    );
+    assert_eq!(f(&state, &read(1001, 1001, 0), "proc.vpid"), "2");
+    assert_eq!(f(&state, &read(1001, 1001, 0), "thread.vtid"), "2");
+    // ... and so does the first event of a child whose parent's event was missed.
+    apply(
+        &mut state,
+        ev(1200, "clone")
+            .uint("flags", 17)
+            .int("vtid", 3)
+            .int("vpid", 3)
+            .res(0)
+            .build(),
+    );
+    assert_eq!(f(&state, &read(1200, 1200, 0), "proc.vpid"), "3");
+    assert_eq!(f(&state, &read(1200, 1200, 0), "thread.vtid"), "3");
 }
 
 #[test]

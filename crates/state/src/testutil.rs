@@ -281,6 +281,7 @@ pub fn snapshot() -> Snapshot {
         start_ts: T0 - 1_000_000_000_000,
         users: Vec::new(),
         groups: Vec::new(),
+        dns: Vec::new(),
         containers: vec![ContainerInfo {
             id: CONTAINER_ID[..12].to_string(),
             runtime: "docker".into(),

@@ -5,7 +5,7 @@ use std::cell::OnceCell;
 use std::fmt::Write;
 use std::net::IpAddr;
 
-use vigil_event::{flags, ContainerInfo, Event, EventSpec, MountInfo, Param, ParamKind};
+use vigil_event::{flags, ContainerInfo, Event, EventSpec, FlagTable, MountInfo, Param, ParamKind};
 use vigil_fields::{Extract, FieldArg, FieldRef, Value};
 
 use crate::container::{glob_match, label};
@@ -70,6 +70,17 @@ fn param_u64(evt: &Event, i: u8) -> Option<u64> {
     match evt.param(usize::from(i)) {
         Param::Uint(v) => Some(*v),
         Param::Int(v) => Some(*v as u64),
+        _ => None,
+    }
+}
+
+/// The protocol letter Falco adds to an inet descriptor's type letter (`<4t>`).
+fn l4proto_char(proto: u8) -> Option<char> {
+    match proto {
+        6 => Some('t'),
+        17 => Some('u'),
+        1 | 58 => Some('i'),
+        255 => Some('r'),
         _ => None,
     }
 }
@@ -378,11 +389,30 @@ impl<'a> EventView<'a> {
         false
     }
 
+    /// `evt.args` as Falco writes it: `name=value` per parameter, and `name=value(resolved)`
+    /// where Falco resolves the value: flags and enumerations to their symbols
+    /// (`domain=17(AF_PACKET)`), descriptors to `<typechar>name` from the fd table
+    /// (`fd=3(<f>/etc/passwd)`, `fd=5(<4t>10.0.0.1:40000->10.0.0.2:443)`, `-100(AT_FDCWD)`),
+    /// relative paths to absolute ones (`name=../x(/home/alice/x)`),
+    /// user and group ids to names (`uid=0(root)`, `-1(<NONE>)`), pids to their thread's name,
+    /// negative results to errno names (`res=-2(ENOENT)`).
     fn evt_args(&self) -> String {
         let spec = self.spec();
         let mut text = String::new();
-        if let Some(res) = self.result_string() {
-            let _ = write!(text, "{}={res}", spec.res_name);
+        if !spec.res_name.is_empty() {
+            let _ = write!(text, "{}=", spec.res_name);
+            let res = Param::Int(self.evt.res);
+            if spec.res_kind == ParamKind::Fd {
+                self.render_arg(ParamKind::Fd, &res, &mut text);
+            } else {
+                let _ = write!(text, "{}", self.evt.res);
+                if let Some(name) = (self.evt.res < 0)
+                    .then(|| flags::errno_name(-self.evt.res))
+                    .flatten()
+                {
+                    let _ = write!(text, "({name})");
+                }
+            }
         }
         for (i, ps) in spec.params.iter().enumerate() {
             let value = self.evt.param(i);
@@ -392,19 +422,129 @@ impl<'a> EventView<'a> {
             if !text.is_empty() {
                 text.push(' ');
             }
-            let mark = text.len();
             let _ = write!(text, "{}=", ps.name);
-            if !render::param(
-                ps.kind,
-                value,
-                |u| self.user_name(u),
-                |g| self.group_name(g),
-                &mut text,
-            ) {
-                text.truncate(mark);
+            self.render_arg(ps.kind, value, &mut text);
+            // A relative path argument, resolved against its dirfd or the cwd.
+            if let Param::Bytes(raw) = value {
+                let path_ref = [self.info.path, self.info.source, self.info.target]
+                    .into_iter()
+                    .flatten()
+                    .find(|p| usize::from(p.path) == i && p.dirfd != RAW);
+                if let Some(p) = path_ref.filter(|_| !raw.is_empty() && raw[0] != b'/') {
+                    let resolved = self.resolve(p, raw);
+                    if resolved.first() == Some(&b'/') {
+                        let _ = write!(text, "({})", String::from_utf8_lossy(&resolved));
+                    }
+                }
             }
         }
         text
+    }
+
+    /// One `evt.args` value (see [`EventView::evt_args`]).
+    fn render_arg(&self, kind: ParamKind, value: &Param, out: &mut String) {
+        let number = match value {
+            Param::Int(v) => Some(*v),
+            Param::Uint(v) => Some(*v as i64),
+            _ => None,
+        };
+        let Some(n) = number else {
+            render::param(
+                kind,
+                value,
+                |u| self.user_name(u),
+                |g| self.group_name(g),
+                out,
+            );
+            return;
+        };
+        match kind {
+            ParamKind::Fd => {
+                let _ = write!(out, "{n}");
+                if n == AT_FDCWD {
+                    out.push_str("(AT_FDCWD)");
+                } else if n < 0 {
+                    if let Some(name) = flags::errno_name(-n) {
+                        let _ = write!(out, "({name})");
+                    }
+                } else if let Some(e) = self
+                    .proc
+                    .and_then(|p| self.state.fd_tables.get(&p.fd_table))
+                    .and_then(|t| t.fds.get(&n))
+                {
+                    let _ = write!(out, "(<{}", e.obj.ty.typechar());
+                    if let Some(c) = e.obj.net.as_ref().and_then(|net| l4proto_char(net.l4proto)) {
+                        out.push(c);
+                    }
+                    out.push('>');
+                    out.push_str(&String::from_utf8_lossy(&e.obj.name));
+                    out.push(')');
+                }
+            }
+            ParamKind::Uid | ParamKind::Gid => {
+                let id = n as u64;
+                if id == u64::from(u32::MAX) {
+                    out.push_str("-1(<NONE>)");
+                    return;
+                }
+                let _ = write!(out, "{id}(");
+                let name = u32::try_from(id).ok().and_then(|id| {
+                    if kind == ParamKind::Uid {
+                        self.user_name(id)
+                    } else {
+                        self.group_name(id)
+                    }
+                });
+                match name {
+                    Some(name) => out.push_str(&String::from_utf8_lossy(name)),
+                    None => out.push_str("<NA>"),
+                }
+                out.push(')');
+            }
+            ParamKind::Pid => {
+                let _ = write!(out, "{n}");
+                let comm = self
+                    .state
+                    .threads
+                    .get(&n)
+                    .and_then(|t| self.state.procs.get(&t.pid))
+                    .map(|p| &p.image.comm)
+                    .filter(|c| !c.is_empty());
+                if let Some(comm) = comm {
+                    let _ = write!(out, "({})", String::from_utf8_lossy(comm));
+                }
+            }
+            // Falco has no symbols for socket types (`type` of socket/socketpair is a plain
+            // number there), and the tables without symbols are numbers anyway.
+            ParamKind::Flags(FlagTable::SocketType | FlagTable::None) => {
+                let _ = write!(out, "{}", n as u64);
+            }
+            ParamKind::Flags(table) => {
+                let v = n as u64;
+                // Modes are octal in Falco (`%#o`).
+                let mark = out.len();
+                if table == FlagTable::Mode && v != 0 {
+                    let _ = write!(out, "0{v:o}");
+                } else {
+                    let _ = write!(out, "{v}");
+                }
+                let digits = out[mark..].to_string();
+                let mut symbols = String::new();
+                flags::render(table, v, &mut symbols);
+                if symbols != digits && symbols != v.to_string() {
+                    let _ = write!(out, "({symbols})");
+                }
+            }
+            _ => {
+                render::param(
+                    kind,
+                    value,
+                    |u| self.user_name(u),
+                    |g| self.group_name(g),
+                    out,
+                );
+            }
+        }
     }
 
     fn open_flags(&self) -> Option<(u64, u64, bool)> {
@@ -431,6 +571,18 @@ impl<'a> EventView<'a> {
 
     fn net_ip<'b>(&self, out: &mut Out<'b>, get: impl Fn(&Net) -> IpAddr) -> bool {
         push_opt(out, self.fd_net().map(|n| Value::Ip(get(n))))
+    }
+
+    /// Every name the snapshot's DNS table gives the address; no value without one.
+    fn net_names<'b>(&'b self, out: &mut Out<'b>, get: impl Fn(&Net) -> IpAddr) -> bool {
+        let Some(net) = self.fd_net() else {
+            return false;
+        };
+        let names = self.state.dns_names(&get(net));
+        for name in names {
+            out.push(Value::Str(Cow::Borrowed(name.as_bytes())));
+        }
+        !names.is_empty()
     }
 
     fn net_port<'b>(&self, out: &mut Out<'b>, get: impl Fn(&Net) -> u16) -> bool {
@@ -920,8 +1072,10 @@ impl Extract for EventView<'_> {
             F::FdTypechar => self
                 .fd()
                 .is_some_and(|(_, e)| push_str(out, e.obj.ty.typechar().as_bytes())),
+            // Falco gives every tracked descriptor its name, empty for sockets without
+            // endpoints (a packet socket: `fd.name` is "").
             F::FdName => match self.fd() {
-                Some((_, e)) => push_nonempty(out, &e.obj.name),
+                Some((_, e)) => push_str(out, &e.obj.name),
                 None => self.open_path().is_some_and(|(resolved, _)| {
                     out.push(Value::Str(Cow::Owned(resolved)));
                     true
@@ -978,10 +1132,17 @@ impl Extract for EventView<'_> {
             F::FdSport => self.net_port(out, |n| n.sport),
             F::FdLport => self.net_port(out, |n| n.local().1),
             F::FdRport => self.net_port(out, |n| n.remote().1),
-            F::FdL4proto => self
-                .fd_net()
-                .and_then(|n| l4proto_name(n.l4proto))
-                .is_some_and(|s| push_str(out, s.as_bytes())),
+            // Falco: any tracked descriptor has a protocol, `<NA>` unless an inet socket's is
+            // known.
+            F::FdL4proto => self.fd().is_some_and(|(_, e)| {
+                let name = e
+                    .obj
+                    .net
+                    .as_ref()
+                    .and_then(|n| l4proto_name(n.l4proto))
+                    .unwrap_or("<NA>");
+                push_str(out, name.as_bytes())
+            }),
             F::FdSockfamily => match self.fd().map(|(_, e)| e.obj.ty) {
                 Some(FdType::Ipv4 | FdType::Ipv6) => push_str(out, b"ip"),
                 Some(FdType::Unix) => push_str(out, b"unix"),
@@ -990,7 +1151,10 @@ impl Extract for EventView<'_> {
             F::FdIsServer => push_opt(out, self.fd_net().map(|n| Value::Bool(n.is_server))),
             F::FdConnected => push_opt(out, self.fd_net().map(|n| Value::Bool(n.connected))),
             F::FdNameChanged => push_opt(out, self.fd().map(|_| Value::Bool(state.name_changed))),
-            F::FdCipName | F::FdSipName | F::FdLipName | F::FdRipName => false,
+            F::FdCipName => self.net_names(out, |n| n.cip),
+            F::FdSipName => self.net_names(out, |n| n.sip),
+            F::FdLipName => self.net_names(out, |n| n.local().0),
+            F::FdRipName => self.net_names(out, |n| n.remote().0),
             F::FdDev => push_opt(
                 out,
                 self.fd()

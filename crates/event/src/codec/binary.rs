@@ -17,8 +17,8 @@ use super::{
 };
 use crate::flags::ALL_TABLES;
 use crate::model::{
-    ContainerInfo, Event, EventType, FdInfo, FdKind, GroupInfo, MountInfo, Param, ParamKind,
-    Snapshot, SockAddr, SockTuple, ThreadInfo, UserInfo,
+    ContainerInfo, DnsName, Event, EventType, FdInfo, FdKind, GroupInfo, MountInfo, Param,
+    ParamKind, Snapshot, SockAddr, SockTuple, ThreadInfo, UserInfo,
 };
 use crate::table;
 
@@ -36,6 +36,8 @@ const REC_EVENT_TYPE: u8 = 3;
 const REC_EVENT: u8 = 4;
 /// Record kinds from this value up are optional: readers that do not know them skip them.
 const REC_OPTIONAL: u8 = 0x80;
+/// The snapshot's DNS names (optional, so readers that predate it skip it).
+const REC_DNS: u8 = 0x80;
 
 fn record_name(kind: u8) -> &'static str {
     match kind {
@@ -43,6 +45,7 @@ fn record_name(kind: u8) -> &'static str {
         REC_THREAD => "thread record",
         REC_EVENT_TYPE => "event type record",
         REC_EVENT => "event record",
+        REC_DNS => "dns record",
         _ => "record",
     }
 }
@@ -539,6 +542,30 @@ fn get_header(c: &mut Cursor<'_>) -> Result<Snapshot, CaptureError> {
     Ok(s)
 }
 
+fn put_dns(out: &mut Vec<u8>, dns: &[DnsName]) {
+    put_varint(out, dns.len() as u64);
+    for d in dns {
+        put_bytes(out, d.name.as_bytes());
+        put_varint(out, d.addrs.len() as u64);
+        for addr in &d.addrs {
+            put_ip(out, addr);
+        }
+    }
+}
+
+fn get_dns(c: &mut Cursor<'_>, into: &mut Vec<DnsName>) -> Result<(), CaptureError> {
+    // A name is at least 2 bytes (empty name, no addresses), an address 5.
+    for _ in 0..c.count("dns name count", 2)? {
+        let name = c.string("dns name")?;
+        let mut addrs = Vec::new();
+        for _ in 0..c.count("dns address count", 5)? {
+            addrs.push(c.ip("dns address")?);
+        }
+        into.push(DnsName { name, addrs });
+    }
+    Ok(())
+}
+
 const EXE_WRITABLE: u8 = 1;
 const EXE_UPPER_LAYER: u8 = 2;
 const EXE_FROM_MEMFD: u8 = 4;
@@ -773,14 +800,25 @@ impl<R: BufRead> Reader<R> {
         }
         reader.prev_ts = reader.snapshot.start_ts;
         while let Some((kind, at)) = reader.read_record()? {
-            if kind != REC_THREAD {
-                reader.pending = Some((kind, at));
-                break;
+            match kind {
+                REC_THREAD => {
+                    let mut c = reader.cursor(REC_THREAD);
+                    let thread = get_thread(&mut c)?;
+                    c.finish()?;
+                    reader.snapshot.threads.push(thread);
+                }
+                REC_DNS => {
+                    let mut dns = std::mem::take(&mut reader.snapshot.dns);
+                    let mut c = reader.cursor(REC_DNS);
+                    let result = get_dns(&mut c, &mut dns).and_then(|()| c.finish());
+                    reader.snapshot.dns = dns;
+                    result?;
+                }
+                _ => {
+                    reader.pending = Some((kind, at));
+                    break;
+                }
             }
-            let mut c = reader.cursor(REC_THREAD);
-            let thread = get_thread(&mut c)?;
-            c.finish()?;
-            reader.snapshot.threads.push(thread);
         }
         Ok(reader)
     }
@@ -814,7 +852,7 @@ impl<R: BufRead> Reader<R> {
             match kind {
                 REC_EVENT => return self.decode_event(at).map(Some),
                 REC_EVENT_TYPE => self.decode_event_type(at)?,
-                REC_HEADER | REC_THREAD => {
+                REC_HEADER | REC_THREAD | REC_DNS => {
                     return Err(CaptureError::Corrupt {
                         what: record_name(kind),
                         at: Position::Offset(at),
@@ -1024,7 +1062,7 @@ impl<R: BufRead> Reader<R> {
                     found: found as u64,
                 });
             }
-            if kind >= REC_OPTIONAL {
+            if kind >= REC_OPTIONAL && kind != REC_DNS {
                 continue;
             }
             return Ok(Some((kind, at)));
@@ -1127,6 +1165,11 @@ impl<W: Write> Writer<W> {
         for thread in &snapshot.threads {
             put_thread(&mut self.payload, thread);
             self.write_record(REC_THREAD)?;
+        }
+        // After the threads: a reader that predates DNS records skips it without losing them.
+        if !snapshot.dns.is_empty() {
+            put_dns(&mut self.payload, &snapshot.dns);
+            self.write_record(REC_DNS)?;
         }
         self.prev_ts = snapshot.start_ts;
         Ok(())
@@ -1476,6 +1519,103 @@ mod tests {
         assert_eq!((e.num, e.ts, e.tid, e.pid), (1, 1000, 10, 10));
         assert_eq!(e.params, vec![Param::Int(7)]);
         assert!(e.is_truncated(0));
+    }
+
+    fn dns_capture() -> Capture {
+        let mut capture = small_capture();
+        capture.snapshot.dns = vec![
+            DnsName {
+                name: "kubernetes.default.svc.cluster.local".to_string(),
+                addrs: vec!["10.96.0.1".parse().unwrap()],
+            },
+            DnsName {
+                name: "dual.example".to_string(),
+                addrs: vec!["192.0.2.1".parse().unwrap(), "2001:db8::1".parse().unwrap()],
+            },
+        ];
+        capture
+    }
+
+    #[test]
+    fn dns_is_an_optional_record_after_the_threads() {
+        let capture = dns_capture();
+        let bytes = capture.write_binary(Vec::new()).unwrap();
+        let (snapshot, events) = read_all(&bytes).unwrap();
+        assert_eq!(snapshot, capture.snapshot);
+        assert_eq!(events.len(), capture.events.len());
+        // The record follows the threads and is of an optional kind, so a reader that predates
+        // it skips it and still reads every thread and event.
+        const _: () = assert!(REC_DNS >= REC_OPTIONAL);
+        let kinds_of = |bytes: &[u8]| -> Vec<u8> {
+            let ends = record_ends(bytes);
+            std::iter::once(10)
+                .chain(ends.iter().copied())
+                .take(ends.len())
+                .map(|start| bytes[start])
+                .collect()
+        };
+        let kinds = kinds_of(&bytes);
+        let n_threads = capture.snapshot.threads.len();
+        assert_eq!(kinds[0], REC_HEADER);
+        assert!(kinds[1..=n_threads].iter().all(|&k| k == REC_THREAD));
+        assert_eq!(kinds[n_threads + 1], REC_DNS);
+        assert_eq!(kinds.iter().filter(|&&k| k == REC_DNS).count(), 1);
+        // Without names, no record: such files are what they were before DNS records existed.
+        let mut plain = capture.clone();
+        plain.snapshot.dns.clear();
+        let plain_bytes = plain.write_binary(Vec::new()).unwrap();
+        assert!(!kinds_of(&plain_bytes).contains(&REC_DNS));
+    }
+
+    #[test]
+    fn dns_records_are_checked() {
+        let mut payload = Vec::new();
+        put_dns(&mut payload, &dns_capture().snapshot.dns);
+        // Two records add up.
+        let bytes = with_records(&[(REC_DNS, payload.clone()), (REC_DNS, payload.clone())]);
+        let (snapshot, _) = read_all(&bytes).unwrap();
+        assert_eq!(snapshot.dns.len(), 4);
+        // After the first event type they are misplaced.
+        let bytes = with_records(&[
+            (REC_EVENT_TYPE, type_record("close", &[("fd", 1)])),
+            (REC_DNS, payload.clone()),
+        ]);
+        let err = read_all(&bytes).err().unwrap();
+        assert!(
+            err.to_string().starts_with("corrupt dns record at offset")
+                && err
+                    .to_string()
+                    .ends_with("only allowed before the first event"),
+            "{err}"
+        );
+        // A count beyond the payload, a bad address tag, trailing bytes.
+        let err = read_all(&with_records(&[(REC_DNS, vec![9])]))
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().contains("dns name count 9 exceeds"),
+            "{err}"
+        );
+        let err = read_all(&with_records(&[(
+            REC_DNS,
+            vec![1, 1, b'a', 1, 5, 0, 0, 0, 0],
+        )]))
+        .err()
+        .unwrap();
+        assert!(
+            err.to_string()
+                .contains("dns address has address family tag 5"),
+            "{err}"
+        );
+        let mut trailing = payload;
+        trailing.push(0);
+        let err = read_all(&with_records(&[(REC_DNS, trailing)]))
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().contains("1 unexpected bytes at the end"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! errors).
 
 use std::io::{BufRead, Read as _, Write};
+use std::net::IpAddr;
 
 use serde_json::{Map, Value};
 
@@ -18,8 +19,8 @@ use super::{
 };
 use crate::flags;
 use crate::model::{
-    ContainerInfo, Event, FdInfo, FdKind, FlagTable, GroupInfo, MountInfo, Param, ParamKind,
-    Snapshot, ThreadInfo, UserInfo,
+    ContainerInfo, DnsName, Event, FdInfo, FdKind, FlagTable, GroupInfo, MountInfo, Param,
+    ParamKind, Snapshot, ThreadInfo, UserInfo,
 };
 use crate::table;
 
@@ -387,11 +388,55 @@ fn parse_header(header: &Map<String, Value>) -> Result<Snapshot, LineError> {
                         .push(parse_container(as_object(container, key)?)?);
                 }
             }
+            "dns" => snapshot.dns = parse_dns(value)?,
             _ => return Err(invalid(key, format!("unknown header key `{key}`"))),
         }
         Ok(())
     })?;
     Ok(snapshot)
+}
+
+/// The header's `dns`: `{"name": ["addr", ...], ...}`, or an array of `["name", ["addr", ...]]`
+/// pairs where order or duplicate names matter.
+fn parse_dns(value: &Value) -> Result<Vec<DnsName>, LineError> {
+    const KEY: &str = "dns";
+    let entry = |name: &str, addrs: &Value| -> Result<DnsName, LineError> {
+        let addrs = as_array(addrs, KEY)?
+            .iter()
+            .map(|a| {
+                let text = a.as_str().ok_or_else(|| {
+                    invalid(KEY, format!("the addresses of `{name}` must be strings"))
+                })?;
+                text.parse::<IpAddr>().map_err(|_| {
+                    invalid(
+                        KEY,
+                        format!("`{text}` (an address of `{name}`) is not an IP address"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(DnsName {
+            name: name.to_string(),
+            addrs,
+        })
+    };
+    match value {
+        Value::Object(names) => names
+            .iter()
+            .map(|(name, addrs)| entry(name, addrs))
+            .collect(),
+        Value::Array(pairs) => pairs
+            .iter()
+            .map(|pair| match pair.as_array().map(Vec::as_slice) {
+                Some([Value::String(name), addrs]) => entry(name, addrs),
+                _ => Err(invalid(KEY, "a dns pair is `[name, [address, ...]]`")),
+            })
+            .collect(),
+        _ => Err(invalid(
+            KEY,
+            "`dns` must be an object of name -> addresses or an array of pairs",
+        )),
+    }
 }
 
 fn parse_user(map: &Map<String, Value>) -> Result<UserInfo, LineError> {
@@ -902,6 +947,10 @@ impl<W: Write> Writer<W> {
             }
             out.push(']');
         }
+        if !snapshot.dns.is_empty() {
+            key(out, first, "dns");
+            push_dns(out, &snapshot.dns);
+        }
         out.push('}');
         self.emit()?;
         for thread in &snapshot.threads {
@@ -1006,6 +1055,34 @@ fn push_param(out: &mut String, param: &Param, kind: ParamKind) {
         Param::Addr(addr) => push_sockaddr(out, addr),
         Param::Tuple(tuple) => push_socktuple(out, tuple),
     }
+}
+
+fn push_dns(out: &mut String, dns: &[DnsName]) {
+    // An object reads back in key order, so keep the object form for sorted, unique names.
+    let sorted = dns.windows(2).all(|w| w[0].name < w[1].name);
+    out.push(if sorted { '{' } else { '[' });
+    for (i, d) in dns.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        if !sorted {
+            out.push('[');
+        }
+        push_json_str(out, &d.name);
+        out.push(if sorted { ':' } else { ',' });
+        out.push('[');
+        for (j, addr) in d.addrs.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            push_json_str(out, &addr.to_string());
+        }
+        out.push(']');
+        if !sorted {
+            out.push(']');
+        }
+    }
+    out.push(if sorted { '}' } else { ']' });
 }
 
 fn push_container(out: &mut String, c: &ContainerInfo) {
@@ -1213,6 +1290,63 @@ mod tests {
             Ok(_) => panic!("expected an error reading {text:?}"),
             Err(e) => e.to_string(),
         }
+    }
+
+    #[test]
+    fn dns_header_reads_both_forms_and_round_trips() {
+        let text = r#"{"vigil_capture": 1, "dns": {"kubernetes.default.svc.cluster.local": ["10.96.0.1"], "dual.example": ["192.0.2.1", "2001:db8::1"], "none.example": []}}"#;
+        let (snapshot, _) = read_all(text).unwrap();
+        let ip = |t: &str| -> IpAddr { t.parse().unwrap() };
+        let dns = |name: &str, addrs: &[&str]| DnsName {
+            name: name.to_string(),
+            addrs: addrs.iter().map(|a| ip(a)).collect(),
+        };
+        assert_eq!(
+            snapshot.dns,
+            vec![
+                dns("dual.example", &["192.0.2.1", "2001:db8::1"]),
+                dns("kubernetes.default.svc.cluster.local", &["10.96.0.1"]),
+                dns("none.example", &[]),
+            ]
+        );
+        // Sorted, unique names are written as an object; anything else as pairs, in order.
+        for (entries, object) in [
+            (snapshot.dns.clone(), true),
+            (
+                vec![dns("b.example", &["192.0.2.2"]), dns("a.example", &["::1"])],
+                false,
+            ),
+            (
+                vec![dns("a.example", &["192.0.2.2"]), dns("a.example", &["::1"])],
+                false,
+            ),
+        ] {
+            let capture = Capture {
+                snapshot: Snapshot {
+                    dns: entries,
+                    ..Snapshot::default()
+                },
+                events: Vec::new(),
+            };
+            let out = String::from_utf8(capture.write_jsonl(Vec::new()).unwrap()).unwrap();
+            let written = if object { r#""dns":{"# } else { r#""dns":[["# };
+            assert!(out.contains(written), "{out}");
+            assert_eq!(Capture::read(out.as_bytes()).unwrap(), capture, "{out}");
+        }
+        assert!(
+            err(r#"{"vigil_capture": 1, "dns": {"a.example": ["10.0.0.300"]}}"#)
+                .contains("`10.0.0.300` (an address of `a.example`) is not an IP address"),
+        );
+        assert!(
+            err(r#"{"vigil_capture": 1, "dns": {"a.example": "10.0.0.1"}}"#)
+                .contains("`dns` must be an array")
+        );
+        assert!(
+            err(r#"{"vigil_capture": 1, "dns": {"a.example": [1]}}"#).contains("must be strings")
+        );
+        assert!(err(r#"{"vigil_capture": 1, "dns": [["a.example"]]}"#).contains("a dns pair is"));
+        assert!(err(r#"{"vigil_capture": 1, "dns": "a.example"}"#)
+            .starts_with("invalid header at line 1:"));
     }
 
     #[test]

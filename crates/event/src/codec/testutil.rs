@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use super::Capture;
 use crate::flags::symbols;
 use crate::model::{
-    ContainerInfo, Event, EventType, FdInfo, FdKind, GroupInfo, MountInfo, Param, ParamKind,
-    Snapshot, SockAddr, SockTuple, ThreadInfo, UserInfo,
+    ContainerInfo, DnsName, Event, EventType, FdInfo, FdKind, GroupInfo, MountInfo, Param,
+    ParamKind, Snapshot, SockAddr, SockTuple, ThreadInfo, UserInfo,
 };
 use crate::table;
 
@@ -335,6 +335,17 @@ impl Gen {
                 .collect(),
             containers: (0..self.below(3)).map(|_| self.container()).collect(),
             threads: (0..self.below(6)).map(|_| self.thread(start_ts)).collect(),
+            dns: (0..self.below(4))
+                .map(|_| DnsName {
+                    // Sometimes a repeated name, so both JSON forms (object, pairs) occur.
+                    name: if self.chance(4) {
+                        "kubernetes.default.svc.cluster.local".to_string()
+                    } else {
+                        self.string()
+                    },
+                    addrs: (0..self.below(3)).map(|_| self.ip()).collect(),
+                })
+                .collect(),
         }
     }
 
