@@ -15,7 +15,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use vigil_engine::{Engine, RulesText};
 use vigil_fields::Catalog;
 use vigil_output::JsonOptions;
-use vigil_rules::{Diagnostic, LoadOptions, LoadResult, Priority, RuleMatching, Severity};
+use vigil_rules::{
+    Diagnostic, LoadOptions, LoadResult, Priority, RuleMatching, Selection, Severity,
+};
 use vigil_state::StateConfig;
 
 /// Exit code for invalid input: rules, captures, arguments.
@@ -64,6 +66,36 @@ struct RulesSelection {
     /// Minimum priority of rules to load (Falco `priority`).
     #[arg(long, value_name = "PRIORITY", default_value = "debug")]
     min_priority: String,
+    /// Run only rules carrying this tag (repeatable; Falco `-t`). `*` wildcards allowed.
+    #[arg(long, value_name = "TAG")]
+    enable_tag: Vec<String>,
+    /// Disable rules carrying this tag (repeatable; Falco `-T`). Applied after --enable-tag.
+    #[arg(long, value_name = "TAG")]
+    disable_tag: Vec<String>,
+    /// Disable rules whose name matches (repeatable; `*` wildcards). Applied last.
+    #[arg(long, value_name = "RULE")]
+    disable: Vec<String>,
+}
+
+impl RulesSelection {
+    /// The enable/disable selection these flags describe, in Falco's order: `-t` narrows to
+    /// tags, then `-T` and rule names disable.
+    fn selection(&self) -> Selection {
+        let mut selection = Selection::default();
+        if !self.enable_tag.is_empty() {
+            selection = selection.disable_rule("*");
+            for tag in &self.enable_tag {
+                selection = selection.enable_tag(tag);
+            }
+        }
+        for tag in &self.disable_tag {
+            selection = selection.disable_tag(tag);
+        }
+        for rule in &self.disable {
+            selection = selection.disable_rule(rule);
+        }
+        selection
+    }
 }
 
 #[derive(Args)]
@@ -212,6 +244,7 @@ fn load_selection(selection: &RulesSelection) -> Result<vigil_rules::Ruleset> {
     let errors = error_count(&result);
     match result.ruleset {
         Some(mut ruleset) if errors == 0 => {
+            ruleset.select(&selection.selection());
             ruleset.set_min_priority(min_priority);
             Ok(ruleset)
         }

@@ -428,3 +428,35 @@ fn closed_stdout_is_not_an_error() {
     let out = child.wait_with_output().expect("wait vigil");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+#[test]
+fn rule_selection_flags_enable_and_disable_like_falco() {
+    let enabled = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["rules", "list", "--json"];
+        all.extend_from_slice(args);
+        let out = vigil(&all);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON line"))
+            .filter(|r| r["enabled"] == true)
+            .map(|r| r["rule"].as_str().expect("rule name").to_string())
+            .collect()
+    };
+    let all = enabled(&[]);
+    let shells = enabled(&["--enable-tag", "shell"]);
+    assert!(!shells.is_empty() && shells.len() < all.len(), "{shells:?}");
+    let no_ptrace = enabled(&["--disable", "*ptrace*"]);
+    assert_eq!(no_ptrace.len(), all.len() - 1, "{no_ptrace:?}");
+    assert!(!no_ptrace.iter().any(|r| r.contains("ptrace")));
+    let mitre = enabled(&[
+        "--enable-tag",
+        "mitre_*",
+        "--disable-tag",
+        "mitre_execution",
+    ]);
+    assert!(!mitre.is_empty() && mitre.len() < all.len());
+    assert!(!mitre.contains(&"Interactive Shell Started in Container".to_string()));
+    let notice_up = enabled(&["--min-priority", "error"]);
+    assert!(!notice_up.is_empty() && notice_up.len() < all.len());
+}
