@@ -215,3 +215,35 @@ fn every_stable_rule_alerts_in_some_scenario() {
         "stable rules without an alerting scenario: {missing:?}"
     );
 }
+
+/// The benchmark corpus claims that each of its events is of a type a stable rule watches, or
+/// one the state engine needs (`clone`, `close`, `procexit`); keep that claim true.
+#[test]
+fn benchmark_corpus_holds_only_watched_or_state_event_types() {
+    let upstream = repo_root().join("../shared/falco-rules/falco_rules.yaml");
+    if !upstream.is_file() {
+        assert!(
+            !strict(),
+            "benchmark corpus check: {} not found",
+            upstream.display()
+        );
+        eprintln!("skipping benchmark_corpus_holds_only_watched_or_state_event_types: upstream rules not found");
+        return;
+    }
+    let rules = read_rules_paths(&[upstream]).expect("read upstream rules");
+    let interest = load_rules(&rules, &LoadOptions::default())
+        .ruleset
+        .expect("upstream rules load")
+        .event_types();
+    let mut unwatched = std::collections::BTreeSet::new();
+    for event in vigil_engine::corpus::events(10_000) {
+        let name = event.etype.name();
+        if !interest.contains(event.etype.0) && !matches!(name, "clone" | "close" | "procexit") {
+            unwatched.insert(name);
+        }
+    }
+    assert!(
+        unwatched.is_empty(),
+        "corpus event types no rule watches: {unwatched:?}"
+    );
+}

@@ -62,7 +62,19 @@ pub struct Compiler<'c> {
     catalog: &'c dyn Catalog,
     slots: FieldSlots,
     slot_of: FxHashMap<FieldRef, u32>,
+    /// Structural keys: a leaf's canonical text, and a group's kind with its children's keys.
+    leaf_keys: FxHashMap<String, u32>,
+    group_keys: FxHashMap<(bool, Box<[u32]>), u32>,
+    /// The memo slot of each group key that is memoized.
+    memo_of: FxHashMap<u32, u32>,
 }
+
+/// Groups with at least this many leaves are memoized: below it, re-evaluating is as cheap as
+/// checking the memo.
+const MEMO_MIN_LEAVES: u32 = 3;
+/// Groups taller than this are not memoized: macro expansions are shallow, and a wrapper per
+/// level would double the evaluator's recursion depth on pathologically deep trees.
+const MEMO_MAX_HEIGHT: u32 = 32;
 
 impl<'c> Compiler<'c> {
     pub fn new(catalog: &'c dyn Catalog) -> Self {
@@ -70,6 +82,9 @@ impl<'c> Compiler<'c> {
             catalog,
             slots: FieldSlots::default(),
             slot_of: FxHashMap::default(),
+            leaf_keys: FxHashMap::default(),
+            group_keys: FxHashMap::default(),
+            memo_of: FxHashMap::default(),
         }
     }
 
@@ -169,6 +184,8 @@ impl<'c> Compiler<'c> {
         }
         let mut work = vec![Work::Visit(root, 0)];
         let mut done: Vec<Node> = Vec::new();
+        // Beside each built node: its structural key, number of leaves and height.
+        let mut keys: Vec<(u32, u32, u32)> = Vec::new();
         let mut too_deep = false;
         while let Some(item) = work.pop() {
             match item {
@@ -183,6 +200,7 @@ impl<'c> Compiler<'c> {
                             ));
                         }
                         done.push(Node::Const(false));
+                        keys.push((self.leaf_key("false".to_string()), 1, 1));
                         continue;
                     }
                     match expr {
@@ -197,11 +215,19 @@ impl<'c> Compiler<'c> {
                             work.push(Work::Not);
                             work.push(Work::Visit(inner, depth + 1));
                         }
-                        leaf => done.push(self.leaf(leaf, errors, warnings)),
+                        leaf => {
+                            done.push(self.leaf(leaf, errors, warnings));
+                            keys.push((self.leaf_key(leaf.to_string()), 1, 1));
+                        }
                     }
                 }
                 Work::Not => {
                     let inner = done.pop().expect("the operand of not was built");
+                    let (key, leaves, height) = keys.pop().expect("the operand of not has a key");
+                    // `not` is keyed as a one-child "or" group of its own kind (`false`
+                    // marks "not", `true` a group): a distinct namespace from and/or.
+                    let not_key = self.group_key(false, Box::new([key, u32::MAX]));
+                    keys.push((not_key, leaves, height + 1));
                     done.push(match inner {
                         Node::Const(v) => Node::Const(!v),
                         Node::Not(n) => *n,
@@ -210,11 +236,44 @@ impl<'c> Compiler<'c> {
                 }
                 Work::Group { is_and, n } => {
                     let items = done.split_off(done.len() - n);
-                    done.push(group(is_and, items));
+                    let child_keys = keys.split_off(keys.len() - n);
+                    let leaves = child_keys.iter().map(|&(_, l, _)| l).sum::<u32>();
+                    let height = 1 + child_keys.iter().map(|&(_, _, h)| h).max().unwrap_or(0);
+                    let mut ids: Vec<u32> = child_keys.into_iter().map(|(k, _, _)| k).collect();
+                    ids.push(u32::from(is_and));
+                    let key = self.group_key(true, ids.into_boxed_slice());
+                    keys.push((key, leaves, height));
+                    let node = group(is_and, items);
+                    done.push(match node {
+                        Node::And(_) | Node::Or(_)
+                            if leaves >= MEMO_MIN_LEAVES && height <= MEMO_MAX_HEIGHT =>
+                        {
+                            let next = u32::try_from(self.memo_of.len()).unwrap_or(u32::MAX);
+                            let slot = *self.memo_of.entry(key).or_insert(next);
+                            self.slots.n_memos = self.memo_of.len();
+                            Node::Memo {
+                                slot,
+                                inner: Box::new(node),
+                            }
+                        }
+                        other => other,
+                    });
                 }
             }
         }
         done.pop().expect("the root was built")
+    }
+
+    /// The structural key of a leaf, from its canonical text.
+    fn leaf_key(&mut self, text: String) -> u32 {
+        let next = u32::try_from(self.leaf_keys.len() + self.group_keys.len()).unwrap_or(u32::MAX);
+        *self.leaf_keys.entry(text).or_insert(next)
+    }
+
+    /// The structural key of a group (or `not`) from its kind and its children's keys.
+    fn group_key(&mut self, is_group: bool, children: Box<[u32]>) -> u32 {
+        let next = u32::try_from(self.leaf_keys.len() + self.group_keys.len()).unwrap_or(u32::MAX);
+        *self.group_keys.entry((is_group, children)).or_insert(next)
     }
 
     fn leaf(
@@ -723,6 +782,7 @@ fn event_types(node: &Node, negated: bool, words: usize, n_types: usize) -> Vec<
             v
         }
         Node::Not(inner) => event_types(inner, !negated, words, n_types),
+        Node::Memo { inner, .. } => event_types(inner, negated, words, n_types),
         Node::And(items) | Node::Or(items) => {
             // and (or under negation) intersects; or (and under negation) unites.
             let intersect = matches!(node, Node::And(_)) != negated;
@@ -1106,6 +1166,64 @@ mod tests {
         }
         assert_eq!(ev.extractions("proc.name"), 3, "once per event");
         assert_eq!(ev.extractions("fd.num"), 3, "once per event");
+    }
+
+    #[test]
+    fn shared_groups_are_memoized_once_per_event_across_filters() {
+        let cat = FakeCatalog::new();
+        let mut compiler = Compiler::new(&cat);
+        // The same three-leaf group (a macro expanded into two rules), plus a different one.
+        let shared = "(proc.name = bash and fd.num = 3 and proc.name != sh)";
+        let sources = [
+            format!("{shared} and fd.num > 1"),
+            format!("fd.num < 10 and {shared}"),
+            "(proc.name = bash and fd.num = 3 and proc.name != zsh)".to_string(),
+        ];
+        let filters: Vec<Filter> = sources
+            .iter()
+            .map(|src| compiler.compile(&parse_condition(src).unwrap()).unwrap())
+            .collect();
+        let memo_slots = |f: &Filter| {
+            let mut slots = Vec::new();
+            let mut stack = vec![&f.root];
+            while let Some(node) = stack.pop() {
+                match node {
+                    Node::Memo { slot, inner } => {
+                        slots.push(*slot);
+                        stack.push(inner);
+                    }
+                    Node::And(items) | Node::Or(items) => stack.extend(items.iter()),
+                    Node::Not(inner) => stack.push(inner),
+                    _ => {}
+                }
+            }
+            slots
+        };
+        let (a, b, c) = (
+            memo_slots(&filters[0]),
+            memo_slots(&filters[1]),
+            memo_slots(&filters[2]),
+        );
+        assert!(
+            a.iter().any(|s| b.contains(s)),
+            "the shared group has one slot: {a:?} {b:?}"
+        );
+        assert!(
+            !c.iter().any(|s| a.contains(s)),
+            "a different group has its own: {a:?} {c:?}"
+        );
+        let slots = compiler.finish();
+        let mut ctx = EvalCtx::new(&slots);
+        let mut ev = FakeEvent::default();
+        for (name, want) in [("bash", [true, true, true]), ("sh", [false, false, false])] {
+            ev.set_str("proc.name", name);
+            ctx.reset();
+            let got: Vec<bool> = filters.iter().map(|f| f.eval(&ev, &mut ctx)).collect();
+            assert_eq!(
+                got, want,
+                "proc.name = {name}: a stale memo would repeat the last event"
+            );
+        }
     }
 
     #[test]

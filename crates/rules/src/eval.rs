@@ -41,6 +41,8 @@ use vigil_fields::{Extract, FieldRef, IpNet, Value};
 #[derive(Clone, Debug, Default)]
 pub struct FieldSlots {
     pub(crate) refs: Vec<FieldRef>,
+    /// Number of memoized subtrees ([`Node::Memo`]) across the ruleset.
+    pub(crate) n_memos: usize,
 }
 
 impl FieldSlots {
@@ -152,6 +154,8 @@ const ARENA_KEEP: usize = 1 << 20;
 pub struct EvalCtx {
     generation: u32,
     fetched: Vec<u32>,
+    /// Per memoized subtree: the generation its result was computed in, and the result.
+    memo: Vec<(u32, bool)>,
     ranges: Vec<(usize, usize)>,
     vals: Vec<CVal>,
     bytes: Vec<u8>,
@@ -175,6 +179,7 @@ impl EvalCtx {
         EvalCtx {
             generation: 1,
             fetched: vec![0; n],
+            memo: vec![(0, false); slots.n_memos],
             ranges: vec![(MISSING, MISSING); n],
             vals: Vec::new(),
             bytes: Vec::new(),
@@ -190,6 +195,7 @@ impl EvalCtx {
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
             self.fetched.iter_mut().for_each(|g| *g = 0);
+            self.memo.iter_mut().for_each(|m| m.0 = 0);
             self.generation = 1;
         }
         self.vals.clear();
@@ -402,6 +408,13 @@ pub(crate) enum Node {
         op: CmpOp,
         rhs: COperand,
     },
+    /// A subtree whose result is computed at most once per event. The compiler gives the same
+    /// slot to structurally identical subtrees across all rules of a ruleset (typically one
+    /// macro expanded into several rules: `open_read`, `spawned_process and container` …).
+    Memo {
+        slot: u32,
+        inner: Box<Node>,
+    },
 }
 
 impl Node {
@@ -413,7 +426,7 @@ impl Node {
             Node::Exists(op) => 2 + op.transformers.len() as u32,
             Node::Test { lhs, test, .. } => test.cost() + 2 * lhs.transformers.len() as u32,
             Node::Fields { .. } => 8,
-            Node::Not(inner) => inner.cost(),
+            Node::Not(inner) | Node::Memo { inner, .. } => inner.cost(),
             Node::And(items) | Node::Or(items) => items
                 .iter()
                 .map(Node::cost)
@@ -451,6 +464,20 @@ fn eval_node(node: &Node, ex: &dyn Extract, ctx: &mut EvalCtx) -> bool {
             false
         }
         Node::Not(inner) => !eval_node(inner, ex, ctx),
+        Node::Memo { slot, inner } => {
+            let i = *slot as usize;
+            if i >= ctx.memo.len() {
+                // A filter compiled after this context was built.
+                ctx.memo.resize(i + 1, (0, false));
+            }
+            let (generation, result) = ctx.memo[i];
+            if generation == ctx.generation {
+                return result;
+            }
+            let result = eval_node(inner, ex, ctx);
+            ctx.memo[i] = (ctx.generation, result);
+            result
+        }
         leaf => eval_leaf(leaf, ex, ctx),
     }
 }
@@ -487,7 +514,7 @@ fn eval_leaf(node: &Node, ex: &dyn Extract, ctx: &mut EvalCtx) -> bool {
             l.iter()
                 .any(|a| r.iter().any(|b| compare_values(*op, a, b)))
         }
-        Node::And(_) | Node::Or(_) | Node::Not(_) => eval_node(node, ex, ctx),
+        Node::And(_) | Node::Or(_) | Node::Not(_) | Node::Memo { .. } => eval_node(node, ex, ctx),
     }
 }
 
