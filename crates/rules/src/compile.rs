@@ -688,7 +688,11 @@ fn group(is_and: bool, items: Vec<Node>) -> Node {
             other => nodes.push(other),
         }
     }
-    nodes.sort_by_key(Node::cost);
+    // Keep the author's order, as Falco does: rules put their most selective test first
+    // (`open_read and sensitive_files and not …`), and a cost-only ordering would run a dozen
+    // cheap-looking exclusions before it on every event. Only `evt.type` bit tests and
+    // constants, which are both cheapest and often decisive, move to the front (stable sort).
+    nodes.sort_by_key(|n| u32::from(n.cost() > 1));
     match nodes.len() {
         0 => Node::Const(is_and),
         1 => nodes.pop().expect("one node"),

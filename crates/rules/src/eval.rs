@@ -215,48 +215,58 @@ impl EvalCtx {
         }
     }
 
-    /// The values of one slot for the current event, extracting them on first use.
+    /// The cached range of a slot's values; extracts on the first use in an event.
+    #[inline]
     fn fetch(&mut self, ex: &dyn Extract, slot: u32, field: &FieldRef) -> Option<(usize, usize)> {
         let i = slot as usize;
+        let (start, end) = match self.fetched.get(i) {
+            Some(&g) if g == self.generation => self.ranges[i],
+            _ => self.extract_slot(ex, i, field),
+        };
+        (start != MISSING).then_some((start, end))
+    }
+
+    /// Cache miss: extracts the field's values into the arena (kept out of line so that the
+    /// hit path above stays small enough to inline into the evaluator).
+    #[inline(never)]
+    fn extract_slot(&mut self, ex: &dyn Extract, i: usize, field: &FieldRef) -> (usize, usize) {
         if i >= self.fetched.len() {
             // A filter compiled against more slots than this context was built for.
             self.fetched.resize(i + 1, 0);
             self.ranges.resize(i + 1, (MISSING, MISSING));
         }
-        if self.fetched[i] != self.generation {
-            self.fetched[i] = self.generation;
-            let mut recv: Vec<Value<'_>> = recycle(std::mem::take(&mut self.recv));
-            let start = self.vals.len();
-            if ex.extract(field, &mut recv) {
-                for value in recv.drain(..) {
-                    let cval = match value {
-                        Value::Str(s) => {
-                            let start = self.bytes.len();
-                            self.bytes.extend_from_slice(&s);
-                            CVal::Str {
-                                start,
-                                len: s.len(),
-                            }
+        self.fetched[i] = self.generation;
+        let mut recv: Vec<Value<'_>> = recycle(std::mem::take(&mut self.recv));
+        let start = self.vals.len();
+        if ex.extract(field, &mut recv) {
+            for value in recv.drain(..) {
+                let cval = match value {
+                    Value::Str(s) => {
+                        let start = self.bytes.len();
+                        self.bytes.extend_from_slice(&s);
+                        CVal::Str {
+                            start,
+                            len: s.len(),
                         }
-                        Value::I64(v) => CVal::I64(v),
-                        Value::U64(v) => CVal::U64(v),
-                        Value::Bool(v) => CVal::Bool(v),
-                        Value::Ip(v) => CVal::Ip(v),
-                        Value::Net(v) => CVal::Net(v),
-                    };
-                    self.vals.push(cval);
-                }
-                self.ranges[i] = (start, self.vals.len());
-            } else {
-                self.ranges[i] = (MISSING, MISSING);
+                    }
+                    Value::I64(v) => CVal::I64(v),
+                    Value::U64(v) => CVal::U64(v),
+                    Value::Bool(v) => CVal::Bool(v),
+                    Value::Ip(v) => CVal::Ip(v),
+                    Value::Net(v) => CVal::Net(v),
+                };
+                self.vals.push(cval);
             }
-            self.recv = recycle(recv);
+            self.ranges[i] = (start, self.vals.len());
+        } else {
+            self.ranges[i] = (MISSING, MISSING);
         }
-        let (start, end) = self.ranges[i];
-        (start != MISSING).then_some((start, end))
+        self.recv = recycle(recv);
+        self.ranges[i]
     }
 
     /// The values of an operand (field, then transformers), or `None` when the field has none.
+    #[inline]
     pub(crate) fn load(&mut self, ex: &dyn Extract, op: &COperand) -> Option<Src> {
         let (start, end) = self.fetch(ex, op.slot, &op.field)?;
         let mut src = Src::Cache(start, end);
@@ -266,6 +276,7 @@ impl EvalCtx {
         Some(src)
     }
 
+    #[inline]
     pub(crate) fn vals(&self, src: Src) -> Vals<'_> {
         match src {
             Src::Cache(s, e) => Vals {

@@ -1,15 +1,60 @@
-//! Path normalisation and resolution against a base directory.
-
 /// Appends `raw` resolved against `base` (an absolute directory) to `out`, normalised: `.` and
 /// empty components dropped, `..` pops (never above `/`). An absolute `raw` ignores `base`.
 /// The result is absolute, without a trailing slash except for `/` itself.
 pub fn resolve_into(base: &[u8], raw: &[u8], out: &mut Vec<u8>) {
     out.clear();
+    // Fast paths: the parts are already normal (the usual case), so the result is a copy.
+    if raw.first() == Some(&b'/') {
+        if is_normal_absolute(raw) {
+            out.extend_from_slice(raw);
+            return;
+        }
+    } else if base.first() == Some(&b'/') && is_normal_relative(raw) {
+        let base = match base {
+            [rest @ .., b'/'] if !rest.is_empty() => rest,
+            _ => base,
+        };
+        if is_normal_absolute(base) {
+            out.extend_from_slice(base);
+            if !raw.is_empty() {
+                if base.len() > 1 {
+                    out.push(b'/');
+                }
+                out.extend_from_slice(raw);
+            }
+            return;
+        }
+    }
     out.push(b'/');
     if raw.first() != Some(&b'/') {
         push_components(base, out);
     }
     push_components(raw, out);
+}
+
+/// Whether `path` (starting with `/`) is `/` or `/`-separated components none of which is
+/// empty, `.` or `..`: what [`resolve_into`] would make of it is the path itself.
+fn is_normal_absolute(path: &[u8]) -> bool {
+    path == b"/" || is_normal_relative(path.get(1..).unwrap_or_default()) && path.len() > 1
+}
+
+/// Whether `path` is empty or `/`-separated components none of which is empty, `.` or `..`.
+fn is_normal_relative(path: &[u8]) -> bool {
+    if path.is_empty() {
+        return true;
+    }
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'/', path).chain([path.len()]) {
+        if !is_normal_component(&path[start..end]) {
+            return false;
+        }
+        start = end + 1;
+    }
+    true
+}
+
+fn is_normal_component(comp: &[u8]) -> bool {
+    !matches!(comp, b"" | b"." | b"..")
 }
 
 /// [`resolve_into`] into a new vector.
@@ -80,6 +125,45 @@ mod tests {
         assert_eq!(r("/", "/"), "/");
         assert_eq!(r("/a/b", "../.."), "/");
         assert_eq!(normalize(b"etc/x"), b"/etc/x");
+    }
+
+    #[test]
+    fn fast_paths_agree_with_component_walk() {
+        // Everything the fast paths accept or reject, checked against the plain walk.
+        let parts = ["", "/", "a", ".", "..", "ab", ".x", "x.", "...", "//"];
+        let mut inputs = vec![String::new()];
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for s in &inputs {
+                for p in parts {
+                    next.push(format!("{s}{p}"));
+                    next.push(format!("{s}{p}/"));
+                }
+            }
+            inputs = next;
+        }
+        inputs.sort();
+        inputs.dedup();
+        let slow = |base: &[u8], raw: &[u8]| {
+            let mut out = vec![b'/'];
+            if raw.first() != Some(&b'/') {
+                push_components(base, &mut out);
+            }
+            push_components(raw, &mut out);
+            out
+        };
+        let bases = ["/", "/home/u", "/home/u/", "/a/./b", "rel", "", "//x"];
+        let mut out = Vec::new();
+        for raw in &inputs {
+            for base in bases {
+                resolve_into(base.as_bytes(), raw.as_bytes(), &mut out);
+                assert_eq!(
+                    out,
+                    slow(base.as_bytes(), raw.as_bytes()),
+                    "base {base:?} raw {raw:?}"
+                );
+            }
+        }
     }
 
     #[test]

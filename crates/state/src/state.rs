@@ -1,5 +1,6 @@
 //! [`State`]: the tables, and how events change them.
 
+use std::collections::hash_map::Entry;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -12,7 +13,9 @@ use vigil_event::{
 use crate::container::ContainerTable;
 use crate::path;
 use crate::schema::{self, Op, NONE};
-use crate::table::{FdEntry, FdObj, FdTable, FdType, Image, Net, Process, Thread, UNKNOWN_ID};
+use crate::table::{
+    FdEntry, FdObj, FdTable, FdType, Image, ImageParts, Net, Process, Thread, UNKNOWN_ID,
+};
 use crate::users::{MemUserDb, UserDb};
 use crate::view::EventView;
 
@@ -40,6 +43,10 @@ const AF_UNIX: u64 = 1;
 const AF_INET: u64 = 2;
 const AF_INET6: u64 = 10;
 const AF_NETLINK: u64 = 16;
+/// How many unshared fd objects and images are kept for reuse (with the size bounds of
+/// `FdObj::recyclable` and `Image::recyclable`, at most about 1 MiB and 1 MiB).
+const MAX_SPARE_OBJS: usize = 64;
+const MAX_SPARE_IMAGES: usize = 16;
 
 /// How a [`State`] is set up.
 pub struct StateConfig {
@@ -102,6 +109,33 @@ pub struct State {
     max_threads: usize,
     max_fds: usize,
     stats: StateStats,
+    /// Unshared fd objects and images of removed descriptors and replaced images, reused (with
+    /// their buffers) for new ones so a steady event stream does not allocate.
+    spare_objs: Vec<Arc<FdObj>>,
+    spare_images: Vec<Arc<Image>>,
+    /// The image of every placeholder process (unknown), shared.
+    unknown_image: Arc<Image>,
+    /// Stands in for an fd object being moved out of a table entry.
+    blank_obj: Arc<FdObj>,
+    /// Scratch buffer for resolving paths (swapped with the buffer of the object that keeps
+    /// the result).
+    path_buf: Vec<u8>,
+    /// Scratch buffer for rendering descriptor names.
+    text_buf: String,
+}
+
+/// Keeps `obj` for reuse when nothing else refers to it and there is room.
+fn recycle_obj(spare: &mut Vec<Arc<FdObj>>, mut obj: Arc<FdObj>) {
+    if spare.len() < MAX_SPARE_OBJS && Arc::get_mut(&mut obj).is_some_and(|o| o.recyclable()) {
+        spare.push(obj);
+    }
+}
+
+/// Keeps `image` for reuse when nothing else refers to it and there is room.
+fn recycle_image(spare: &mut Vec<Arc<Image>>, mut image: Arc<Image>) {
+    if spare.len() < MAX_SPARE_IMAGES && Arc::get_mut(&mut image).is_some_and(|i| i.recyclable()) {
+        spare.push(image);
+    }
 }
 
 fn param_i64(evt: &Event, i: u8) -> Option<i64> {
@@ -195,6 +229,12 @@ impl State {
             max_threads: config.max_threads,
             max_fds: config.max_fds_per_table,
             stats: StateStats::default(),
+            spare_objs: Vec::new(),
+            spare_images: Vec::new(),
+            unknown_image: Arc::new(Image::default()),
+            blank_obj: Arc::new(FdObj::new(FdType::Other, Vec::new())),
+            path_buf: Vec::new(),
+            text_buf: String::new(),
         }
     }
 
@@ -281,13 +321,6 @@ impl State {
         self.remove_thread_entry(t.tid);
         if !self.procs.contains_key(&pid) || t.tid == pid {
             let mut image = Image {
-                known: true,
-                comm: t.comm.clone(),
-                exe: t.exe.clone(),
-                exepath: t.exepath.clone(),
-                args: t.args.clone(),
-                env: t.env.clone(),
-                cgroup: t.cgroup.clone(),
                 exe_writable: t.exe_writable,
                 exe_upper_layer: t.exe_upper_layer,
                 exe_from_memfd: t.exe_from_memfd,
@@ -296,7 +329,14 @@ impl State {
                 exe_ino_mtime: t.exe_ino_mtime,
                 ..Image::default()
             };
-            image.finish();
+            image.set(&ImageParts {
+                comm: &t.comm,
+                exe: &t.exe,
+                exepath: &t.exepath,
+                args: &t.args,
+                env: &t.env,
+                cgroup: Some(&t.cgroup),
+            });
             let existing = self.procs.remove(&pid);
             let (fd_table, nthreads) = match &existing {
                 Some(p) => (p.fd_table, p.nthreads),
@@ -371,7 +411,11 @@ impl State {
         if let Some(t) = self.fd_tables.get_mut(&id) {
             t.refs = t.refs.saturating_sub(1);
             if t.refs == 0 {
-                self.fd_tables.remove(&id);
+                if let Some(mut t) = self.fd_tables.remove(&id) {
+                    for (_, e) in t.fds.drain() {
+                        recycle_obj(&mut self.spare_objs, e.obj);
+                    }
+                }
             }
         }
     }
@@ -412,10 +456,12 @@ impl State {
     }
 
     fn remove_process(&mut self, pid: i64) {
-        let Some(p) = self.procs.remove(&pid) else {
+        let Some(mut p) = self.procs.remove(&pid) else {
             return;
         };
         self.release_fd_table(p.fd_table);
+        let image = std::mem::replace(&mut p.image, Arc::clone(&self.unknown_image));
+        recycle_image(&mut self.spare_images, image);
         if let Some(n) = self.children.get_mut(&p.ppid) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -471,29 +517,67 @@ impl State {
     }
 
     fn insert_fd(&mut self, pid: i64, fd: i64, obj: FdObj, cloexec: bool) {
-        if fd < 0 {
-            return;
-        }
-        let max = self.max_fds;
-        let Some(table) = self.table_mut(pid) else {
+        self.insert_fd_with(pid, fd, cloexec, obj.ty, |o| *o = obj);
+    }
+
+    /// Sets descriptor `fd` of `pid` to a new object of type `ty` (with an empty name) as
+    /// `fill` completes it. The object replaced, when nothing else shares it, or else a spare
+    /// one is reused with its buffers.
+    fn insert_fd_with(
+        &mut self,
+        pid: i64,
+        fd: i64,
+        cloexec: bool,
+        ty: FdType,
+        fill: impl FnOnce(&mut FdObj),
+    ) {
+        let table = match self.procs.get(&pid) {
+            Some(p) if fd >= 0 => self.fd_tables.get_mut(&p.fd_table),
+            _ => None,
+        };
+        let Some(table) = table else {
             return;
         };
-        if table.fds.len() >= max && !table.fds.contains_key(&fd) {
-            self.stats.dropped_fds += 1;
-            return;
-        }
-        table.fds.insert(
-            fd,
-            FdEntry {
-                obj: Arc::new(obj),
-                cloexec,
-            },
-        );
+        let spare = &mut self.spare_objs;
+        let mut fresh = || {
+            spare
+                .pop()
+                .unwrap_or_else(|| Arc::new(FdObj::new(ty, Vec::new())))
+        };
+        let len = table.fds.len();
+        let obj = match table.fds.entry(fd) {
+            Entry::Occupied(slot) => {
+                let e = slot.into_mut();
+                e.cloexec = cloexec;
+                if !Arc::get_mut(&mut e.obj).is_some_and(|o| o.recyclable()) {
+                    e.obj = fresh();
+                }
+                Arc::make_mut(&mut e.obj)
+            }
+            Entry::Vacant(_) if len >= self.max_fds => {
+                self.stats.dropped_fds += 1;
+                return;
+            }
+            Entry::Vacant(slot) => Arc::make_mut(
+                &mut slot
+                    .insert(FdEntry {
+                        obj: fresh(),
+                        cloexec,
+                    })
+                    .obj,
+            ),
+        };
+        obj.reset(ty);
+        fill(obj);
     }
 
     fn remove_fd(&mut self, pid: i64, fd: i64) {
-        if let Some(t) = self.table_mut(pid) {
-            t.fds.remove(&fd);
+        let table = match self.procs.get(&pid) {
+            Some(p) => self.fd_tables.get_mut(&p.fd_table),
+            None => None,
+        };
+        if let Some(e) = table.and_then(|t| t.fds.remove(&fd)) {
+            recycle_obj(&mut self.spare_objs, e.obj);
         }
     }
 
@@ -501,8 +585,16 @@ impl State {
     /// are resolved against `dirfd` (an open directory) or, for `None`/`AT_FDCWD`, the cwd.
     /// When the base is unknown the raw path is returned as it is.
     pub(crate) fn resolve_path(&self, pid: i64, dirfd: Option<i64>, raw: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(raw.len() + 1);
+        self.resolve_path_into(pid, dirfd, raw, &mut out);
+        out
+    }
+
+    /// [`State::resolve_path`] into `out` (cleared first).
+    fn resolve_path_into(&self, pid: i64, dirfd: Option<i64>, raw: &[u8], out: &mut Vec<u8>) {
         if raw.first() == Some(&b'/') {
-            return path::normalize(raw);
+            path::resolve_into(b"/", raw, out);
+            return;
         }
         let base: &[u8] = match dirfd {
             Some(fd) if fd != AT_FDCWD => self
@@ -516,9 +608,11 @@ impl State {
                 .unwrap_or(b""),
         };
         if base.first() != Some(&b'/') {
-            return raw.to_vec();
+            out.clear();
+            out.extend_from_slice(raw);
+            return;
         }
-        path::resolve(base, raw)
+        path::resolve_into(base, raw, out);
     }
 
     // ----- applying events -----
@@ -571,18 +665,22 @@ impl State {
                     param_u64(evt, flags).unwrap_or(0)
                 };
                 let dirfd = (dirfd != NONE).then(|| param_i64(evt, dirfd)).flatten();
-                let resolved = self.resolve_path(pid, dirfd.or(Some(AT_FDCWD)), raw);
+                let mut resolved = std::mem::take(&mut self.path_buf);
+                self.resolve_path_into(pid, dirfd.or(Some(AT_FDCWD)), raw, &mut resolved);
                 let ty = if flags & O_DIRECTORY != 0 {
                     FdType::Directory
                 } else {
                     FdType::File
                 };
-                let mut obj = FdObj::new(ty, resolved);
-                obj.nameraw = raw.to_vec();
-                obj.flags = flags as u32;
-                obj.dev = param_u64(evt, dev).unwrap_or(0);
-                obj.ino = param_u64(evt, ino).unwrap_or(0);
-                self.insert_fd(pid, res, obj, flags & O_CLOEXEC != 0);
+                let (dev, ino) = (param_u64(evt, dev), param_u64(evt, ino));
+                self.insert_fd_with(pid, res, flags & O_CLOEXEC != 0, ty, |obj| {
+                    // The object's (empty) buffer becomes the next scratch buffer.
+                    obj.set_path(&mut resolved, raw);
+                    obj.flags = flags as u32;
+                    obj.dev = dev.unwrap_or(0);
+                    obj.ino = ino.unwrap_or(0);
+                });
+                self.path_buf = resolved;
             }
             Op::Dup { old, new, flags } => {
                 let Some(oldfd) = param_i64(evt, old) else {
@@ -640,12 +738,12 @@ impl State {
                     return;
                 }
                 let ty = param_u64(evt, ty).unwrap_or(0);
-                let obj = socket_obj(
+                let (fd_type, net) = socket_kind(
                     param_u64(evt, domain).unwrap_or(0),
                     ty,
                     param_u64(evt, proto).unwrap_or(0),
                 );
-                self.insert_fd(pid, res, obj, ty & SOCK_CLOEXEC != 0);
+                self.insert_fd_with(pid, res, ty & SOCK_CLOEXEC != 0, fd_type, |o| o.net = net);
             }
             Op::Socketpair {
                 domain,
@@ -733,8 +831,7 @@ impl State {
                         });
                     }
                     Param::Addr(SockAddr::Unix { path }) => {
-                        let path = path.clone();
-                        self.update_fd(pid, fd, |obj| obj.name = path);
+                        self.update_fd(pid, fd, |obj| obj.set_name(path));
                     }
                     _ => {}
                 }
@@ -954,7 +1051,7 @@ impl State {
         self.stats.unknown_thread_events += 1;
         if !self.procs.contains_key(&event_pid) {
             let table = self.new_fd_table();
-            let mut p = Process::placeholder(event_pid, table);
+            let mut p = Process::placeholder(event_pid, table, Arc::clone(&self.unknown_image));
             if evt.tid == event_pid {
                 p.vpid = UNKNOWN_ID;
             }
@@ -1101,71 +1198,72 @@ impl State {
         // loginuid tty cap_inheritable cap_permitted cap_effective cgroups exe_flags exe_ino
         // exe_ino_ctime exe_ino_mtime.
         let list = |i: u8| match evt.param(usize::from(i)) {
-            Param::List(l) => Some(l.clone()),
-            _ => None,
+            Param::List(l) => l.as_slice(),
+            _ => &[],
         };
         let raw_path = param_bytes(evt, path_idx).unwrap_or(b"");
         let dirfd_val = (dirfd != NONE).then(|| param_i64(evt, dirfd)).flatten();
-        let cwd_param = param_bytes(evt, t(5))
-            .filter(|c| c.first() == Some(&b'/'))
-            .map(|c| dir_with_slash(path::normalize(c)));
-        let exepath = match param_bytes(evt, t(4)).filter(|p| !p.is_empty()) {
-            Some(p) => p.to_vec(),
-            None if raw_path.is_empty() => dirfd_val
-                .and_then(|fd| self.fd_entry(pid, fd))
-                .map(|e| e.obj.name.clone())
-                .unwrap_or_default(),
-            None => self.resolve_path(pid, dirfd_val.or(Some(AT_FDCWD)), raw_path),
-        };
-        let args = list(t(1));
-        let exe = match param_bytes(evt, t(0)) {
-            Some(e) => e.to_vec(),
-            None => raw_path.to_vec(),
-        };
+        let mut exepath = std::mem::take(&mut self.path_buf);
+        exepath.clear();
+        match param_bytes(evt, t(4)).filter(|p| !p.is_empty()) {
+            Some(p) => exepath.extend_from_slice(p),
+            None if raw_path.is_empty() => {
+                if let Some(e) = dirfd_val.and_then(|fd| self.fd_entry(pid, fd)) {
+                    exepath.extend_from_slice(&e.obj.name);
+                }
+            }
+            None => {
+                self.resolve_path_into(pid, dirfd_val.or(Some(AT_FDCWD)), raw_path, &mut exepath)
+            }
+        }
+        let exe = param_bytes(evt, t(0)).unwrap_or(raw_path);
         let comm = match param_bytes(evt, t(3)) {
-            Some(c) => c.to_vec(),
+            Some(c) => c,
             None => {
                 let base = path::basename(if exepath.is_empty() {
                     raw_path
                 } else {
                     &exepath
                 });
-                base[..base.len().min(15)].to_vec()
+                &base[..base.len().min(15)]
             }
         };
         let exe_flags = param_u64(evt, t(19)).unwrap_or(0);
-        let old_cgroup = self
-            .procs
-            .get(&pid)
-            .map(|p| p.image.cgroup.clone())
-            .unwrap_or_default();
-        let mut image = Image {
-            known: true,
+        let Some(p) = self.procs.get_mut(&pid) else {
+            self.path_buf = exepath;
+            return;
+        };
+        let mut image = self
+            .spare_images
+            .pop()
+            .unwrap_or_else(|| Arc::new(Image::default()));
+        let img = Arc::make_mut(&mut image);
+        img.set(&ImageParts {
             comm,
             exe,
-            exepath,
-            args: args.unwrap_or_default(),
-            env: list(t(2)).unwrap_or_default(),
-            cgroup: param_bytes(evt, t(18)).map_or(old_cgroup, <[u8]>::to_vec),
-            exe_writable: exe_flags & vigil_event::table::exe_flags::WRITABLE != 0,
-            exe_upper_layer: exe_flags & vigil_event::table::exe_flags::UPPER_LAYER != 0,
-            exe_from_memfd: exe_flags & vigil_event::table::exe_flags::FROM_MEMFD != 0,
-            exe_ino: param_u64(evt, t(20)).unwrap_or(0),
-            exe_ino_ctime: param_u64(evt, t(21)).unwrap_or(0),
-            exe_ino_mtime: param_u64(evt, t(22)).unwrap_or(0),
-            ..Image::default()
-        };
-        image.finish();
+            exepath: &exepath,
+            args: list(t(1)),
+            env: list(t(2)),
+            cgroup: Some(param_bytes(evt, t(18)).unwrap_or(&p.image.cgroup)),
+        });
+        img.exe_writable = exe_flags & vigil_event::table::exe_flags::WRITABLE != 0;
+        img.exe_upper_layer = exe_flags & vigil_event::table::exe_flags::UPPER_LAYER != 0;
+        img.exe_from_memfd = exe_flags & vigil_event::table::exe_flags::FROM_MEMFD != 0;
+        img.exe_ino = param_u64(evt, t(20)).unwrap_or(0);
+        img.exe_ino_ctime = param_u64(evt, t(21)).unwrap_or(0);
+        img.exe_ino_mtime = param_u64(evt, t(22)).unwrap_or(0);
+        self.path_buf = exepath;
+        let old = std::mem::replace(&mut p.image, image);
+        recycle_image(&mut self.spare_images, old);
+        if let Some(cwd) = param_bytes(evt, t(5)).filter(|c| c.first() == Some(&b'/')) {
+            path::resolve_into(b"/", cwd, &mut p.cwd);
+            if p.cwd.last() != Some(&b'/') {
+                p.cwd.push(b'/');
+            }
+        }
         let ptid = param_i64(evt, t(8)).filter(|&v| v > 0);
         let u = |k: u8| param_u32(evt, t(k));
         let caps = |k: u8| param_u64(evt, t(k));
-        let Some(p) = self.procs.get_mut(&pid) else {
-            return;
-        };
-        p.image = Arc::new(image);
-        if let Some(cwd) = cwd_param {
-            p.cwd = cwd;
-        }
         let old_ppid = p.ppid;
         if let Some(ptid) = ptid {
             p.ppid = ptid;
@@ -1229,8 +1327,18 @@ impl State {
                 p.fd_table = id;
             }
         }
-        if let Some(t) = self.table_mut(pid) {
-            t.fds.retain(|_, e| !e.cloexec);
+        let table = match self.procs.get(&pid) {
+            Some(p) => self.fd_tables.get_mut(&p.fd_table),
+            None => None,
+        };
+        if let Some(t) = table {
+            let (spare, blank) = (&mut self.spare_objs, &self.blank_obj);
+            t.fds.retain(|_, e| {
+                if e.cloexec {
+                    recycle_obj(spare, std::mem::replace(&mut e.obj, Arc::clone(blank)));
+                }
+                !e.cloexec
+            });
         }
     }
 
@@ -1259,6 +1367,8 @@ impl State {
 
     /// Sets the endpoints of socket `fd` from a tuple (preferred) or a destination address.
     fn set_endpoint(&mut self, pid: i64, fd: i64, tuple: &Param, addr: &Param, is_server: bool) {
+        let mut text = std::mem::take(&mut self.text_buf);
+        text.clear();
         let (ty, net, name) = match (tuple, addr) {
             (
                 Param::Tuple(SockTuple::Inet {
@@ -1275,12 +1385,20 @@ impl State {
                 } else {
                     FdType::Ipv4
                 };
-                let (net, name) =
-                    net_from_tuple(*l4proto, *src_ip, *src_port, *dst_ip, *dst_port, is_server);
-                (ty, Some(net), name)
+                let net = Net {
+                    l4proto: *l4proto,
+                    cip: *src_ip,
+                    cport: *src_port,
+                    sip: *dst_ip,
+                    sport: *dst_port,
+                    is_server,
+                    connected: true,
+                };
+                crate::render::tuple_name(&net, &mut text);
+                (ty, Some(net), text.as_bytes())
             }
             (Param::Tuple(SockTuple::Unix { path }), _)
-            | (_, Param::Addr(SockAddr::Unix { path })) => (FdType::Unix, None, path.clone()),
+            | (_, Param::Addr(SockAddr::Unix { path })) => (FdType::Unix, None, path.as_slice()),
             (_, Param::Addr(SockAddr::Inet { ip, port })) => {
                 let ty = if ip.is_ipv6() {
                     FdType::Ipv6
@@ -1295,37 +1413,40 @@ impl State {
                 net.sip = *ip;
                 net.sport = *port;
                 net.connected = true;
-                let mut name = String::new();
-                crate::render::tuple_name(&net, &mut name);
-                (ty, Some(net), name.into_bytes())
+                crate::render::tuple_name(&net, &mut text);
+                (ty, Some(net), text.as_bytes())
             }
-            _ => return,
+            _ => {
+                self.text_buf = text;
+                return;
+            }
         };
-        let exists = self.fd_entry(pid, fd).is_some();
-        if !exists {
-            let mut obj = FdObj::new(ty, name);
-            obj.net = net;
-            self.insert_fd(pid, fd, obj, false);
-            return;
-        }
-        let mut changed = false;
-        self.update_fd(pid, fd, |obj| {
-            changed = obj.name != name;
-            if let Some(mut n) = net {
-                if let Some(old) = obj.net {
-                    if n.l4proto == 0 {
-                        n.l4proto = old.l4proto;
+        if self.fd_entry(pid, fd).is_none() {
+            self.insert_fd_with(pid, fd, false, ty, |obj| {
+                obj.name.extend_from_slice(name);
+                obj.net = net;
+            });
+        } else {
+            let mut changed = false;
+            self.update_fd(pid, fd, |obj| {
+                changed = obj.name != name;
+                if let Some(mut n) = net {
+                    if let Some(old) = obj.net {
+                        if n.l4proto == 0 {
+                            n.l4proto = old.l4proto;
+                        }
+                        n.is_server |= old.is_server && is_server;
                     }
-                    n.is_server |= old.is_server && is_server;
+                    obj.net = Some(n);
                 }
-                obj.net = Some(n);
-            }
-            if obj.ty == FdType::Other || (obj.ty.is_inet() && ty.is_inet()) {
-                obj.ty = ty;
-            }
-            obj.name = name;
-        });
-        self.name_changed = changed;
+                if obj.ty == FdType::Other || (obj.ty.is_inet() && ty.is_inet()) {
+                    obj.ty = ty;
+                }
+                obj.set_name(name);
+            });
+            self.name_changed = changed;
+        }
+        self.text_buf = text;
     }
 
     fn setpgid(&mut self, caller: i64, target: i64, pgid: i64) {
@@ -1359,18 +1480,25 @@ fn dir_with_slash(mut dir: Vec<u8>) -> Vec<u8> {
     dir
 }
 
-fn socket_obj(domain: u64, ty: u64, proto: u64) -> FdObj {
+/// The type and (for inet) endpoints of a new socket.
+fn socket_kind(domain: u64, ty: u64, proto: u64) -> (FdType, Option<Net>) {
     match domain {
         AF_INET | AF_INET6 => {
             let ipv6 = domain == AF_INET6;
-            let mut obj = FdObj::new(if ipv6 { FdType::Ipv6 } else { FdType::Ipv4 }, Vec::new());
-            obj.net = Some(Net::unconnected(l4proto_for(ty, proto), ipv6));
-            obj
+            let net = Net::unconnected(l4proto_for(ty, proto), ipv6);
+            (if ipv6 { FdType::Ipv6 } else { FdType::Ipv4 }, Some(net))
         }
-        AF_UNIX => FdObj::new(FdType::Unix, Vec::new()),
-        AF_NETLINK => FdObj::new(FdType::Netlink, Vec::new()),
-        _ => FdObj::new(FdType::Other, Vec::new()),
+        AF_UNIX => (FdType::Unix, None),
+        AF_NETLINK => (FdType::Netlink, None),
+        _ => (FdType::Other, None),
     }
+}
+
+fn socket_obj(domain: u64, ty: u64, proto: u64) -> FdObj {
+    let (fd_type, net) = socket_kind(domain, ty, proto);
+    let mut obj = FdObj::new(fd_type, Vec::new());
+    obj.net = net;
+    obj
 }
 
 /// Converts a snapshot descriptor. Inet tuples are taken as client → server with this process
@@ -1385,7 +1513,7 @@ fn fd_from_info(fd: &FdInfo) -> (FdObj, bool) {
                 FdType::Directory
             };
             let mut obj = FdObj::new(ty, fd.name.clone());
-            obj.nameraw = fd.name.clone();
+            obj.set_nameraw(&fd.name);
             obj
         }
         FdKind::Inet { tuple, ipv6 } => {

@@ -1426,3 +1426,101 @@ fn snapshot_hostname_and_config_hostname() {
     });
     assert_eq!(f(&state, &e, "evt.hostname"), "snap");
 }
+
+/// Descriptor objects and images are reused (in place, or from the spares of closed
+/// descriptors and dead processes): nothing of a previous owner may show through, and objects
+/// still shared (fork copies, dups, a parent's image) are never overwritten.
+#[test]
+fn reused_objects_and_images_do_not_leak() {
+    let mut state = tree();
+    let open = |state: &mut State, tid: i64, name: &str, res: i64| {
+        apply(state, ev(tid, "open").bytes("name", name).res(res).build())
+    };
+    let close = |state: &mut State, tid: i64, fd: i64| {
+        let evt = apply(state, ev(tid, "close").int("fd", fd).build());
+        state.finish(&evt);
+    };
+    open(&mut state, 400, "notes/a.txt", 20);
+    apply(
+        &mut state,
+        ev(400, "dup2")
+            .int("oldfd", 20)
+            .int("newfd", 21)
+            .res(21)
+            .build(),
+    );
+    apply(&mut state, ev(400, "fork").res(970).build());
+    // Reopening fd 20 in the parent: the dup and the child's copy keep the old object.
+    let reopened = open(&mut state, 400, "/etc/hosts", 20);
+    assert_eq!(f(&state, &reopened, "fd.name"), "/etc/hosts");
+    assert_eq!(f(&state, &reopened, "fd.nameraw"), "/etc/hosts");
+    for (tid, fd) in [(400, 21), (970, 20), (970, 21)] {
+        let r = read(tid, tid, fd);
+        assert_eq!(f(&state, &r, "fd.name"), "/home/alice/work/notes/a.txt");
+        assert_eq!(
+            f(&state, &r, "fd.nameraw"),
+            "notes/a.txt",
+            "tid {tid} fd {fd}"
+        );
+    }
+    // A closed descriptor's object comes back for the next open with nothing of the old one.
+    close(&mut state, 400, 20);
+    close(&mut state, 400, 21);
+    let sock = apply(
+        &mut state,
+        ev(400, "socket")
+            .uint("domain", 2)
+            .uint("type", 1)
+            .uint("proto", 0)
+            .res(22)
+            .build(),
+    );
+    assert_eq!(f(&state, &sock, "fd.type"), "ipv4");
+    assert_eq!(f(&state, &sock, "fd.name"), "");
+    assert_eq!(field(&state, &sock, "fd.nameraw"), None);
+    let reopened = open(&mut state, 400, "/etc/hosts", 23);
+    assert_eq!(f(&state, &reopened, "fd.nameraw"), "/etc/hosts");
+    assert_eq!(field(&state, &reopened, "fd.sport"), None);
+    // Renaming a descriptor whose raw name was its name keeps the raw name.
+    apply(
+        &mut state,
+        ev(400, "connect")
+            .int("fd", 23)
+            .tuple("tuple", 6, "10.0.0.2:40000", "10.0.0.7:443")
+            .build(),
+    );
+    let r = read(400, 400, 23);
+    assert_eq!(f(&state, &r, "fd.name"), "10.0.0.2:40000->10.0.0.7:443");
+    assert_eq!(f(&state, &r, "fd.nameraw"), "/etc/hosts");
+
+    // The child's exec leaves the parent's (shared) image alone.
+    let exec = apply(
+        &mut state,
+        ev(970, "execve")
+            .bytes("filename", "/bin/ls")
+            .list("args", &["-la", "/root"])
+            .list("env", &["LANG=C", "TOKEN=x"])
+            .build(),
+    );
+    assert_eq!(f(&state, &exec, "proc.cmdline"), "ls -la /root");
+    assert_eq!(f(&state, &exec, "proc.env[TOKEN]"), "x");
+    let parent = read(400, 400, 0);
+    assert_eq!(f(&state, &parent, "proc.cmdline"), "python3 script.py -v");
+    assert_eq!(f(&state, &parent, "proc.env[SECRET_TOKEN]"), "abc=def");
+    // Its image, once it is gone, serves the next exec without leaking into it.
+    let exit = apply(&mut state, ev(970, "procexit").build());
+    state.finish(&exit);
+    apply(&mut state, ev(400, "fork").res(980).build());
+    let exec = apply(
+        &mut state,
+        ev(980, "execve").bytes("filename", "/bin/true").build(),
+    );
+    assert_eq!(f(&state, &exec, "proc.name"), "true");
+    assert_eq!(f(&state, &exec, "proc.cmdline"), "true");
+    assert_eq!(f(&state, &exec, "proc.args"), "");
+    assert_eq!(f(&state, &exec, "proc.cmdnargs"), "0");
+    assert_eq!(f(&state, &exec, "proc.env"), "");
+    assert_eq!(field(&state, &exec, "proc.env[TOKEN]"), None);
+    assert_eq!(f(&state, &exec, "proc.exepath"), "/bin/true");
+    assert_eq!(f(&state, &read(400, 400, 0), "proc.name"), "python3");
+}

@@ -824,15 +824,13 @@ impl Extract for EventView<'_> {
             F::ProcAcmdline => {
                 self.ancestor_field(&field.arg, out, |p| image_str(p, |i| &i.cmdline))
             }
-            F::ProcCmdnargs => push_opt(out, self.image().map(|i| Value::U64(i.args.len() as u64))),
-            F::ProcCmdlenargs => push_opt(
-                out,
-                self.image()
-                    .map(|i| Value::U64(i.args.iter().map(|a| a.len() as u64).sum())),
-            ),
+            F::ProcCmdnargs => push_opt(out, self.image().map(|i| Value::U64(i.nargs as u64))),
+            F::ProcCmdlenargs => {
+                push_opt(out, self.image().map(|i| Value::U64(i.args_len() as u64)))
+            }
             F::ProcExeline => self.image().is_some_and(|i| {
                 let mut line = i.exe.clone();
-                if !i.args.is_empty() {
+                if i.nargs > 0 {
                     line.push(b' ');
                     line.extend_from_slice(i.args_joined());
                 }
@@ -847,19 +845,14 @@ impl Extract for EventView<'_> {
                     FieldArg::Key(name) => {
                         let name = name.as_bytes();
                         image
-                            .env
-                            .iter()
+                            .env_vars()
                             .find_map(|e| {
                                 e.strip_prefix(name)
                                     .and_then(|rest| rest.strip_prefix(b"="))
                             })
                             .is_some_and(|v| push_str(out, v))
                     }
-                    _ => {
-                        let joined = image.env.join(&b' ');
-                        out.push(Value::Str(Cow::Owned(joined)));
-                        true
-                    }
+                    _ => push_str(out, &image.env),
                 }
             }
             F::ProcCwd => self.proc.is_some_and(|p| push_nonempty(out, &p.cwd)),
@@ -1082,7 +1075,7 @@ impl Extract for EventView<'_> {
                 }),
             },
             F::FdNameraw => match self.fd() {
-                Some((_, e)) => push_nonempty(out, &e.obj.nameraw),
+                Some((_, e)) => push_nonempty(out, e.obj.nameraw()),
                 None => self.open_path().is_some_and(|(_, raw)| push_str(out, raw)),
             },
             F::FdDirectory => match self.fd() {
