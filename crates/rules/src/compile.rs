@@ -1216,6 +1216,20 @@ mod tests {
             !c.iter().any(|s| a.contains(s)),
             "a different group has its own: {a:?} {c:?}"
         );
+        // Once every rule is compiled, memos nothing shares are unwrapped; shared ones stay.
+        let mut filters = filters;
+        {
+            let mut refs: Vec<&mut Filter> = filters.iter_mut().collect();
+            crate::eval::keep_shared_memos(&mut refs);
+        }
+        let (a, b, c) = (
+            memo_slots(&filters[0]),
+            memo_slots(&filters[1]),
+            memo_slots(&filters[2]),
+        );
+        assert_eq!(a, b, "the shared group keeps its memo in both filters");
+        assert_eq!(a.len(), 1, "only the shared group is memoized: {a:?}");
+        assert!(c.is_empty(), "an unshared group loses its memo: {c:?}");
         let slots = compiler.finish();
         let mut ctx = EvalCtx::new(&slots);
         let mut ev = FakeEvent::default();

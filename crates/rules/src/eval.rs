@@ -31,7 +31,7 @@ use crate::compile::CompileError;
 use aho_corasick::AhoCorasick;
 use base64::Engine as _;
 use memchr::memmem;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
 use std::net::IpAddr;
 use vigil_fields::{Extract, FieldRef, IpNet, Value};
@@ -444,6 +444,43 @@ impl Node {
                 .max()
                 .unwrap_or(0)
                 .saturating_add(1),
+        }
+    }
+}
+
+/// Unwraps the memo nodes whose slot occurs only once across `filters`: the compiler memoizes
+/// every sizeable group because it cannot know which ones later rules will repeat, and a memo
+/// that nothing shares only costs a check and a store per event. Iterative (trees may be deep).
+pub(crate) fn keep_shared_memos(filters: &mut [&mut Filter]) {
+    let mut counts: FxHashMap<u32, u32> = FxHashMap::default();
+    for filter in filters.iter() {
+        let mut stack: Vec<&Node> = vec![&filter.root];
+        while let Some(node) = stack.pop() {
+            match node {
+                Node::Memo { slot, inner } => {
+                    *counts.entry(*slot).or_default() += 1;
+                    stack.push(inner);
+                }
+                Node::And(items) | Node::Or(items) => stack.extend(items.iter()),
+                Node::Not(inner) => stack.push(inner),
+                _ => {}
+            }
+        }
+    }
+    let shared = |slot: &u32| counts.get(slot).is_some_and(|&n| n >= 2);
+    for filter in filters.iter_mut() {
+        let mut stack: Vec<&mut Node> = vec![&mut filter.root];
+        while let Some(node) = stack.pop() {
+            while matches!(node, Node::Memo { slot, .. } if !shared(slot)) {
+                if let Node::Memo { inner, .. } = std::mem::replace(node, Node::Const(false)) {
+                    *node = *inner;
+                }
+            }
+            match node {
+                Node::Memo { inner, .. } | Node::Not(inner) => stack.push(inner),
+                Node::And(items) | Node::Or(items) => stack.extend(items.iter_mut()),
+                _ => {}
+            }
         }
     }
 }

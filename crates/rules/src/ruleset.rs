@@ -194,7 +194,9 @@ pub struct Ruleset {
 }
 
 impl Ruleset {
-    pub(crate) fn new(rules: Vec<Rule>, slots: FieldSlots, n_event_types: usize) -> Ruleset {
+    pub(crate) fn new(mut rules: Vec<Rule>, slots: FieldSlots, n_event_types: usize) -> Ruleset {
+        let mut filters: Vec<&mut Filter> = rules.iter_mut().map(|r| &mut r.filter).collect();
+        crate::eval::keep_shared_memos(&mut filters);
         let selected = rules.iter().map(|r| r.enabled).collect();
         let mut rs = Ruleset {
             rules,
