@@ -52,6 +52,19 @@ fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
     path
 }
 
+/// `vigil capture convert --to FORM input output`, which must succeed.
+fn convert(form: &str, input: &Path, output: &Path) {
+    let out = vigil(&[
+        "capture",
+        "convert",
+        "--to",
+        form,
+        &input.display().to_string(),
+        &output.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
 #[test]
 fn validate_upstream_rules_reports_counts_and_nothing_unsupported() {
     let Some(dir) = upstream("validate_upstream_rules_reports_counts_and_nothing_unsupported")
@@ -271,15 +284,7 @@ fn binary_and_jsonl_captures_replay_to_the_same_alerts() {
     let dir = scratch("convert");
     let jsonl = repo_root().join("testdata/vigil-default/stdio-to-network-socket/events.jsonl");
     let binary = dir.join("capture.vcap");
-    let out = vigil(&[
-        "capture",
-        "convert",
-        "--to",
-        "binary",
-        &jsonl.display().to_string(),
-        &binary.display().to_string(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    convert("binary", &jsonl, &binary);
     let from_text = vigil(&[
         "replay",
         "--rule-matching",
@@ -305,15 +310,7 @@ fn binary_and_jsonl_captures_replay_to_the_same_alerts() {
 
     // Back to text, and the same again.
     let again = dir.join("again.jsonl");
-    let out = vigil(&[
-        "capture",
-        "convert",
-        "--to",
-        "jsonl",
-        &binary.display().to_string(),
-        &again.display().to_string(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    convert("jsonl", &binary, &again);
     let from_again = vigil(&[
         "replay",
         "--rule-matching",
@@ -329,15 +326,7 @@ fn corrupt_captures_fail_with_position_and_exit_2() {
     let dir = scratch("corrupt");
     let jsonl = repo_root().join("testdata/vigil-default/ptrace-attach/events.jsonl");
     let binary = dir.join("capture.vcap");
-    let out = vigil(&[
-        "capture",
-        "convert",
-        "--to",
-        "binary",
-        &jsonl.display().to_string(),
-        &binary.display().to_string(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    convert("binary", &jsonl, &binary);
     let bytes = fs::read(&binary).expect("read binary capture");
 
     let truncated = dir.join("truncated.vcap");

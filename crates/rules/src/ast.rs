@@ -65,6 +65,41 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
+    /// Every operator, symbols first, then words.
+    pub const ALL: [CmpOp; 18] = [
+        CmpOp::Eq,
+        CmpOp::Ne,
+        CmpOp::Lt,
+        CmpOp::Le,
+        CmpOp::Gt,
+        CmpOp::Ge,
+        CmpOp::In,
+        CmpOp::Intersects,
+        CmpOp::Pmatch,
+        CmpOp::Contains,
+        CmpOp::IContains,
+        CmpOp::BContains,
+        CmpOp::StartsWith,
+        CmpOp::BStartsWith,
+        CmpOp::EndsWith,
+        CmpOp::Glob,
+        CmpOp::IGlob,
+        CmpOp::Regex,
+    ];
+
+    /// The operator written `text` (its [`CmpOp::as_str`] spelling, or `==` for `=`).
+    pub fn from_text(text: &str) -> Option<CmpOp> {
+        if text == "==" {
+            return Some(CmpOp::Eq);
+        }
+        CmpOp::ALL.into_iter().find(|op| op.as_str() == text)
+    }
+
+    /// Whether the operator is a word (`contains`) rather than a symbol (`>=`).
+    pub fn is_word(self) -> bool {
+        self.as_str().bytes().all(|b| b.is_ascii_alphabetic())
+    }
+
     /// The operator as written in a condition (`=` for [`CmpOp::Eq`]).
     pub fn as_str(self) -> &'static str {
         match self {

@@ -96,21 +96,6 @@ fn ends_bareword(b: u8) -> bool {
     is_ws(b) || matches!(b, b'(' | b')' | b',' | b'"' | b'\'')
 }
 
-const WORD_OPS: &[(&str, CmpOp)] = &[
-    ("in", CmpOp::In),
-    ("intersects", CmpOp::Intersects),
-    ("pmatch", CmpOp::Pmatch),
-    ("contains", CmpOp::Contains),
-    ("icontains", CmpOp::IContains),
-    ("bcontains", CmpOp::BContains),
-    ("startswith", CmpOp::StartsWith),
-    ("bstartswith", CmpOp::BStartsWith),
-    ("endswith", CmpOp::EndsWith),
-    ("glob", CmpOp::Glob),
-    ("iglob", CmpOp::IGlob),
-    ("regex", CmpOp::Regex),
-];
-
 /// What follows an operand in boolean position.
 enum After {
     Op(CmpOp),
@@ -384,9 +369,9 @@ impl<'s> Parser<'s> {
         if self.eat_keyword("exists") {
             return After::Exists;
         }
-        for (word, op) in WORD_OPS {
-            if self.eat_keyword(word) {
-                return After::Op(*op);
+        for op in CmpOp::ALL.into_iter().filter(|op| op.is_word()) {
+            if self.eat_keyword(op.as_str()) {
+                return After::Op(op);
             }
         }
         After::Nothing

@@ -817,30 +817,7 @@ fn ex_value(file: usize, node: &Node, rule: &str, rep: &mut Reporter) -> Option<
 
 /// Parses a comparison operator as written in exceptions' `comps`.
 pub fn parse_cmp(text: &str) -> Option<CmpOp> {
-    use CmpOp::*;
-    [
-        Eq,
-        Ne,
-        Lt,
-        Le,
-        Gt,
-        Ge,
-        In,
-        Intersects,
-        Pmatch,
-        Contains,
-        IContains,
-        BContains,
-        StartsWith,
-        BStartsWith,
-        EndsWith,
-        Glob,
-        IGlob,
-        Regex,
-    ]
-    .into_iter()
-    .find(|op| op.as_str() == text.trim())
-    .or_else(|| (text.trim() == "==").then_some(Eq))
+    CmpOp::from_text(text.trim())
 }
 
 fn check_engine_version(file: usize, item: &Node, rep: &mut Reporter) {
