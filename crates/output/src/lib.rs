@@ -33,6 +33,16 @@ pub struct Alert {
     pub output_fields: Vec<(String, Option<Value<'static>>)>,
 }
 
+/// Fields that print as a time string but that Falco's JSON `output_fields` gives as the raw
+/// event timestamp.
+const RAW_TIME_FIELDS: &[&str] = &[
+    "evt.time",
+    "evt.time.s",
+    "evt.time.iso8601",
+    "evt.datetime",
+    "evt.datetime.s",
+];
+
 /// Which optional properties the JSON object carries (Falco's `json_include_*_property`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JsonOptions {
@@ -89,11 +99,18 @@ impl Alert {
         Json::Object(object)
     }
 
-    /// The `output_fields` object alone: typed values, `null` for missing ones.
+    /// The `output_fields` object alone: typed values, `null` for missing ones. The event-time
+    /// string fields carry the raw timestamp (nanoseconds since the epoch) here, as in Falco's
+    /// JSON, while the text output shows them formatted.
     pub fn fields_json(&self) -> Json {
         let mut fields = Map::new();
         for (name, value) in &self.output_fields {
-            fields.insert(name.clone(), value.as_ref().map_or(Json::Null, value_json));
+            let json = if RAW_TIME_FIELDS.contains(&name.as_str()) {
+                Json::Number(Number::from(self.time))
+            } else {
+                value.as_ref().map_or(Json::Null, value_json)
+            };
+            fields.insert(name.clone(), json);
         }
         Json::Object(fields)
     }
@@ -178,6 +195,29 @@ mod tests {
             }
         });
         assert_eq!(json, expected);
+    }
+
+    #[test]
+    fn time_string_fields_are_raw_timestamps_in_json() {
+        let mut alert = alert();
+        alert.output_fields.push((
+            "evt.time".into(),
+            Some(Value::Str(Cow::Borrowed(b"22:13:20.000001000"))),
+        ));
+        alert.output_fields.push((
+            "evt.datetime".into(),
+            Some(Value::Str(Cow::Borrowed(b"2023-11-14 22:13:20.000001000"))),
+        ));
+        let fields = alert.fields_json();
+        assert_eq!(
+            fields["evt.time"],
+            serde_json::json!(1_700_000_000_000_001_000u64)
+        );
+        assert_eq!(
+            fields["evt.datetime"],
+            serde_json::json!(1_700_000_000_000_001_000u64)
+        );
+        assert_eq!(fields["fd.name"], "/etc/shadow");
     }
 
     #[test]
