@@ -13,12 +13,15 @@
 //! still resolve). Malformed or surprising events are counted ([`StateStats`]), never a panic.
 //!
 //! It must not know about rules, outputs or drivers: it sees events ([`vigil_event`]) and
-//! serves fields ([`vigil_fields`]). No I/O except reading user databases when asked.
+//! serves fields ([`vigil_fields`]). No I/O except reading user databases when asked and
+//! reading `/proc` into a bootstrap [`vigil_event::Snapshot`] ([`procfs`], through the
+//! [`ProcSource`] trait so tests use an in-memory fake).
 #![forbid(unsafe_code)]
 
 mod container;
 mod fields;
 mod path;
+pub mod procfs;
 mod render;
 mod schema;
 mod state;
@@ -34,6 +37,9 @@ mod testutil;
 pub use container::container_id_from_cgroup;
 pub use fields::{catalog, FieldCatalog};
 pub use path::{normalize as normalize_path, resolve as resolve_path};
+pub use procfs::{
+    read_snapshot, FakeProc, ProcError, ProcSource, RealProc, SnapshotOptions, SnapshotStats,
+};
 pub use state::{State, StateConfig, StateStats, MAX_ANCESTORS};
 pub use users::{FileUserDb, MemUserDb, UserDb, UserDbError};
 pub use view::EventView;
