@@ -1,0 +1,374 @@
+//! Configuration types and their defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The whole agent configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Rules files or directories, loaded in order (`rules_files`; the older `rules_file` is
+    /// accepted too, `rules_files` wins when both are present).
+    pub rules_files: Vec<PathBuf>,
+    /// Enable/disable selectors applied in order after loading rules (`rules`).
+    pub rules: Vec<RuleSelector>,
+    /// Minimum rule priority to load (`priority`).
+    pub priority: Priority,
+    /// Whether evaluation stops at the first matching rule (`rule_matching`).
+    pub rule_matching: RuleMatching,
+    pub json_output: bool,
+    pub json_include_output_property: bool,
+    pub json_include_tags_property: bool,
+    pub json_include_message_property: bool,
+    pub json_include_output_fields_property: bool,
+    /// Extra output text and fields appended to matching rules' outputs (`append_output`).
+    pub append_output: Vec<AppendOutput>,
+    pub stdout_output: StdoutOutput,
+    pub file_output: FileOutput,
+    pub syslog_output: SyslogOutput,
+    pub program_output: ProgramOutput,
+    pub http_output: HttpOutput,
+    pub buffered_outputs: bool,
+    pub outputs_queue: OutputsQueue,
+    pub webserver: Webserver,
+    pub metrics: Metrics,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            rules_files: vec![
+                PathBuf::from("/etc/falco/falco_rules.yaml"),
+                PathBuf::from("/etc/falco/falco_rules.local.yaml"),
+                PathBuf::from("/etc/falco/rules.d"),
+            ],
+            rules: Vec::new(),
+            priority: Priority::Debug,
+            rule_matching: RuleMatching::First,
+            json_output: false,
+            json_include_output_property: true,
+            json_include_tags_property: true,
+            json_include_message_property: false,
+            json_include_output_fields_property: true,
+            append_output: Vec::new(),
+            stdout_output: StdoutOutput { enabled: true },
+            file_output: FileOutput::default(),
+            syslog_output: SyslogOutput { enabled: true },
+            program_output: ProgramOutput::default(),
+            http_output: HttpOutput::default(),
+            buffered_outputs: false,
+            outputs_queue: OutputsQueue { capacity: 0 },
+            webserver: Webserver::default(),
+            metrics: Metrics::default(),
+        }
+    }
+}
+
+/// Falco's rule priorities, most severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    Emergency,
+    Alert,
+    Critical,
+    Error,
+    Warning,
+    Notice,
+    Informational,
+    Debug,
+}
+
+impl Priority {
+    /// Parses Falco's priority names case-insensitively (`info` is accepted for `informational`).
+    pub fn parse(s: &str) -> Option<Priority> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "emergency" => Priority::Emergency,
+            "alert" => Priority::Alert,
+            "critical" => Priority::Critical,
+            "error" => Priority::Error,
+            "warning" => Priority::Warning,
+            "notice" => Priority::Notice,
+            "informational" | "info" => Priority::Informational,
+            "debug" => Priority::Debug,
+            _ => return None,
+        })
+    }
+
+    /// Falco's lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Emergency => "emergency",
+            Priority::Alert => "alert",
+            Priority::Critical => "critical",
+            Priority::Error => "error",
+            Priority::Warning => "warning",
+            Priority::Notice => "notice",
+            Priority::Informational => "informational",
+            Priority::Debug => "debug",
+        }
+    }
+}
+
+/// `rule_matching`: stop at the first matching rule or report all matching rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleMatching {
+    First,
+    All,
+}
+
+/// One item of Falco's `rules:` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleSelector {
+    Enable(RuleMatch),
+    Disable(RuleMatch),
+}
+
+/// What a `rules:` selector applies to; the name may contain `*` wildcards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleMatch {
+    Rule(String),
+    Tag(String),
+}
+
+/// One `append_output` item.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AppendOutput {
+    /// The `match` conditions; all given ones must hold (none given: every rule).
+    pub matches: AppendMatch,
+    pub extra_output: Option<String>,
+    pub extra_fields: Vec<ExtraField>,
+}
+
+/// The `match` part of an `append_output` item.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AppendMatch {
+    pub source: Option<String>,
+    pub tags: Vec<String>,
+    pub rule: Option<String>,
+}
+
+/// An `extra_fields` entry: a bare field name (`evt.hostname`, `value: None`) or a single-key
+/// mapping `{name: value}` whose value is an output format or literal text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraField {
+    pub name: String,
+    pub value: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StdoutOutput {
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyslogOutput {
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileOutput {
+    pub enabled: bool,
+    pub keep_alive: bool,
+    pub filename: PathBuf,
+}
+
+impl Default for FileOutput {
+    fn default() -> Self {
+        FileOutput {
+            enabled: false,
+            keep_alive: false,
+            filename: PathBuf::from("./events.txt"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramOutput {
+    pub enabled: bool,
+    pub keep_alive: bool,
+    pub program: String,
+}
+
+impl Default for ProgramOutput {
+    fn default() -> Self {
+        ProgramOutput {
+            enabled: false,
+            keep_alive: false,
+            program:
+                "jq '{text: .output}' | curl -d @- -X POST https://hooks.slack.com/services/XXX"
+                    .to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpOutput {
+    pub enabled: bool,
+    pub url: String,
+    pub user_agent: String,
+    pub insecure: bool,
+    pub ca_cert: PathBuf,
+    pub ca_bundle: PathBuf,
+    pub ca_path: PathBuf,
+    pub mtls: bool,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+    pub echo: bool,
+    pub compress_uploads: bool,
+    pub keep_alive: bool,
+    pub max_consecutive_timeouts: u32,
+}
+
+impl Default for HttpOutput {
+    fn default() -> Self {
+        HttpOutput {
+            enabled: false,
+            url: String::new(),
+            user_agent: "falcosecurity/falco".to_owned(),
+            insecure: false,
+            ca_cert: PathBuf::new(),
+            ca_bundle: PathBuf::new(),
+            ca_path: PathBuf::from("/etc/ssl/certs"),
+            mtls: false,
+            client_cert: PathBuf::from("/etc/ssl/certs/client.crt"),
+            client_key: PathBuf::from("/etc/ssl/certs/client.key"),
+            echo: false,
+            compress_uploads: false,
+            keep_alive: false,
+            max_consecutive_timeouts: 5,
+        }
+    }
+}
+
+/// `outputs_queue`; a capacity of 0 means unbounded (Falco's default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputsQueue {
+    pub capacity: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webserver {
+    pub enabled: bool,
+    pub listen_port: u16,
+    /// Vigil's default is the loopback address `127.0.0.1` (Falco binds `0.0.0.0`): the health
+    /// and metrics endpoints are exposed beyond the host only when the user asks for it.
+    pub listen_address: String,
+    pub k8s_healthz_endpoint: String,
+    pub ssl_enabled: bool,
+    pub ssl_certificate: PathBuf,
+    pub prometheus_metrics_enabled: bool,
+}
+
+impl Default for Webserver {
+    fn default() -> Self {
+        Webserver {
+            enabled: true,
+            listen_port: 8765,
+            listen_address: "127.0.0.1".to_owned(),
+            k8s_healthz_endpoint: "/healthz".to_owned(),
+            ssl_enabled: false,
+            ssl_certificate: PathBuf::from("/etc/falco/falco.pem"),
+            prometheus_metrics_enabled: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metrics {
+    pub enabled: bool,
+    /// Falco's duration syntax: a positive integer and a unit (`ms`, `s`, `m`, `h`, `d`, `w`).
+    pub interval: Duration,
+    pub output_rule: bool,
+    /// No file unless set (Falco leaves it commented out).
+    pub output_file: Option<PathBuf>,
+    pub rules_counters_enabled: bool,
+    pub resource_utilization_enabled: bool,
+    pub state_counters_enabled: bool,
+    pub kernel_event_counters_enabled: bool,
+    pub libbpf_stats_enabled: bool,
+    pub convert_memory_to_mb: bool,
+    pub include_empty_values: bool,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            enabled: false,
+            interval: Duration::from_secs(3600),
+            output_rule: true,
+            output_file: None,
+            rules_counters_enabled: true,
+            resource_utilization_enabled: true,
+            state_counters_enabled: true,
+            kernel_event_counters_enabled: true,
+            libbpf_stats_enabled: true,
+            convert_memory_to_mb: true,
+            include_empty_values: false,
+        }
+    }
+}
+
+/// Parses Falco's duration syntax (`1h`, `15m`, `30s`, `500ms`); `None` when malformed or zero.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let d = match unit {
+        "ns" => Duration::from_nanos(n),
+        "us" => Duration::from_micros(n),
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.checked_mul(60)?),
+        "h" => Duration::from_secs(n.checked_mul(3600)?),
+        "d" => Duration::from_secs(n.checked_mul(86_400)?),
+        "w" => Duration::from_secs(n.checked_mul(604_800)?),
+        _ => return None,
+    };
+    (!d.is_zero()).then_some(d)
+}
+
+/// Formats a duration in the largest unit that represents it exactly.
+pub fn format_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    for (unit, size) in [
+        ("w", 604_800_000_000_000u128),
+        ("d", 86_400_000_000_000),
+        ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ] {
+        if ns != 0 && (ns / size) * size == ns {
+            return format!("{}{unit}", ns / size);
+        }
+    }
+    format!("{ns}ns")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("5000ms"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_duration("0s"), None);
+        assert_eq!(parse_duration("h"), None);
+        assert_eq!(parse_duration("10"), None);
+        assert_eq!(parse_duration("99999999999999999999w"), None);
+        assert_eq!(format_duration(Duration::from_secs(3600)), "1h");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+        for s in ["1w", "2d", "90m", "17s", "3us", "7ns"] {
+            assert_eq!(format_duration(parse_duration(s).unwrap()), s);
+        }
+    }
+
+    #[test]
+    fn priorities() {
+        assert_eq!(Priority::parse("WARNING"), Some(Priority::Warning));
+        assert_eq!(Priority::parse("info"), Some(Priority::Informational));
+        assert_eq!(Priority::parse("loud"), None);
+        assert!(Priority::Emergency < Priority::Debug);
+    }
+}
