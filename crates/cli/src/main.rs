@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use vigil_config::{Config, RuleMatch, RuleSelector};
 use vigil_engine::{Engine, RulesText};
 use vigil_fields::Catalog;
 use vigil_output::JsonOptions;
@@ -50,6 +51,9 @@ enum Command {
     /// Work with capture files.
     #[command(subcommand)]
     Capture(CaptureCommand),
+    /// Show the effective configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// List every supported field with its type and meaning.
     Fields {
         /// Print JSON lines instead of a table.
@@ -58,14 +62,53 @@ enum Command {
     },
 }
 
+/// The configuration file and its command-line overrides (Falco's `-c` and `-o`).
+#[derive(Args)]
+struct ConfigArgs {
+    /// Configuration file (falco.yaml key names; default: the embedded configuration).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Override a configuration key (repeatable), e.g. `-o json_output=true`.
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+    options: Vec<String>,
+}
+
+impl ConfigArgs {
+    /// The effective configuration: the file (or the embedded default), then each override.
+    /// Ignored Falco-only settings are reported on stderr; errors are invalid input (exit 2).
+    fn load(&self) -> Result<Config> {
+        let loaded = match &self.config {
+            Some(path) => Config::load(path).map_err(|e| InvalidInput(e.to_string()))?,
+            None => Config::from_yaml_str(vigil_config::DEFAULT_CONFIG, "<embedded config>")
+                .map_err(|e| InvalidInput(e.to_string()))?,
+        };
+        let mut config = loaded.config;
+        let mut warnings = loaded.warnings;
+        for option in &self.options {
+            warnings.extend(
+                config
+                    .apply_override(option)
+                    .map_err(|e| InvalidInput(e.to_string()))?,
+            );
+        }
+        for warning in warnings {
+            eprintln!("vigil: warning: {warning}");
+        }
+        Ok(config)
+    }
+}
+
 #[derive(Args)]
 struct RulesSelection {
-    /// Rules file or directory (repeatable; default: the embedded Vigil ruleset).
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Rules file or directory (repeatable; replaces the configuration's `rules_files`;
+    /// default: the embedded Vigil ruleset).
     #[arg(short = 'r', long = "rules", value_name = "PATH")]
     rules: Vec<PathBuf>,
-    /// Minimum priority of rules to load (Falco `priority`).
-    #[arg(long, value_name = "PRIORITY", default_value = "debug")]
-    min_priority: String,
+    /// Minimum priority of rules to load (default: the configuration's `priority`).
+    #[arg(long, value_name = "PRIORITY")]
+    min_priority: Option<String>,
     /// Run only rules carrying this tag (repeatable; Falco `-t`). `*` wildcards allowed.
     #[arg(long, value_name = "TAG")]
     enable_tag: Vec<String>,
@@ -78,10 +121,18 @@ struct RulesSelection {
 }
 
 impl RulesSelection {
-    /// The enable/disable selection these flags describe, in Falco's order: `-t` narrows to
-    /// tags, then `-T` and rule names disable.
-    fn selection(&self) -> Selection {
+    /// The enable/disable selection: the configuration's `rules:` entries in order, then these
+    /// flags in Falco's order (`-t` narrows to tags, then `-T` and rule names disable).
+    fn selection(&self, config: &Config) -> Selection {
         let mut selection = Selection::default();
+        for selector in &config.rules {
+            selection = match selector {
+                RuleSelector::Enable(RuleMatch::Rule(r)) => selection.enable_rule(r),
+                RuleSelector::Enable(RuleMatch::Tag(t)) => selection.enable_tag(t),
+                RuleSelector::Disable(RuleMatch::Rule(r)) => selection.disable_rule(r),
+                RuleSelector::Disable(RuleMatch::Tag(t)) => selection.disable_tag(t),
+            };
+        }
         if !self.enable_tag.is_empty() {
             selection = selection.disable_rule("*");
             for tag in &self.enable_tag {
@@ -104,12 +155,13 @@ struct ReplayArgs {
     file: PathBuf,
     #[command(flatten)]
     selection: RulesSelection,
-    /// Print alerts as Falco JSON objects, one per line.
+    /// Print alerts as Falco JSON objects, one per line (or set `json_output`).
     #[arg(long)]
     json: bool,
-    /// Report every matching rule per event, or only the first (Falco `rule_matching`).
-    #[arg(long, value_enum, default_value_t = Matching::First)]
-    rule_matching: Matching,
+    /// Report every matching rule per event, or only the first (default: the configuration's
+    /// `rule_matching`).
+    #[arg(long, value_enum)]
+    rule_matching: Option<Matching>,
     /// Print the run's counters to stderr at the end.
     #[arg(long)]
     stats: bool,
@@ -137,6 +189,18 @@ enum RulesCommand {
         /// Print JSON lines instead of a table.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration (file or embedded default, then `-o` overrides).
+    #[command(
+        after_help = "Example:\n  vigil config show -c /etc/falco/falco.yaml -o json_output=true"
+    )]
+    Show {
+        #[command(flatten)]
+        config: ConfigArgs,
     },
 }
 
@@ -184,6 +248,7 @@ fn main() -> ExitCode {
         Command::Capture(CaptureCommand::Convert { input, output, to }) => {
             convert(&input, &output, to)
         }
+        Command::Config(ConfigCommand::Show { config }) => config_show(&config),
         Command::Fields { json } => fields(json),
     };
     match result {
@@ -229,22 +294,31 @@ fn error_count(result: &LoadResult) -> usize {
         .count()
 }
 
-/// Loads the selection's rules (or the embedded default), failing with exit code 2 on errors.
-fn load_selection(selection: &RulesSelection) -> Result<vigil_rules::Ruleset> {
-    let files = if selection.rules.is_empty() {
+/// Loads the selection's rules — `-r` paths, else the configuration's `rules_files`, else the
+/// embedded default — failing with exit code 2 on errors.
+fn load_selection(selection: &RulesSelection, config: &Config) -> Result<vigil_rules::Ruleset> {
+    let paths = if selection.rules.is_empty() {
+        &config.rules_files
+    } else {
+        &selection.rules
+    };
+    let files = if paths.is_empty() {
         vec![RulesText::embedded_default()]
     } else {
-        vigil_engine::read_rules_paths(&selection.rules)
-            .map_err(|e| InvalidInput(format!("{e:#}")))?
+        vigil_engine::read_rules_paths(paths).map_err(|e| InvalidInput(format!("{e:#}")))?
     };
-    let min_priority = Priority::parse(&selection.min_priority)
-        .ok_or_else(|| InvalidInput(format!("unknown priority `{}`", selection.min_priority)))?;
+    let priority_text = selection
+        .min_priority
+        .clone()
+        .unwrap_or_else(|| config.priority.as_str().to_string());
+    let min_priority = Priority::parse(&priority_text)
+        .ok_or_else(|| InvalidInput(format!("unknown priority `{priority_text}`")))?;
     let result = vigil_engine::load_rules(&files, &LoadOptions::default());
     print_diagnostics(&result.diagnostics);
     let errors = error_count(&result);
     match result.ruleset {
         Some(mut ruleset) if errors == 0 => {
-            ruleset.select(&selection.selection());
+            ruleset.select(&selection.selection(config));
             ruleset.set_min_priority(min_priority);
             Ok(ruleset)
         }
@@ -253,11 +327,17 @@ fn load_selection(selection: &RulesSelection) -> Result<vigil_rules::Ruleset> {
 }
 
 fn replay(args: ReplayArgs) -> Result<ExitCode> {
-    let mut ruleset = load_selection(&args.selection)?;
+    let config = args.selection.config.load()?;
+    let mut ruleset = load_selection(&args.selection, &config)?;
     ruleset.set_rule_matching(match args.rule_matching {
-        Matching::First => RuleMatching::First,
-        Matching::All => RuleMatching::All,
+        Some(Matching::First) => RuleMatching::First,
+        Some(Matching::All) => RuleMatching::All,
+        None => match config.rule_matching {
+            vigil_config::RuleMatching::First => RuleMatching::First,
+            vigil_config::RuleMatching::All => RuleMatching::All,
+        },
     });
+    let json = args.json || config.json_output;
     let mut source = vigil_capture::ReplaySource::open(&args.file)
         .with_context(|| format!("cannot replay `{}`", args.file.display()))?;
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -266,14 +346,18 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let mut engine = Engine::new(ruleset, system_state_config(&hostname), hostname);
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let json_options = JsonOptions::default();
+    let json_options = JsonOptions {
+        include_output: config.json_include_output_property,
+        include_tags: config.json_include_tags_property,
+        include_output_fields: config.json_include_output_fields_property,
+    };
     let mut write_error: Option<io::Error> = None;
     let stats = engine
         .run(&mut source, &mut |alert| {
             if write_error.is_some() {
                 return;
             }
-            let line = if args.json {
+            let line = if json {
                 alert.json_line(&json_options)
             } else {
                 alert.text_line()
@@ -349,7 +433,8 @@ fn validate(paths: &[PathBuf]) -> Result<ExitCode> {
 }
 
 fn list(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
-    let ruleset = load_selection(selection)?;
+    let config = selection.config.load()?;
+    let ruleset = load_selection(selection, &config)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     for (index, rule) in ruleset.rules().iter().enumerate() {
@@ -421,6 +506,15 @@ fn convert(input: &std::path::Path, output: &std::path::Path, to: CaptureForm) -
         .sync_all()
         .with_context(|| format!("cannot write `{}`", output.display()))?;
     eprintln!("converted {n_events} events to `{}`", output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn config_show(args: &ConfigArgs) -> Result<ExitCode> {
+    let config = args.load()?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    out.write_all(config.to_yaml().as_bytes())?;
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

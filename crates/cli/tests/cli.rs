@@ -449,3 +449,88 @@ fn rule_selection_flags_enable_and_disable_like_falco() {
     let notice_up = enabled(&["--min-priority", "error"]);
     assert!(!notice_up.is_empty() && notice_up.len() < all.len());
 }
+
+#[test]
+fn config_show_applies_overrides_and_rejects_bad_keys() {
+    let out = vigil(&[
+        "config",
+        "show",
+        "-o",
+        "json_output=true",
+        "-o",
+        "rule_matching=all",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains("json_output: true"), "{shown}");
+    assert!(shown.contains("rule_matching: all"), "{shown}");
+
+    let dir = scratch("config");
+    let bad = write(
+        &dir,
+        "bad.yaml",
+        "json_output: true\nhttp_output:\n  url: [1, 2]\n",
+    );
+    let out = vigil(&["config", "show", "-c", &bad.display().to_string()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:3:", bad.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("`http_output.url`"), "{stderr}");
+
+    let unknown = write(&dir, "unknown.yaml", "json_ouput: true\n");
+    let out = vigil(&["config", "show", "-c", &unknown.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unknown key"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = vigil(&["config", "show", "-o", "no_such_key=1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn replay_follows_the_configuration_and_flags_win() {
+    let capture = repo_root().join("testdata/vigil-default/stdio-to-network-socket/events.jsonl");
+    let capture = capture.display().to_string();
+    let lines = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["replay", capture.as_str()];
+        all.extend_from_slice(args);
+        let out = vigil(&all);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout).lines().map(str::to_string).collect()
+    };
+    // json_output and the json_include_* keys shape the alert.
+    let json = lines(&[
+        "-o",
+        "json_output=true",
+        "-o",
+        "json_include_tags_property=false",
+    ]);
+    let alert: serde_json::Value = serde_json::from_str(&json[0]).expect("JSON alert");
+    assert!(
+        alert.get("tags").is_none() && alert.get("output_fields").is_some(),
+        "{alert}"
+    );
+    // The configuration's `rules:` selectors apply; a flag re-enables nothing it disabled.
+    let dir = scratch("config-replay");
+    let config = write(
+        &dir,
+        "vigil.yaml",
+        "rules:\n  - disable:\n      rule: \"Standard Stream*\"\n",
+    );
+    let config = config.display().to_string();
+    assert!(
+        lines(&["-c", &config]).is_empty(),
+        "the only alerting rule is disabled"
+    );
+    // Priority: the configuration's threshold applies unless --min-priority is given.
+    let high = lines(&["-o", "priority=critical"]);
+    assert!(high.is_empty(), "{high:?}");
+    let flag_wins = lines(&["-o", "priority=critical", "--min-priority", "debug"]);
+    assert!(!flag_wins.is_empty());
+}

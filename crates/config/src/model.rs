@@ -7,7 +7,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Rules files or directories, loaded in order (`rules_files`; the older `rules_file` is
-    /// accepted too, `rules_files` wins when both are present).
+    /// accepted too, `rules_files` wins when both are present). Empty means Vigil's embedded
+    /// default ruleset.
     pub rules_files: Vec<PathBuf>,
     /// Enable/disable selectors applied in order after loading rules (`rules`).
     pub rules: Vec<RuleSelector>,
@@ -36,11 +37,8 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            rules_files: vec![
-                PathBuf::from("/etc/falco/falco_rules.yaml"),
-                PathBuf::from("/etc/falco/falco_rules.local.yaml"),
-                PathBuf::from("/etc/falco/rules.d"),
-            ],
+            // Empty: Vigil's embedded default ruleset (Falco's default lists /etc/falco files).
+            rules_files: Vec::new(),
             rules: Vec::new(),
             priority: Priority::Debug,
             rule_matching: RuleMatching::First,

@@ -727,7 +727,7 @@ mod tests {
         assert_eq!(c.webserver.listen_port, 8765);
         assert_eq!(c.metrics.interval, Duration::from_secs(3600));
         assert_eq!(c.http_output.max_consecutive_timeouts, 5);
-        assert_eq!(c.rules_files.len(), 3);
+        assert!(c.rules_files.is_empty(), "empty: the embedded ruleset");
         // Empty and comment-only documents are the defaults.
         assert_eq!(load("").config, c);
         assert_eq!(load("# nothing\n").config, c);
@@ -1202,7 +1202,15 @@ container_engines:
 "#;
         let l = load(text);
         let c = &l.config;
-        assert_eq!(c.rules_files, Config::default().rules_files);
+        assert_eq!(
+            c.rules_files,
+            [
+                "/etc/falco/falco_rules.yaml",
+                "/etc/falco/falco_rules.local.yaml",
+                "/etc/falco/rules.d"
+            ]
+            .map(PathBuf::from)
+        );
         assert_eq!(
             c.rules,
             vec![RuleSelector::Disable(RuleMatch::Rule(
@@ -1254,10 +1262,19 @@ container_engines:
             .unwrap();
         assert_eq!(c.http_output.url, "http://127.0.0.1:2801/");
         c.apply_override("rules_files[0]=/x.yaml").unwrap();
-        assert_eq!(c.rules_files[0], PathBuf::from("/x.yaml"));
-        assert_eq!(c.rules_files.len(), 3);
-        c.apply_override("rules_files[3]=/appended.yaml").unwrap();
-        assert_eq!(c.rules_files[3], PathBuf::from("/appended.yaml"));
+        assert_eq!(
+            c.rules_files,
+            vec![PathBuf::from("/x.yaml")],
+            "index = length appends"
+        );
+        c.apply_override("rules_files[0]=/y.yaml").unwrap();
+        assert_eq!(
+            c.rules_files,
+            vec![PathBuf::from("/y.yaml")],
+            "an existing index replaces"
+        );
+        c.apply_override("rules_files[1]=/appended.yaml").unwrap();
+        assert_eq!(c.rules_files[1], PathBuf::from("/appended.yaml"));
         c.apply_override("rules_files=[/only.yaml]").unwrap();
         assert_eq!(c.rules_files, vec![PathBuf::from("/only.yaml")]);
         c.apply_override("webserver.listen_port=9999").unwrap();
@@ -1306,7 +1323,7 @@ container_engines:
             ("rules_files[0=a", "malformed index"),
             (
                 "rules_files[7]=a",
-                "index 7 is out of range (the list has 3 items)",
+                "index 7 is out of range (the list has 0 items)",
             ),
             ("json_output.x=1", "cannot set key `x` inside a boolean"),
             ("webserver[0]=1", "cannot index [0] into a mapping"),
