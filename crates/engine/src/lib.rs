@@ -190,7 +190,7 @@ impl Engine {
         self.matches.clear();
         {
             let view = self.state.view(event);
-            self.ctx.reset();
+            // `evaluate` starts a new event in the context (the templates below reuse it).
             self.ruleset
                 .evaluate(&view, &mut self.ctx, &mut self.matches);
             for &index in &self.matches {
