@@ -307,12 +307,11 @@ fn load_selection(selection: &RulesSelection, config: &Config) -> Result<vigil_r
     } else {
         vigil_engine::read_rules_paths(paths).map_err(|e| InvalidInput(format!("{e:#}")))?
     };
-    let priority_text = selection
-        .min_priority
-        .clone()
-        .unwrap_or_else(|| config.priority.as_str().to_string());
-    let min_priority = Priority::parse(&priority_text)
-        .ok_or_else(|| InvalidInput(format!("unknown priority `{priority_text}`")))?;
+    let min_priority = match &selection.min_priority {
+        Some(text) => Priority::parse(text)
+            .ok_or_else(|| InvalidInput(format!("unknown priority `{text}`")))?,
+        None => config.priority,
+    };
     let result = vigil_engine::load_rules(&files, &LoadOptions::default());
     print_diagnostics(&result.diagnostics);
     let errors = error_count(&result);
@@ -332,10 +331,7 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
     ruleset.set_rule_matching(match args.rule_matching {
         Some(Matching::First) => RuleMatching::First,
         Some(Matching::All) => RuleMatching::All,
-        None => match config.rule_matching {
-            vigil_config::RuleMatching::First => RuleMatching::First,
-            vigil_config::RuleMatching::All => RuleMatching::All,
-        },
+        None => config.rule_matching,
     });
     let json = args.json || config.json_output;
     let mut source = vigil_capture::ReplaySource::open(&args.file)

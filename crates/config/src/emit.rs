@@ -77,7 +77,7 @@ impl Config {
                 o.kv(3, what, quote(name));
             }
         }
-        o.kv(0, "priority", self.priority.as_str());
+        o.kv(0, "priority", self.priority.as_str().to_ascii_lowercase());
         let rm = match self.rule_matching {
             RuleMatching::First => "first",
             RuleMatching::All => "all",

@@ -61,56 +61,9 @@ impl Default for Config {
     }
 }
 
-/// Falco's rule priorities, most severe first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Priority {
-    Emergency,
-    Alert,
-    Critical,
-    Error,
-    Warning,
-    Notice,
-    Informational,
-    Debug,
-}
-
-impl Priority {
-    /// Parses Falco's priority names case-insensitively (`info` is accepted for `informational`).
-    pub fn parse(s: &str) -> Option<Priority> {
-        Some(match s.to_ascii_lowercase().as_str() {
-            "emergency" => Priority::Emergency,
-            "alert" => Priority::Alert,
-            "critical" => Priority::Critical,
-            "error" => Priority::Error,
-            "warning" => Priority::Warning,
-            "notice" => Priority::Notice,
-            "informational" | "info" => Priority::Informational,
-            "debug" => Priority::Debug,
-            _ => return None,
-        })
-    }
-
-    /// Falco's lower-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Priority::Emergency => "emergency",
-            Priority::Alert => "alert",
-            Priority::Critical => "critical",
-            Priority::Error => "error",
-            Priority::Warning => "warning",
-            Priority::Notice => "notice",
-            Priority::Informational => "informational",
-            Priority::Debug => "debug",
-        }
-    }
-}
-
-/// `rule_matching`: stop at the first matching rule or report all matching rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuleMatching {
-    First,
-    All,
-}
+// Priorities and `rule_matching` are the rules engine's own types: the configuration only
+// selects among them.
+pub use vigil_rules::{Priority, RuleMatching};
 
 /// One item of Falco's `rules:` list.
 #[derive(Debug, Clone, PartialEq, Eq)]
