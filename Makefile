@@ -4,7 +4,7 @@
 CARGO ?= cargo
 VIGIL := target/release/vigil
 # Debian packages the build needs (the eBPF side will add clang/llvm/libelf to this list).
-APT_PACKAGES := pkg-config make gcc
+APT_PACKAGES := pkg-config make gcc strace
 RUST_COMPONENTS := rustfmt clippy
 
 .PHONY: all deps build run test lint fmt bench fuzz clean

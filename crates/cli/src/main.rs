@@ -21,6 +21,8 @@ use vigil_rules::{
 };
 use vigil_state::StateConfig;
 
+mod bench;
+
 /// Exit code for invalid input: rules, captures, arguments.
 const EXIT_INVALID: u8 = 2;
 /// Exit code for a runtime failure.
@@ -54,6 +56,12 @@ enum Command {
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Benchmarks: agent overhead, exec-rate CPU, capacity (reports in target/bench/).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Generate suspicious activity; `generate bench` measures alerts received per action.
+    #[command(subcommand)]
+    Generate(bench::GenerateCommand),
     /// List every supported field with its type and meaning.
     Fields {
         /// Print JSON lines instead of a table.
@@ -250,6 +258,8 @@ fn main() -> ExitCode {
         }
         Command::Config(ConfigCommand::Show { config }) => config_show(&config),
         Command::Fields { json } => fields(json),
+        Command::Bench(command) => bench::run(command),
+        Command::Generate(command) => bench::generate(command),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,619 @@
+//! The agent under test and how workloads are launched around it.
+//!
+//! Contracts assumed from `vigil watch` (the eBPF agent):
+//! - **readiness**: once its programs are attached and it is consuming events, it writes a line
+//!   containing `vigil: watching` to stderr;
+//! - **stop**: `SIGTERM` makes it drain and exit;
+//! - **stats** (`--stats`): at exit it writes one JSON line to stderr with `events_in`,
+//!   `processed`, `dropped` (a total, with `dropped_by_reason` beside it; an object by reason
+//!   is accepted too) and `alerts`.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::{sys, system, BenchError};
+
+/// The readiness line `vigil watch` writes to stderr.
+pub const WATCH_READY: &str = "vigil: watching";
+
+/// Which agent runs during the "on" runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentSpec {
+    /// Nothing (an A/A run: measures noise).
+    None,
+    /// `vigil watch --stats` in the background.
+    Watch,
+    /// Each workload under `vigil run [-r RULES…] --`.
+    Run { rules: Vec<PathBuf> },
+    /// Any other agent: a shell command started in the background (e.g. `falco -c …`).
+    Cmd(String),
+}
+
+impl AgentSpec {
+    /// `watch`, `run` (with `rules`), `run:FILE[,FILE…]` (with those rules), `none`, or any
+    /// other text as a background shell command.
+    pub fn parse(text: &str, rules: &[PathBuf]) -> AgentSpec {
+        match text.trim() {
+            "none" | "" => AgentSpec::None,
+            "watch" => AgentSpec::Watch,
+            "run" => AgentSpec::Run {
+                rules: rules.to_vec(),
+            },
+            other => match other.strip_prefix("run:") {
+                Some(list) => AgentSpec::Run {
+                    rules: list
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|r| !r.is_empty())
+                        .map(PathBuf::from)
+                        .collect(),
+                },
+                None => AgentSpec::Cmd(other.to_string()),
+            },
+        }
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            AgentSpec::None => "none".into(),
+            AgentSpec::Watch => "vigil watch".into(),
+            AgentSpec::Run { rules } if rules.is_empty() => "vigil run (default rules)".into(),
+            AgentSpec::Run { rules } => format!(
+                "vigil run -r {}",
+                rules
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" -r ")
+            ),
+            AgentSpec::Cmd(cmd) => format!("`{cmd}`"),
+        }
+    }
+
+    /// The prefix this agent puts in front of every workload (only `run` has one).
+    pub fn prefix(&self, exe: &Path) -> Vec<String> {
+        match self {
+            AgentSpec::Run { rules } => {
+                let mut argv = vec![exe.display().to_string(), "run".into()];
+                for r in rules {
+                    argv.push("-r".into());
+                    argv.push(r.display().to_string());
+                }
+                argv.push("--".into());
+                argv
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn is_background(&self) -> bool {
+        matches!(self, AgentSpec::Watch | AgentSpec::Cmd(_))
+    }
+}
+
+/// How the background agent is started and recognised as ready.
+#[derive(Clone, Debug)]
+pub struct AgentLaunch {
+    /// The `vigil` binary.
+    pub exe: PathBuf,
+    /// Replaces `[exe, "watch"]` (tests, or a release binary elsewhere).
+    pub watch_cmd: Option<Vec<String>>,
+    /// Extra arguments for `vigil watch` (after `--stats`).
+    pub watch_args: Vec<String>,
+    /// For a `Cmd` agent: a stderr/stdout substring meaning ready; else wait `warmup`.
+    pub ready_line: Option<String>,
+    pub warmup: Duration,
+    pub ready_timeout: Duration,
+    /// `taskset -c CPUS` for the agent when no CPU budget applies.
+    pub pin: Option<String>,
+    /// Where the agent's stdout/stderr are kept.
+    pub log_dir: PathBuf,
+}
+
+/// The counters `vigil watch --stats` prints at exit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WatchStats {
+    pub events_in: u64,
+    pub processed: u64,
+    pub dropped: u64,
+    pub dropped_by_reason: BTreeMap<String, u64>,
+    pub alerts: u64,
+}
+
+impl WatchStats {
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The last line of `text` that is a JSON object with `events_in`.
+    pub fn find(text: &str) -> Option<WatchStats> {
+        text.lines().rev().find_map(|line| {
+            let line = line.trim();
+            if !line.starts_with('{') {
+                return None;
+            }
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            let num = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+            let events_in = num("events_in")?;
+            let by_reason = |value: Option<&serde_json::Value>| -> BTreeMap<String, u64> {
+                value
+                    .and_then(serde_json::Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0)))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            // `dropped` is a total with `dropped_by_reason` beside it, or an object by reason.
+            let (dropped, dropped_by_reason) = match v.get("dropped") {
+                Some(serde_json::Value::Object(_)) => {
+                    let map = by_reason(v.get("dropped"));
+                    (map.values().sum(), map)
+                }
+                Some(n) => (
+                    n.as_u64().unwrap_or(0),
+                    by_reason(v.get("dropped_by_reason")),
+                ),
+                None => (0, by_reason(v.get("dropped_by_reason"))),
+            };
+            Some(WatchStats {
+                events_in,
+                processed: num("processed").unwrap_or(0),
+                dropped,
+                dropped_by_reason,
+                alerts: num("alerts").unwrap_or(0),
+            })
+        })
+    }
+}
+
+/// A CPU budget for the agent: whole CPUs by affinity, fractions by a cgroup CPU quota.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuBudget {
+    pub cpus: f64,
+}
+
+/// How a budget was enforced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum BudgetMethod {
+    Taskset(String),
+    CgroupV2 {
+        dir: PathBuf,
+        cpus: String,
+    },
+    CgroupV1 {
+        dir: PathBuf,
+        cpus: String,
+    },
+    /// A fraction asked for but no writable cgroup CPU controller: whole CPUs only.
+    TasksetFallback(String),
+}
+
+impl BudgetMethod {
+    pub fn describe(&self) -> String {
+        match self {
+            BudgetMethod::Taskset(c) => format!("taskset -c {c}"),
+            BudgetMethod::CgroupV2 { dir, cpus } => {
+                format!("taskset -c {cpus} + cgroup v2 cpu.max in {}", dir.display())
+            }
+            BudgetMethod::CgroupV1 { dir, cpus } => format!(
+                "taskset -c {cpus} + cgroup v1 cpu.cfs_quota_us in {} (no cgroup v2 cpu controller)",
+                dir.display()
+            ),
+            BudgetMethod::TasksetFallback(c) => format!(
+                "taskset -c {c} only: no writable cgroup CPU controller, the fraction is NOT enforced"
+            ),
+        }
+    }
+
+    fn cgroup_dir(&self) -> Option<&Path> {
+        match self {
+            BudgetMethod::CgroupV2 { dir, .. } | BudgetMethod::CgroupV1 { dir, .. } => Some(dir),
+            _ => None,
+        }
+    }
+}
+
+/// The CPU list `0-(n-1)` for `n` whole CPUs.
+pub fn cpu_list(n: usize) -> String {
+    if n <= 1 {
+        "0".into()
+    } else {
+        format!("0-{}", n - 1)
+    }
+}
+
+/// The CPUs an agent with `whole` CPUs leaves to the load (`None` when it has them all).
+pub fn other_cpus(whole: usize, online: usize) -> Option<String> {
+    match online.checked_sub(whole)? {
+        0 => None,
+        1 => Some(whole.to_string()),
+        _ => Some(format!("{whole}-{}", online - 1)),
+    }
+}
+
+/// The period/quota pair (µs) for a fractional budget over a 100 ms period.
+pub fn quota_us(cpus: f64) -> (u64, u64) {
+    let period = 100_000u64;
+    ((cpus * period as f64).round().max(1000.0) as u64, period)
+}
+
+impl CpuBudget {
+    /// Whole CPUs the agent may use (`0..n`).
+    pub fn whole_cpus(&self) -> usize {
+        let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (self.cpus.ceil() as usize).clamp(1, online)
+    }
+
+    /// Prepares the budget: the `taskset` prefix, and for a fraction a cgroup (v2 `cpu.max`
+    /// where a v2 hierarchy has the cpu controller, else v1 `cpu.cfs_quota_us`, else none).
+    pub fn prepare(&self, tag: &str) -> (Vec<String>, BudgetMethod) {
+        let cpus = cpu_list(self.whole_cpus());
+        let prefix = vec!["taskset".to_string(), "-c".to_string(), cpus.clone()];
+        if (self.cpus - self.cpus.round()).abs() < 1e-9 {
+            return (prefix, BudgetMethod::Taskset(cpus));
+        }
+        let (quota, period) = quota_us(self.cpus);
+        for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+            let controllers =
+                fs::read_to_string(format!("{root}/cgroup.controllers")).unwrap_or_default();
+            if !controllers.split_whitespace().any(|c| c == "cpu") {
+                continue;
+            }
+            let _ = fs::write(format!("{root}/cgroup.subtree_control"), "+cpu");
+            let dir = PathBuf::from(format!("{root}/vigil-bench-{tag}"));
+            if fs::create_dir_all(&dir).is_ok()
+                && fs::write(dir.join("cpu.max"), format!("{quota} {period}")).is_ok()
+            {
+                return (prefix, BudgetMethod::CgroupV2 { dir, cpus });
+            }
+            let _ = fs::remove_dir(&dir);
+        }
+        for root in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"] {
+            let dir = PathBuf::from(format!("{root}/vigil-bench-{tag}"));
+            if Path::new(root).join("cpu.cfs_quota_us").exists()
+                && fs::create_dir_all(&dir).is_ok()
+                && fs::write(dir.join("cpu.cfs_period_us"), period.to_string()).is_ok()
+                && fs::write(dir.join("cpu.cfs_quota_us"), quota.to_string()).is_ok()
+            {
+                return (prefix, BudgetMethod::CgroupV1 { dir, cpus });
+            }
+            let _ = fs::remove_dir(&dir);
+        }
+        (prefix, BudgetMethod::TasksetFallback(cpus))
+    }
+}
+
+/// Moves a process into a prepared cgroup (no-op for taskset-only methods).
+fn enter_cgroup(method: &BudgetMethod, pid: u32) -> Result<(), BenchError> {
+    if let Some(dir) = method.cgroup_dir() {
+        fs::write(dir.join("cgroup.procs"), pid.to_string()).map_err(|source| BenchError::Io {
+            what: format!("move the agent into `{}`", dir.display()),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Removes a cgroup made by [`CpuBudget::prepare`].
+pub fn release_budget(method: &BudgetMethod) {
+    if let Some(dir) = method.cgroup_dir() {
+        let _ = fs::remove_dir(dir);
+    }
+}
+
+/// A background agent process. It stays in the bench's process group, so a Ctrl-C of the
+/// bench reaches it too.
+pub struct BackgroundAgent {
+    child: Option<Child>,
+    pub pid: u32,
+    stdout_path: PathBuf,
+    stderr_path: PathBuf,
+    pub label: String,
+}
+
+/// What a stopped agent left behind.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AgentExit {
+    pub stats: Option<WatchStats>,
+    /// CPU used while the workloads ran, % of one CPU (set by the caller).
+    pub cpu_pct: Option<f64>,
+    /// Peak RSS just before the stop, KiB.
+    pub vm_hwm_kib: Option<u64>,
+    pub exit: String,
+    pub stderr_tail: String,
+}
+
+impl BackgroundAgent {
+    /// Starts the agent (watch or command), optionally under a CPU budget, and waits until it
+    /// is ready.
+    pub fn start(
+        spec: &AgentSpec,
+        launch: &AgentLaunch,
+        budget: Option<(&[String], &BudgetMethod)>,
+        name: &str,
+    ) -> Result<BackgroundAgent, BenchError> {
+        let mut argv: Vec<String> = match (budget, &launch.pin) {
+            (Some((prefix, _)), _) => prefix.to_vec(),
+            (None, Some(cpus)) => vec!["taskset".into(), "-c".into(), cpus.clone()],
+            (None, None) => Vec::new(),
+        };
+        match spec {
+            AgentSpec::Watch => {
+                match &launch.watch_cmd {
+                    Some(cmd) => argv.extend(cmd.iter().cloned()),
+                    None => argv.extend([launch.exe.display().to_string(), "watch".into()]),
+                }
+                argv.push("--stats".into());
+                argv.extend(launch.watch_args.iter().cloned());
+            }
+            AgentSpec::Cmd(cmd) => argv.extend(["sh".into(), "-c".into(), format!("exec {cmd}")]),
+            _ => {
+                return Err(BenchError::Agent(format!(
+                    "{} does not run in the background",
+                    spec.label()
+                )))
+            }
+        }
+        fs::create_dir_all(&launch.log_dir).map_err(|source| BenchError::Io {
+            what: format!("create `{}`", launch.log_dir.display()),
+            source,
+        })?;
+        let stdout_path = launch.log_dir.join(format!("{name}.stdout"));
+        let stderr_path = launch.log_dir.join(format!("{name}.stderr"));
+        let open = |p: &Path| {
+            File::create(p).map_err(|source| BenchError::Io {
+                what: format!("create `{}`", p.display()),
+                source,
+            })
+        };
+        let child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(open(&stdout_path)?)
+            .stderr(open(&stderr_path)?)
+            .spawn()
+            .map_err(|e| BenchError::Agent(format!("cannot start `{}`: {e}", argv.join(" "))))?;
+        let pid = child.id();
+        let mut agent = BackgroundAgent {
+            child: Some(child),
+            pid,
+            stdout_path,
+            stderr_path,
+            label: spec.label(),
+        };
+        if let Some((_, method)) = budget {
+            enter_cgroup(method, pid)?;
+        }
+        let ready_line = match spec {
+            AgentSpec::Watch => Some(WATCH_READY.to_string()),
+            _ => launch.ready_line.clone(),
+        };
+        agent.wait_ready(ready_line.as_deref(), launch)?;
+        Ok(agent)
+    }
+
+    fn wait_ready(&mut self, line: Option<&str>, launch: &AgentLaunch) -> Result<(), BenchError> {
+        let start = Instant::now();
+        let deadline = match line {
+            Some(_) => launch.ready_timeout,
+            None => launch.warmup,
+        };
+        loop {
+            if let Some(line) = line {
+                let out = read_lossy(&self.stderr_path) + &read_lossy(&self.stdout_path);
+                if out.contains(line) {
+                    return Ok(());
+                }
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let tail = tail(&read_lossy(&self.stderr_path), 800);
+                    self.child = None;
+                    return Err(BenchError::Agent(format!(
+                        "{} exited before it was ready ({status}): {tail}",
+                        self.label
+                    )));
+                }
+            }
+            if start.elapsed() >= deadline {
+                return match line {
+                    None => Ok(()),
+                    Some(line) => Err(BenchError::Agent(format!(
+                        "{} did not print `{line}` within {:?}: {}",
+                        self.label,
+                        deadline,
+                        tail(&read_lossy(&self.stderr_path), 800)
+                    ))),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the agent: SIGTERM, SIGKILL after 10 s; parses its stats line.
+    pub fn stop(mut self) -> AgentExit {
+        let vm_hwm_kib = self.vm_hwm_kib();
+        let exit = self.shutdown();
+        let stderr = read_lossy(&self.stderr_path);
+        AgentExit {
+            stats: WatchStats::find(&stderr),
+            cpu_pct: None,
+            vm_hwm_kib,
+            exit,
+            stderr_tail: tail(&stderr, 2000),
+        }
+    }
+
+    fn shutdown(&mut self) -> String {
+        let Some(mut child) = self.child.take() else {
+            return "already exited".into();
+        };
+        let pid = child.id() as i32;
+        let _ = sys::terminate(pid);
+        let start = Instant::now();
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return status.to_string(),
+                Ok(None) if start.elapsed() < Duration::from_secs(10) => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                _ => {
+                    let _ = sys::kill(pid);
+                    let _ = child.wait();
+                    return "killed after 10 s".into();
+                }
+            }
+        }
+    }
+
+    /// Peak RSS so far, KiB.
+    pub fn vm_hwm_kib(&self) -> Option<u64> {
+        system::vm_hwm_kib(self.pid as i32)
+    }
+
+    /// CPU ticks used so far (the agent's own threads).
+    pub fn cpu_ticks(&self) -> Option<u64> {
+        system::proc_stat(self.pid as i32).map(|(_, s)| s.cpu_ticks)
+    }
+}
+
+impl Drop for BackgroundAgent {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn read_lossy(path: &Path) -> String {
+    let mut bytes = Vec::new();
+    if let Ok(mut f) = File::open(path) {
+        let _ = f.read_to_end(&mut bytes);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The last `max` bytes of `text` (on a char boundary), one line.
+pub fn tail(text: &str, max: usize) -> String {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].trim().replace('\n', " | ")
+}
+
+/// Splits a command prefix on whitespace (`--wrap 'strace -f -o /dev/null'`).
+pub fn split_words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_specs() {
+        assert_eq!(AgentSpec::parse("none", &[]), AgentSpec::None, "none");
+        assert_eq!(AgentSpec::parse("watch", &[]), AgentSpec::Watch, "watch");
+        let r = AgentSpec::parse("run", &[PathBuf::from("a.yaml")]);
+        assert_eq!(
+            r.prefix(Path::new("/v")),
+            vec!["/v", "run", "-r", "a.yaml", "--"],
+            "run prefix"
+        );
+        assert!(
+            matches!(AgentSpec::parse("falco -c x", &[]), AgentSpec::Cmd(_)),
+            "cmd"
+        );
+        assert!(
+            AgentSpec::Watch.prefix(Path::new("/v")).is_empty(),
+            "watch has no prefix"
+        );
+    }
+
+    #[test]
+    fn stats_line_is_found() {
+        let text = "vigil: watching\nsome noise {\n\
+            {\"events_in\":10,\"processed\":7,\"dropped\":{\"ring_full\":2,\"oversize\":1},\"alerts\":4}\n";
+        let s = WatchStats::find(text).expect("found");
+        assert_eq!(s.events_in, 10, "events_in");
+        assert_eq!(s.processed, 7, "processed");
+        assert_eq!(s.dropped_total(), 3, "dropped by reason summed");
+        assert_eq!(s.alerts, 4, "alerts");
+        let s = WatchStats::find(
+            "{\"events_in\":5,\"processed\":3,\"dropped\":2,\"dropped_by_reason\":{\"ring\":2}}",
+        )
+        .expect("numeric dropped");
+        assert_eq!(s.dropped_total(), 2, "numeric dropped");
+        assert_eq!(
+            s.dropped_by_reason.get("ring"),
+            Some(&2),
+            "by reason beside it"
+        );
+        assert_eq!(WatchStats::find("{\"x\":1}\nnot json"), None, "no stats");
+    }
+
+    #[test]
+    fn budget_helpers() {
+        assert_eq!(cpu_list(1), "0", "one cpu");
+        assert_eq!(cpu_list(2), "0-1", "two cpus");
+        assert_eq!(other_cpus(1, 2), Some("1".into()), "one left");
+        assert_eq!(other_cpus(1, 4), Some("1-3".into()), "three left");
+        assert_eq!(other_cpus(2, 2), None, "none left");
+        assert_eq!(quota_us(0.5), (50_000, 100_000), "half a cpu");
+        assert_eq!(quota_us(1.5), (150_000, 100_000), "one and a half");
+        let (prefix, method) = CpuBudget { cpus: 1.0 }.prepare("unit");
+        assert_eq!(prefix, vec!["taskset", "-c", "0"], "whole cpu prefix");
+        assert_eq!(
+            method,
+            BudgetMethod::Taskset("0".into()),
+            "whole cpu method"
+        );
+    }
+
+    #[test]
+    fn tail_and_words() {
+        assert_eq!(tail("abc\ndef", 3), "def", "tail");
+        assert_eq!(tail("é", 1), "", "char boundary");
+        assert_eq!(split_words(" strace  -f "), vec!["strace", "-f"], "words");
+    }
+
+    #[test]
+    fn command_agent_starts_and_stops() {
+        let dir = std::env::temp_dir().join(format!("vigil-bench-agent-{}", std::process::id()));
+        let launch = AgentLaunch {
+            exe: PathBuf::from("/nonexistent"),
+            watch_cmd: None,
+            watch_args: Vec::new(),
+            ready_line: Some("READY".into()),
+            warmup: Duration::ZERO,
+            ready_timeout: Duration::from_secs(10),
+            pin: Some("0".into()),
+            log_dir: dir.clone(),
+        };
+        fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("agent.sh");
+        fs::write(
+            &script,
+            "trap 'echo {\\\"events_in\\\":3} >&2; exit 0' TERM\necho READY >&2\nwhile :; do sleep 0.05; done\n",
+        )
+        .unwrap();
+        let spec = AgentSpec::Cmd(format!("sh {}", script.display()));
+        let agent = BackgroundAgent::start(&spec, &launch, None, "t").expect("starts");
+        assert!(agent.cpu_ticks().is_some(), "readable stat");
+        let exit = agent.stop();
+        assert_eq!(
+            exit.stats.map(|s| s.events_in),
+            Some(3),
+            "stats at exit: {}",
+            exit.stderr_tail
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,49 @@
+//! `vigil-bench`: the benchmark suite users run to measure what an agent costs and how much it
+//! can take, on their own machines — Vigil or any other agent.
+//!
+//! - [`workload`]: UnixBench-style tests and paced loads, run inside `vigil bench worker`.
+//! - [`overhead`]: every test with the agent off and on, interleaved; UnixBench indices.
+//! - [`execrate`]: `/bin/true` at fixed exec rates; CPU of named processes and of the workload.
+//! - [`capacity`]: a watched-syscall ramp under a CPU budget until the agent drops events.
+//! - [`genbench`]: Falco event-generator's `bench` method over `vigil generate` actions.
+//! - [`report`]: Markdown + JSON + SVG reports; [`system`]: machine facts and `/proc` readers.
+//!
+//! Knows the agents only by their command lines and documented contracts (readiness line,
+//! SIGTERM, `--stats` JSON line: see [`agent`]); knows nothing about flags or where text goes —
+//! progress is handed to a caller-supplied closure. All unsafe code is in the private `sys`
+//! module.
+
+use thiserror::Error;
+
+pub mod agent;
+pub mod capacity;
+pub mod execrate;
+pub mod genbench;
+pub mod overhead;
+pub mod report;
+pub mod stats;
+mod sys;
+pub mod system;
+pub mod workload;
+
+/// Errors of the benchmark suite.
+#[derive(Debug, Error)]
+pub enum BenchError {
+    #[error("cannot {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid {what}: {detail}")]
+    Invalid { what: String, detail: String },
+    #[error("agent: {0}")]
+    Agent(String),
+    #[error("worker `{test}` failed: {detail}")]
+    Worker { test: String, detail: String },
+    #[error("cannot draw `{path}`: {detail}")]
+    Plot { path: String, detail: String },
+}
+
+/// A progress sink: one human-readable line per call.
+pub type Progress<'a> = &'a mut dyn FnMut(&str);

@@ -1,0 +1,121 @@
+//! The crate's only unsafe code: thin wrappers over the libc calls the workloads measure
+//! (UnixBench's syscall mix, fork-and-reap) and the few process controls std lacks.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+
+/// `getpid(2)`: a real system call on glibc ≥ 2.25 (no caching).
+pub fn getpid() -> i32 {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    unsafe { libc::getpid() }
+}
+
+/// `getuid(2)`.
+pub fn getuid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// `umask(2)`, returning the previous mask.
+pub fn umask(mask: u32) -> u32 {
+    // SAFETY: umask has no preconditions and cannot fail.
+    unsafe { libc::umask(mask as libc::mode_t) }
+}
+
+/// `dup(0)`: the returned descriptor closes on drop (`close(dup(0))` in UnixBench's mix).
+pub fn dup_stdin() -> io::Result<OwnedFd> {
+    // SAFETY: dup on any integer is memory-safe; a failure returns -1.
+    let fd = unsafe { libc::dup(0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor returned by dup that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `pipe2(O_CLOEXEC)`: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid array of two ints that pipe2 fills.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created by pipe2 and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// UnixBench's process creation unit: `fork()`, the child `_exit(0)`s at once, the parent
+/// reaps it.
+pub fn fork_exit_wait() -> io::Result<()> {
+    // SAFETY: the child calls only the async-signal-safe `_exit`, so forking a possibly
+    // multi-threaded process is sound.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: _exit never returns and runs no atexit handlers.
+        unsafe { libc::_exit(0) }
+    }
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: status is a valid out-pointer; pid is our own child.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc == pid {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Sends `SIGTERM` to a process.
+pub fn terminate(pid: i32) -> io::Result<()> {
+    send(pid, libc::SIGTERM)
+}
+
+/// Sends `SIGKILL` to a process.
+pub fn kill(pid: i32) -> io::Result<()> {
+    send(pid, libc::SIGKILL)
+}
+
+fn send(pid: i32, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill has no memory-safety preconditions.
+    let rc = unsafe { libc::kill(pid, signal) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Clock ticks per second, the unit of `utime`/`stime` in `/proc/<pid>/stat`.
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as u64
+    } else {
+        100
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrappers_work() {
+        assert_eq!(getpid() as u32, std::process::id(), "getpid matches std");
+        let old = umask(0o22);
+        umask(old);
+        let (r, w) = pipe().expect("pipe");
+        drop((r, w));
+        fork_exit_wait().expect("fork and reap");
+        assert!(clock_ticks() > 0, "clock ticks positive");
+        let _ = getuid();
+    }
+}

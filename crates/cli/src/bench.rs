@@ -1,0 +1,591 @@
+//! `vigil bench …` and `vigil generate bench`: flags of the benchmark suite (`vigil-bench`),
+//! progress on stderr, the report directory on stdout.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use vigil_bench::agent::{split_words, AgentLaunch, AgentSpec};
+use vigil_bench::capacity::CapacityOptions;
+use vigil_bench::execrate::ExecRateOptions;
+use vigil_bench::genbench::{AlertSource, FileTail, GenBenchOptions, HttpReceiver, RuleSet};
+use vigil_bench::overhead::{OverheadOptions, Variant, WorkerLaunch};
+use vigil_bench::report::default_out_dir;
+use vigil_bench::stats::Step;
+use vigil_bench::workload::{self, ExeclChain, Test, WorkerParams};
+
+use crate::InvalidInput;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// UnixBench-style suite with the agent off and on, interleaved: scores, indices, % change.
+    #[command(
+        after_help = "Examples:\n  vigil bench overhead --agent watch --iterations 5 --pin 1\n  \
+        vigil bench overhead --pin 1 --agent run --agent run:/etc/falco/falco_rules.yaml \
+        --wrap 'strace -f --seccomp-bpf -o /dev/null'\n  \
+        vigil bench overhead --agent 'falco -c /etc/falco/falco.yaml' --ready-line 'Starting'"
+    )]
+    Overhead(OverheadArgs),
+    /// Exec /bin/true at fixed rates; CPU of named processes and extra CPU of the workload.
+    #[command(
+        after_help = "Example:\n  vigil bench exec-rate --rates 100,400,1600 --watch-proc vigil --watch-proc auditd"
+    )]
+    ExecRate(ExecRateArgs),
+    /// Ramp a watched-syscall load until the agent drops events, per CPU budget.
+    #[command(
+        after_help = "Example:\n  vigil bench capacity --cpus 0.5,1,2 --start 100000 --step x1.5 --duration 60"
+    )]
+    Capacity(CapacityArgs),
+    /// Run one workload (used by the benches; wrap it with `vigil run --` or `strace`).
+    #[command(hide = true)]
+    Worker(WorkerArgs),
+}
+
+#[derive(Subcommand)]
+pub enum GenerateCommand {
+    /// Falco event-generator's capacity method: rounds of actions, alerts counted per action.
+    #[command(
+        after_help = "Examples:\n  vigil generate bench 'ReadSensitive|WriteBelowBinaryDir' --loop --alerts-file alerts.jsonl --pid $(pidof -s vigil)\n  \
+        vigil generate bench . --loop --listen 127.0.0.1:2801 --rules-set stable --pid $(pidof -s falco)"
+    )]
+    Bench(GenerateBenchArgs),
+}
+
+/// How background agents are started and recognised as ready.
+#[derive(Args, Clone)]
+pub struct AgentArgs {
+    /// Command replacing `vigil watch` (e.g. a release build: `target/release/vigil watch`).
+    #[arg(long, value_name = "CMD")]
+    watch_cmd: Option<String>,
+    /// Extra arguments for `vigil watch` (after `--stats`), e.g. `-r rules.yaml --json`.
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    watch_args: Option<String>,
+    /// Rules for `--agent run` (repeatable; default: Vigil's default rules).
+    #[arg(short = 'r', long = "rules", value_name = "PATH")]
+    rules: Vec<PathBuf>,
+    /// For a command agent: text on its stdout/stderr meaning it is ready.
+    #[arg(long, value_name = "TEXT")]
+    ready_line: Option<String>,
+    /// For a command agent without --ready-line: seconds to wait after starting it.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    agent_warmup: Duration,
+    /// Pin a background agent with `taskset -c CPUS` (capacity uses --cpus instead).
+    #[arg(long, value_name = "CPUS")]
+    agent_pin: Option<String>,
+    /// How long to wait for a readiness line.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    ready_timeout: Duration,
+}
+
+#[derive(Args)]
+pub struct OverheadArgs {
+    /// Agent for an "on" configuration: watch, run (rules from -r), run:FILE[,FILE] (its own
+    /// rules), none, or any command started in the background (repeatable: one configuration
+    /// each; default: watch unless --wrap is given).
+    #[arg(long, value_name = "watch|run|run:RULES|none|CMD")]
+    agent: Vec<String>,
+    /// A prefix for every workload, e.g. 'strace -f --seccomp-bpf -o /dev/null' (repeatable:
+    /// one configuration each).
+    #[arg(long, value_name = "PREFIX", allow_hyphen_values = true)]
+    wrap: Vec<String>,
+    /// Off/on rounds.
+    #[arg(long, default_value_t = 3)]
+    iterations: usize,
+    /// Duration of each test run.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Pin each workload (with its wrapper or tracer) with `taskset -c CPUS` (e.g. 1 or 0-1).
+    #[arg(long, value_name = "CPUS")]
+    pin: Option<String>,
+    /// Comma-separated tests (default all): syscall,getpid,openclose,pipe,context1,spawn,
+    /// execl,fsbuffer,fstime,fsdisk,shell1.
+    #[arg(long, default_value = "all")]
+    tests: String,
+    /// Report directory (default target/bench/overhead-<timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    agent_args: AgentArgs,
+}
+
+#[derive(Args)]
+pub struct ExecRateArgs {
+    /// Exec rates per second.
+    #[arg(long, default_value = "100,200,400,800,1600", value_delimiter = ',')]
+    rates: Vec<f64>,
+    /// Duration of each phase (agent off, agent on) at each rate.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Process names (comm) whose CPU is sampled (repeatable).
+    #[arg(long = "watch-proc", value_name = "NAME", num_args = 1..,
+          default_values = ["vigil", "auditd", "kauditd", "laurel", "falco"])]
+    watch_proc: Vec<String>,
+    /// The agent of the "on" phase: watch, run, run:FILE[,FILE], none, or a command.
+    #[arg(
+        long,
+        default_value = "watch",
+        value_name = "watch|run|run:RULES|none|CMD"
+    )]
+    agent: String,
+    /// A prefix for the workload in the "on" phase.
+    #[arg(long, value_name = "PREFIX", allow_hyphen_values = true)]
+    wrap: Option<String>,
+    /// The program executed.
+    #[arg(long, default_value = "/bin/true")]
+    program: PathBuf,
+    /// Pin the workload with `taskset -c CPUS`.
+    #[arg(long, value_name = "CPUS")]
+    pin: Option<String>,
+    /// Report directory (default target/bench/exec-rate-<timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    agent_args: AgentArgs,
+}
+
+#[derive(Args)]
+pub struct CapacityArgs {
+    /// CPU budgets for the agent: whole CPUs by taskset, fractions by a cgroup CPU quota.
+    #[arg(long, default_value = "0.5,1,2", value_delimiter = ',')]
+    cpus: Vec<f64>,
+    /// First rate (watched syscalls per second, all load workers together).
+    #[arg(long, default_value_t = 50_000.0)]
+    start: f64,
+    /// Growth per step: `x1.5` multiplies, a number adds.
+    #[arg(long, default_value = "x1.5")]
+    step: String,
+    /// Highest rate tried.
+    #[arg(long, default_value_t = 4_000_000.0)]
+    max_rate: f64,
+    /// Most steps per budget.
+    #[arg(long, default_value_t = 20)]
+    max_steps: usize,
+    /// Duration of each step.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Load worker processes (default: the number of CPUs).
+    #[arg(long)]
+    load_workers: Option<usize>,
+    /// The agent: watch (drop counters from --stats), none, or a command.
+    #[arg(long, default_value = "watch", value_name = "watch|none|CMD")]
+    agent: String,
+    /// The file the load opens (default: a temporary file).
+    #[arg(long)]
+    path: Option<PathBuf>,
+    /// Report directory (default target/bench/capacity-<timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    agent_args: AgentArgs,
+}
+
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// A test name, `context1-peer`, `exec-rate` or `open-load`.
+    name: String,
+    #[arg(long, default_value = "5", value_parser = parse_duration)]
+    duration: Duration,
+    /// Write the result JSON here instead of stdout.
+    #[arg(long)]
+    result: Option<PathBuf>,
+    /// Scratch directory.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    #[arg(long)]
+    path: Option<PathBuf>,
+    #[arg(long, default_value = "/bin/true")]
+    program: PathBuf,
+    /// execl chain state (START_NS:COUNT).
+    #[arg(long)]
+    chain: Option<String>,
+}
+
+#[derive(Args)]
+pub struct GenerateBenchArgs {
+    /// Actions whose name matches this regular expression.
+    regex: String,
+    /// Halve the sleep after each clean round.
+    #[arg(long = "loop")]
+    looping: bool,
+    /// Duration of a round (and of the rest after it).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    round_duration: Duration,
+    /// Initial sleep before each action.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    sleep: Duration,
+    /// Number of rounds.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// A process to monitor (CPU, RSS), e.g. the agent.
+    #[arg(long)]
+    pid: Option<i32>,
+    /// Receive Falco-format JSON alerts as HTTP POSTs here (default 127.0.0.1:2801 unless
+    /// --alerts-file is given).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Count alerts from JSON lines appended to this file (`vigil watch --json > FILE`).
+    #[arg(long, value_name = "FILE", conflicts_with = "listen")]
+    alerts_file: Option<PathBuf>,
+    /// Which rule list of each action counts: default (Vigil's rules) or stable (Falco's).
+    #[arg(long, default_value = "default", value_parser = ["default", "stable"])]
+    rules_set: String,
+    /// Command replacing `vigil generate` (`list --json` / `run --exact NAME` are appended).
+    #[arg(long, value_name = "CMD")]
+    generator_cmd: Option<String>,
+    /// Report directory (default target/bench/generate-bench-<timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// `5`, `2.5s`, `100ms`, `1m`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (num, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (text, 1.0)
+    };
+    let value: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid duration `{text}` (e.g. 5, 2.5s, 100ms, 1m)"))?;
+    if !value.is_finite() || value < 0.0 || value * scale > 1e7 {
+        return Err(format!("duration out of range: `{text}`"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+fn exe() -> Result<PathBuf> {
+    std::env::current_exe().context("cannot find the vigil binary")
+}
+
+fn scratch() -> PathBuf {
+    std::env::temp_dir().join(format!("vigil-bench-{}", std::process::id()))
+}
+
+fn progress(line: &str) {
+    eprintln!("{line}");
+}
+
+impl AgentArgs {
+    fn launch(&self, exe: &Path, out: &Path) -> AgentLaunch {
+        AgentLaunch {
+            exe: exe.to_path_buf(),
+            watch_cmd: self.watch_cmd.as_deref().map(split_words),
+            watch_args: self
+                .watch_args
+                .as_deref()
+                .map(split_words)
+                .unwrap_or_default(),
+            ready_line: self.ready_line.clone(),
+            warmup: self.agent_warmup,
+            ready_timeout: self.ready_timeout,
+            pin: self.agent_pin.clone(),
+            log_dir: out.join("agent-logs"),
+        }
+    }
+}
+
+/// Prints the report path; exits 1 when some runs failed (the report lists them).
+fn finish(out: &Path, failures: usize) -> Result<ExitCode> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", out.join("report.md").display())?;
+    stdout.flush()?;
+    if failures > 0 {
+        eprintln!("vigil: {failures} run(s) failed; see the report's failures");
+        return Ok(ExitCode::from(crate::EXIT_FAILURE));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run(command: BenchCommand) -> Result<ExitCode> {
+    match command {
+        BenchCommand::Overhead(args) => overhead(args),
+        BenchCommand::ExecRate(args) => exec_rate(args),
+        BenchCommand::Capacity(args) => capacity(args),
+        BenchCommand::Worker(args) => worker(args),
+    }
+}
+
+pub fn generate(command: GenerateCommand) -> Result<ExitCode> {
+    match command {
+        GenerateCommand::Bench(args) => generate_bench(args),
+    }
+}
+
+fn overhead(args: OverheadArgs) -> Result<ExitCode> {
+    let exe = exe()?;
+    let tests = Test::parse_list(&args.tests).map_err(|e| InvalidInput(e.to_string()))?;
+    if args.iterations == 0 {
+        return Err(InvalidInput("--iterations must be at least 1".into()).into());
+    }
+    let mut variants = Vec::new();
+    let agents = if args.agent.is_empty() && args.wrap.is_empty() {
+        vec!["watch".to_string()]
+    } else {
+        args.agent.clone()
+    };
+    for a in &agents {
+        let agent = AgentSpec::parse(a, &args.agent_args.rules);
+        variants.push(Variant {
+            label: agent.label(),
+            agent,
+            wrap: Vec::new(),
+        });
+    }
+    for w in &args.wrap {
+        let wrap = split_words(w);
+        if wrap.is_empty() {
+            return Err(InvalidInput("--wrap needs a command".into()).into());
+        }
+        variants.push(Variant {
+            label: format!("wrap `{w}`"),
+            agent: AgentSpec::None,
+            wrap,
+        });
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir("overhead"));
+    let scratch = scratch();
+    let opts = OverheadOptions {
+        tests,
+        iterations: args.iterations,
+        duration: args.duration,
+        variants,
+        workers: WorkerLaunch {
+            exe: exe.clone(),
+            pin: args.pin,
+            scratch: scratch.clone(),
+        },
+        agent: args.agent_args.launch(&exe, &out),
+        out: out.clone(),
+    };
+    let result = vigil_bench::overhead::run(&opts, &mut progress);
+    vigil_bench::overhead::clean_scratch(&scratch);
+    let failures = result?.json["errors"].as_array().map_or(0, Vec::len);
+    finish(&out, failures)
+}
+
+fn exec_rate(args: ExecRateArgs) -> Result<ExitCode> {
+    let exe = exe()?;
+    if args.rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err(InvalidInput("--rates must be positive numbers".into()).into());
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir("exec-rate"));
+    let scratch = scratch();
+    let opts = ExecRateOptions {
+        rates: args.rates,
+        duration: args.duration,
+        watch_procs: args.watch_proc,
+        agent: AgentSpec::parse(&args.agent, &args.agent_args.rules),
+        wrap: args.wrap.as_deref().map(split_words).unwrap_or_default(),
+        program: args.program,
+        workers: WorkerLaunch {
+            exe: exe.clone(),
+            pin: args.pin,
+            scratch: scratch.clone(),
+        },
+        launch: args.agent_args.launch(&exe, &out),
+        out: out.clone(),
+    };
+    let result = vigil_bench::execrate::run(&opts, &mut progress);
+    vigil_bench::overhead::clean_scratch(&scratch);
+    let failures = result?
+        .iter()
+        .map(|(_, off, on)| usize::from(off.error.is_some()) + usize::from(on.error.is_some()))
+        .sum();
+    finish(&out, failures)
+}
+
+fn capacity(args: CapacityArgs) -> Result<ExitCode> {
+    let exe = exe()?;
+    let step = Step::parse(&args.step)
+        .ok_or_else(|| InvalidInput(format!("invalid --step `{}` (x1.5 or 50000)", args.step)))?;
+    if args.cpus.iter().any(|c| !(c.is_finite() && *c > 0.0)) {
+        return Err(InvalidInput("--cpus must be positive numbers".into()).into());
+    }
+    if !(args.start.is_finite() && args.start > 0.0) {
+        return Err(InvalidInput("--start must be positive".into()).into());
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir("capacity"));
+    let scratch = scratch();
+    let path = args
+        .path
+        .clone()
+        .unwrap_or_else(|| scratch.join("capacity-target.dat"));
+    let load_workers = args
+        .load_workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let opts = CapacityOptions {
+        budgets: args.cpus,
+        start: args.start,
+        step,
+        max_rate: args.max_rate,
+        max_steps: args.max_steps.max(1),
+        duration: args.duration,
+        load_workers,
+        agent: AgentSpec::parse(&args.agent, &args.agent_args.rules),
+        path,
+        workers: WorkerLaunch {
+            exe: exe.clone(),
+            pin: None,
+            scratch: scratch.clone(),
+        },
+        launch: args.agent_args.launch(&exe, &out),
+        out: out.clone(),
+    };
+    let result = vigil_bench::capacity::run(&opts, &mut progress);
+    vigil_bench::overhead::clean_scratch(&scratch);
+    let budgets = result.map_err(|e| match e {
+        vigil_bench::BenchError::Invalid { .. } => anyhow::Error::new(InvalidInput(e.to_string())),
+        other => other.into(),
+    })?;
+    let failures = budgets
+        .iter()
+        .flat_map(|b| &b.steps)
+        .filter(|s| s.error.is_some())
+        .count();
+    finish(&out, failures)
+}
+
+fn worker(args: WorkerArgs) -> Result<ExitCode> {
+    let exe = exe()?;
+    let dir = args.dir.clone().unwrap_or_else(scratch);
+    let result = match args.name.as_str() {
+        "context1-peer" => {
+            workload::context1_peer()?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        "exec-rate" => workload::exec_rate(&args.program, args.rate, args.duration)?,
+        "open-load" => {
+            let path = args
+                .path
+                .clone()
+                .unwrap_or_else(|| dir.join("open-load.dat"));
+            workload::open_load(&path, args.rate, args.duration)?
+        }
+        "execl" => {
+            let chain = match &args.chain {
+                Some(c) => ExeclChain::parse(c)
+                    .ok_or_else(|| InvalidInput(format!("invalid --chain `{c}`")))?,
+                None => ExeclChain::first(),
+            };
+            let mut extra = vec![
+                "--duration".to_string(),
+                format!("{}", args.duration.as_secs_f64()),
+                "--dir".to_string(),
+                dir.display().to_string(),
+            ];
+            if let Some(r) = &args.result {
+                extra.extend(["--result".to_string(), r.display().to_string()]);
+            }
+            workload::execl_step(&exe, chain, args.duration, &extra)?
+        }
+        name => {
+            let test = Test::parse(name)
+                .ok_or_else(|| InvalidInput(format!("unknown worker `{name}`")))?;
+            let params = WorkerParams {
+                duration: args.duration,
+                dir,
+                exe,
+            };
+            workload::run_test(test, &params)?
+        }
+    };
+    let line = serde_json::to_string(&result)?;
+    match &args.result {
+        Some(path) => std::fs::write(path, line + "\n")
+            .with_context(|| format!("cannot write `{}`", path.display()))?,
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{line}")?;
+            stdout.flush()?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn generate_bench(args: GenerateBenchArgs) -> Result<ExitCode> {
+    let generator = match &args.generator_cmd {
+        Some(cmd) => split_words(cmd),
+        None => vec![exe()?.display().to_string(), "generate".into()],
+    };
+    if generator.is_empty() {
+        return Err(InvalidInput("--generator-cmd needs a command".into()).into());
+    }
+    let source = match (&args.alerts_file, &args.listen) {
+        (Some(file), _) => AlertSource::File(FileTail::new(file.clone())),
+        (None, listen) => AlertSource::Http(HttpReceiver::start(
+            listen.as_deref().unwrap_or("127.0.0.1:2801"),
+        )?),
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir("generate-bench"));
+    let mut opts = GenBenchOptions {
+        generator,
+        regex: args.regex,
+        looping: args.looping,
+        round_duration: args.round_duration,
+        sleep: args.sleep,
+        rounds: args.rounds,
+        pid: args.pid,
+        rule_set: if args.rules_set == "stable" {
+            RuleSet::Stable
+        } else {
+            RuleSet::Default
+        },
+        source,
+        out: out.clone(),
+    };
+    vigil_bench::genbench::run(&mut opts, &mut progress).map_err(|e| match e {
+        vigil_bench::BenchError::Invalid { .. } => anyhow::Error::new(InvalidInput(e.to_string())),
+        other => other.into(),
+    })?;
+    finish(&out, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("5"),
+            Ok(Duration::from_secs(5)),
+            "bare seconds"
+        );
+        assert_eq!(
+            parse_duration("2.5s"),
+            Ok(Duration::from_millis(2500)),
+            "seconds"
+        );
+        assert_eq!(
+            parse_duration("100ms"),
+            Ok(Duration::from_millis(100)),
+            "millis"
+        );
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)), "minutes");
+        assert!(parse_duration("-1").is_err(), "negative");
+        assert!(parse_duration("abc").is_err(), "garbage");
+    }
+}
