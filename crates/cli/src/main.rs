@@ -22,6 +22,7 @@ use vigil_rules::{
 use vigil_state::StateConfig;
 
 mod bench;
+mod run;
 
 /// Exit code for invalid input: rules, captures, arguments.
 const EXIT_INVALID: u8 = 2;
@@ -47,6 +48,11 @@ enum Command {
         after_help = "Example:\n  vigil replay testdata/demo/events.jsonl -r /etc/falco/falco_rules.yaml --json"
     )]
     Replay(ReplayArgs),
+    /// Run a workload under the kernel-less tracer: alerts, enforcement, seccomp profiles.
+    #[command(
+        after_help = "Alerts go to stderr (or --alerts FILE); Vigil exits as the workload did.\nExample:\n  vigil run -r /etc/falco/falco_rules.yaml -- cat /etc/shadow"
+    )]
+    Run(run::RunArgs),
     /// Validate, list and inspect rules files.
     #[command(subcommand)]
     Rules(RulesCommand),
@@ -251,6 +257,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Replay(args) => replay(args),
+        Command::Run(args) => run::run(args),
         Command::Rules(RulesCommand::Validate { paths }) => validate(&paths),
         Command::Rules(RulesCommand::List { selection, json }) => list(&selection, json),
         Command::Capture(CaptureCommand::Convert { input, output, to }) => {

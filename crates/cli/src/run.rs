@@ -1,0 +1,499 @@
+//! `vigil run -- CMD ARGS…`: the kernel-less mode. Launches the workload under the ptrace
+//! driver (`vigil-ptrace`), runs its events through state and rules, optionally blocks
+//! enforced rules' syscalls before they run, learns or applies a seccomp profile, and exits
+//! exactly as the workload did.
+//!
+//! Alerts go to stderr by default so that the workload's stdout stays its own (`vigil run`
+//! wraps entrypoints whose stdout is data); `--alerts FILE` (or the configuration's enabled
+//! `file_output`) sends them to a file instead.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use vigil_event::codec::{binary, jsonl};
+use vigil_event::{Event, Param, Snapshot};
+use vigil_fields::Value;
+use vigil_output::{Alert, JsonOptions};
+use vigil_ptrace::{Handler, Mechanism, Profile, RunSpec, Verdict};
+use vigil_rules::eval::EvalCtx;
+use vigil_rules::ruleset::wildcard_match;
+use vigil_rules::{RuleMatching, Ruleset};
+use vigil_state::State;
+
+use super::{load_selection, system_state_config, InvalidInput, Matching, RulesSelection};
+
+/// The rule tag that marks a rule for enforcement when `--enforce` is given without
+/// `--enforce-rule`/`--enforce-tag` (Falco ignores unknown tags, so such files still load).
+pub const ENFORCE_TAG: &str = "vigil.enforce";
+
+const EPERM: i32 = 1;
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    selection: RulesSelection,
+    /// Print alerts as Falco JSON objects, one per line (or set `json_output`).
+    #[arg(long)]
+    json: bool,
+    /// Report every matching rule per event, or only the first.
+    #[arg(long, value_enum)]
+    rule_matching: Option<Matching>,
+    /// Write alerts to FILE instead of stderr (default: the configuration's `file_output`
+    /// when enabled, else stderr).
+    #[arg(long = "alerts", value_name = "FILE")]
+    alerts: Option<PathBuf>,
+    /// Block the syscalls that match enforced rules, before they run.
+    #[arg(long)]
+    enforce: bool,
+    /// Enforce rules whose name matches (repeatable, `*` wildcards). Without any
+    /// --enforce-rule/--enforce-tag, rules tagged `vigil.enforce` are enforced.
+    #[arg(long, value_name = "RULE", requires = "enforce")]
+    enforce_rule: Vec<String>,
+    /// Enforce rules carrying a matching tag (repeatable, `*` wildcards).
+    #[arg(long, value_name = "TAG", requires = "enforce")]
+    enforce_tag: Vec<String>,
+    /// What blocking does: fail the syscall with EPERM, or kill the process.
+    #[arg(long, value_enum, default_value = "deny", requires = "enforce")]
+    enforce_action: EnforceAction,
+    /// Record every syscall the workload makes and write an OCI/Docker seccomp profile
+    /// allowing exactly those to FILE.
+    #[arg(long, value_name = "FILE")]
+    learn: Option<PathBuf>,
+    /// Apply an OCI/Docker seccomp profile (names and actions; no argument conditions).
+    #[arg(long, value_name = "FILE")]
+    seccomp_profile: Option<PathBuf>,
+    /// Write a capture of the events (`.jsonl`/`.json`: JSON lines; otherwise binary).
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    write: Option<PathBuf>,
+    /// Interception mechanism: ptrace (default), or the seccomp user-notify prototype (no
+    /// syscall results, no learning; see crates/ptrace/README.md).
+    #[arg(long, value_enum, default_value = "ptrace")]
+    mechanism: MechanismArg,
+    /// Print the tracer's and the pipeline's counters to stderr at the end.
+    #[arg(long)]
+    stats: bool,
+    /// The workload and its arguments (after `--`).
+    #[arg(required = true, last = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MechanismArg {
+    Ptrace,
+    Notify,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum EnforceAction {
+    Deny,
+    Kill,
+}
+
+enum CaptureOut {
+    Jsonl(jsonl::Writer<BufWriter<File>>),
+    Binary(binary::Writer<BufWriter<File>>),
+}
+
+impl CaptureOut {
+    fn create(path: &Path) -> Result<CaptureOut> {
+        let file =
+            File::create(path).with_context(|| format!("cannot create `{}`", path.display()))?;
+        let out = BufWriter::new(file);
+        let jsonl = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("jsonl" | "json")
+        );
+        Ok(if jsonl {
+            CaptureOut::Jsonl(jsonl::Writer::new(out))
+        } else {
+            CaptureOut::Binary(binary::Writer::new(out))
+        })
+    }
+
+    fn snapshot(&mut self, snap: &Snapshot) -> Result<(), vigil_event::codec::CaptureError> {
+        match self {
+            CaptureOut::Jsonl(w) => w.write_snapshot(snap),
+            CaptureOut::Binary(w) => w.write_snapshot(snap),
+        }
+    }
+
+    fn event(&mut self, event: &Event) -> Result<(), vigil_event::codec::CaptureError> {
+        match self {
+            CaptureOut::Jsonl(w) => w.write_event(event),
+            CaptureOut::Binary(w) => w.write_event(event),
+        }
+    }
+
+    fn finish(self) -> Result<()> {
+        let out = match self {
+            CaptureOut::Jsonl(w) => w.finish(),
+            CaptureOut::Binary(w) => w.finish(),
+        }
+        .map_err(|e| anyhow::anyhow!("cannot write the capture: {e}"))?;
+        out.into_inner()
+            .map_err(|e| e.into_error())
+            .context("cannot write the capture")?;
+        Ok(())
+    }
+}
+
+/// State + rules over the tracer's events, with the enforcement decision.
+struct Pipeline {
+    state: State,
+    ruleset: Ruleset,
+    ctx: EvalCtx,
+    matches: Vec<usize>,
+    /// Per rule index: blocks when it matches.
+    enforced: Vec<bool>,
+    action: EnforceAction,
+    hostname: String,
+    alerts_out: Box<dyn Write>,
+    json: Option<JsonOptions>,
+    capture: Option<CaptureOut>,
+    error: Option<anyhow::Error>,
+    alerts: u64,
+    blocked: u64,
+    events: u64,
+}
+
+impl Pipeline {
+    fn fail(&mut self, err: anyhow::Error) {
+        if self.error.is_none() {
+            self.error = Some(err);
+        }
+    }
+
+    fn record(&mut self, event: &Event) {
+        if let Some(capture) = self.capture.as_mut() {
+            if let Err(e) = capture.event(event) {
+                let err = anyhow::anyhow!("cannot write the capture: {e}");
+                self.capture = None;
+                self.fail(err);
+            }
+        }
+    }
+
+    /// Evaluates the ruleset on `event` (already applied to state) and returns its alerts.
+    fn alerts_for(&mut self, event: &Event, also: Option<usize>) -> Vec<Alert> {
+        self.matches.clear();
+        let view = self.state.view(event);
+        self.ruleset
+            .evaluate(&view, &mut self.ctx, &mut self.matches);
+        if let Some(i) = also {
+            if !self.matches.contains(&i) {
+                self.matches.push(i);
+            }
+        }
+        let mut out = Vec::with_capacity(self.matches.len());
+        for &index in &self.matches {
+            let rule = &self.ruleset.rules()[index];
+            let rendered = rule.output.render(&view, &mut self.ctx);
+            out.push(Alert {
+                time: event.ts,
+                rule: rule.name.clone(),
+                priority: rule.priority.as_str().into(),
+                source: rule.source.clone().into(),
+                tags: rule.tags.clone(),
+                hostname: self.hostname.clone(),
+                output: rendered.text,
+                output_fields: rendered.fields,
+            });
+        }
+        out
+    }
+
+    fn deliver(&mut self, alerts: Vec<Alert>) {
+        for alert in alerts {
+            self.alerts += 1;
+            let line = match &self.json {
+                Some(options) => alert.json_line(options),
+                None => alert.text_line(),
+            };
+            if let Err(e) =
+                writeln!(self.alerts_out, "{line}").and_then(|()| self.alerts_out.flush())
+            {
+                self.fail(anyhow::Error::new(e).context("cannot write alerts"));
+            }
+        }
+    }
+
+    /// Undoes the descriptor a judged, not (yet) executed open-like call added to the state.
+    fn forget_predicted_fd(&mut self, event: &Event) {
+        if event.etype.spec().res_kind != vigil_event::ParamKind::Fd || event.res < 0 {
+            return;
+        }
+        let Some(close) = vigil_event::table::by_name("close") else {
+            return;
+        };
+        let undo = Event {
+            num: event.num,
+            ts: event.ts,
+            tid: event.tid,
+            pid: event.pid,
+            etype: close,
+            res: 0,
+            params: vec![Param::Int(event.res)],
+            truncated: 0,
+        };
+        self.state.apply(&undo);
+        self.state.finish(&undo);
+    }
+}
+
+impl Handler for Pipeline {
+    fn start(&mut self, snapshot: &Snapshot) {
+        self.state.load_snapshot(snapshot);
+        if let Some(capture) = self.capture.as_mut() {
+            if let Err(e) = capture.snapshot(snapshot) {
+                let err = anyhow::anyhow!("cannot write the capture: {e}");
+                self.capture = None;
+                self.fail(err);
+            }
+        }
+    }
+
+    fn judge(&mut self, event: &Event) -> Verdict {
+        self.state.apply(event);
+        self.ctx.reset();
+        let hit = {
+            let view = self.state.view(event);
+            self.ruleset
+                .candidates(event.etype.0)
+                .iter()
+                .map(|&i| i as usize)
+                .find(|&i| {
+                    self.enforced.get(i).copied().unwrap_or(false)
+                        && self.ruleset.rules()[i].filter().eval(&view, &mut self.ctx)
+                })
+        };
+        let Some(rule) = hit else {
+            self.forget_predicted_fd(event);
+            return Verdict::Allow;
+        };
+        // Blocked: this entry event is the only one this syscall produces.
+        self.events += 1;
+        self.blocked += 1;
+        self.record(event);
+        let (word, suffix) = match self.action {
+            EnforceAction::Deny => ("blocked", " (blocked)"),
+            EnforceAction::Kill => ("killed", " (killed)"),
+        };
+        let mut alerts = self.alerts_for(event, Some(rule));
+        for alert in &mut alerts {
+            alert.output.push_str(suffix);
+            alert.output_fields.push((
+                "vigil.action".into(),
+                Some(Value::Str(word.as_bytes().to_vec().into())),
+            ));
+        }
+        self.deliver(alerts);
+        self.state.finish(event);
+        self.forget_predicted_fd(event);
+        match self.action {
+            EnforceAction::Deny => Verdict::Deny(EPERM),
+            EnforceAction::Kill => Verdict::Kill,
+        }
+    }
+
+    fn event(&mut self, event: &Event) {
+        self.events += 1;
+        self.record(event);
+        self.state.apply(event);
+        let alerts = self.alerts_for(event, None);
+        self.deliver(alerts);
+        self.state.finish(event);
+    }
+}
+
+/// The syscall numbers of the event types `ruleset`'s enabled rules watch.
+fn report_syscalls(ruleset: &Ruleset) -> (Vec<u16>, bool) {
+    let types = ruleset.event_types();
+    let all = types.is_all();
+    let mut nrs: Vec<u16> = types
+        .ids()
+        .filter_map(|id| {
+            vigil_event::table::events()
+                .get(usize::from(id))
+                .and_then(|s| s.nr)
+        })
+        .collect();
+    nrs.sort_unstable();
+    nrs.dedup();
+    (nrs, all)
+}
+
+/// Which enabled rules block, and the syscalls they judge at entry.
+fn enforced_rules(ruleset: &Ruleset, args: &RunArgs) -> Result<(Vec<bool>, Vec<u16>)> {
+    let mut enforced = vec![false; ruleset.rules().len()];
+    if !args.enforce {
+        return Ok((enforced, Vec::new()));
+    }
+    let default_tag = [ENFORCE_TAG.to_string()];
+    let tags: &[String] = if args.enforce_rule.is_empty() && args.enforce_tag.is_empty() {
+        &default_tag
+    } else {
+        &args.enforce_tag
+    };
+    let mut judged = Vec::new();
+    for (i, rule) in ruleset.rules().iter().enumerate() {
+        if !ruleset.is_enabled(i) {
+            continue;
+        }
+        let by_name = args
+            .enforce_rule
+            .iter()
+            .any(|p| wildcard_match(p, &rule.name));
+        let by_tag = tags
+            .iter()
+            .any(|p| rule.tags.iter().any(|t| wildcard_match(p, t)));
+        if !(by_name || by_tag) {
+            continue;
+        }
+        let Some(types) = rule.event_types() else {
+            return Err(InvalidInput(format!(
+                "rule `{}` cannot be enforced: its condition does not restrict evt.type",
+                rule.name
+            ))
+            .into());
+        };
+        enforced[i] = true;
+        judged.extend(types.iter().filter_map(|&id| {
+            vigil_event::table::events()
+                .get(usize::from(id))
+                .and_then(|s| s.nr)
+        }));
+    }
+    if !enforced.iter().any(|&e| e) {
+        eprintln!("vigil: warning: --enforce: no enabled rule is selected for enforcement");
+    }
+    judged.sort_unstable();
+    judged.dedup();
+    Ok((enforced, judged))
+}
+
+pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
+    let config = args.selection.config.load()?;
+    let mut ruleset = load_selection(&args.selection, &config)?;
+    ruleset.set_rule_matching(match args.rule_matching {
+        Some(Matching::First) => RuleMatching::First,
+        Some(Matching::All) => RuleMatching::All,
+        None => config.rule_matching,
+    });
+    let (enforced, judged) = enforced_rules(&ruleset, &args)?;
+    let (report, all) = report_syscalls(&ruleset);
+    if all {
+        eprintln!(
+            "vigil: warning: a rule does not restrict evt.type: every syscall of the workload \
+             will stop the tracer"
+        );
+    }
+    let profile = match &args.seccomp_profile {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read `{}`", path.display()))?;
+            Some(
+                Profile::parse(&text)
+                    .map_err(|e| InvalidInput(format!("`{}`: {e}", path.display())))?,
+            )
+        }
+        None => None,
+    };
+    let alerts_path = args.alerts.clone().or_else(|| {
+        (config.file_output.enabled && !config.file_output.filename.as_os_str().is_empty())
+            .then(|| config.file_output.filename.clone())
+    });
+    let alerts_out: Box<dyn Write> = match &alerts_path {
+        Some(path) => Box::new(BufWriter::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open `{}`", path.display()))?,
+        )),
+        None => Box::new(io::stderr()),
+    };
+    let capture = match &args.write {
+        Some(path) => Some(CaptureOut::create(path)?),
+        None => None,
+    };
+    let json = (args.json || config.json_output).then_some(JsonOptions {
+        include_output: config.json_include_output_property,
+        include_tags: config.json_include_tags_property,
+        include_output_fields: config.json_include_output_fields_property,
+    });
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let ctx = ruleset.new_ctx();
+    let mut pipeline = Pipeline {
+        state: State::new(system_state_config(&hostname)),
+        ruleset,
+        ctx,
+        matches: Vec::new(),
+        enforced,
+        action: args.enforce_action,
+        hostname,
+        alerts_out,
+        json,
+        capture,
+        error: None,
+        alerts: 0,
+        blocked: 0,
+        events: 0,
+    };
+    let mut command = args.command.into_iter();
+    let spec = RunSpec {
+        program: command.next().unwrap_or_default(),
+        args: command.collect(),
+        report,
+        judged,
+        learn: args.learn.is_some(),
+        profile,
+        mechanism: match args.mechanism {
+            MechanismArg::Ptrace => Mechanism::Ptrace,
+            MechanismArg::Notify => Mechanism::Notify,
+        },
+    };
+    let traced = vigil_ptrace::traced_syscalls(&spec).len();
+    let outcome = vigil_ptrace::run(&spec, &mut pipeline)?;
+    if let Some(capture) = pipeline.capture.take() {
+        if let Err(e) = capture.finish() {
+            pipeline.fail(e);
+        }
+    }
+    if let Some(path) = &args.learn {
+        let text = vigil_ptrace::learned_profile(&outcome.used_syscalls);
+        if let Err(e) = std::fs::write(path, text) {
+            pipeline
+                .fail(anyhow::Error::new(e).context(format!("cannot write `{}`", path.display())));
+        }
+    }
+    if args.stats {
+        let s = &outcome.stats;
+        eprintln!(
+            "vigil: traced_syscalls={} stops={} seccomp_stops={} exit_stops={} tasks={} \
+             events={} alerts={} judged={} blocked={} killed={} read_faults={}",
+            traced,
+            s.stops,
+            s.seccomp_stops,
+            s.exit_stops,
+            s.tasks,
+            pipeline.events,
+            pipeline.alerts,
+            s.judged,
+            pipeline.blocked,
+            s.killed,
+            s.read_faults
+        );
+    }
+    let _ = pipeline.alerts_out.flush();
+    if let Some(err) = pipeline.error.take() {
+        // The workload ran to its end; Vigil's own failure is reported, its status kept.
+        eprintln!("vigil: {err:#}");
+    }
+    vigil_ptrace::exit_like(outcome.status)
+}

@@ -1,0 +1,600 @@
+//! End-to-end tests of `vigil run`: alerts with Vigil's default rules and the upstream Falco
+//! rules, enforcement (a blocked open returns EPERM and the file is never opened), seccomp
+//! profile learning and application, captures (`-w`) that replay to the same alerts.
+//!
+//! Requirements: ptrace of a child process (absent in some sandboxes) and, for the
+//! `/etc/shadow` tests, root (to read the file). Missing requirements skip with a reason and
+//! fail under `VIGIL_TEST_STRICT=1`.
+#![allow(clippy::print_stderr)]
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn vigil_cmd() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_vigil"));
+    c.stdin(Stdio::null());
+    c
+}
+
+fn vigil(args: &[&str]) -> Output {
+    vigil_cmd().args(args).output().expect("run vigil")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn strict() -> bool {
+    std::env::var("VIGIL_TEST_STRICT").is_ok_and(|v| v == "1")
+}
+
+fn skip(test: &str, why: &str) {
+    assert!(!strict(), "{test}: {why}");
+    eprintln!("skipping {test}: {why}");
+}
+
+/// Whether `vigil run` can trace here; skips (or fails under strict) otherwise.
+fn can_trace(test: &str) -> bool {
+    let out = vigil(&["run", "--", "true"]);
+    if out.status.success() {
+        return true;
+    }
+    skip(
+        test,
+        &format!("vigil run cannot trace: {}", text(&out.stderr)),
+    );
+    false
+}
+
+fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .map(|v| v.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vigil-run-{}-{test}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+fn upstream_rules(test: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/falco-rules/falco_rules.yaml");
+    if path.is_file() {
+        Some(path)
+    } else {
+        skip(test, &format!("{} not found", path.display()));
+        None
+    }
+}
+
+#[test]
+fn shadow_read_alerts_with_default_and_upstream_rules() {
+    if !can_trace("shadow_read") {
+        return;
+    }
+    if !is_root() {
+        skip("shadow_read", "reading /etc/shadow needs root");
+        return;
+    }
+    let expected = fs::read("/etc/shadow").expect("root reads /etc/shadow");
+    let out = vigil(&["run", "--", "cat", "/etc/shadow"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(out.stdout, expected, "the workload's stdout is untouched");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("Credential file opened for reading") && err.contains("file=/etc/shadow"),
+        "default rules alert on stderr: {err}"
+    );
+    assert!(err.contains("parent=vigil"), "{err}");
+
+    let Some(rules) = upstream_rules("shadow_read") else {
+        return;
+    };
+    let out = vigil(&[
+        "run",
+        "-r",
+        rules.to_str().unwrap(),
+        "--json",
+        "--",
+        "cat",
+        "/etc/shadow",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let alert: serde_json::Value = err
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("JSON alert"))
+        .unwrap_or_else(|| panic!("no JSON alert: {err}"));
+    assert_eq!(
+        alert["rule"], "Read sensitive file untrusted",
+        "upstream stable rule: {alert}"
+    );
+    assert_eq!(alert["output_fields"]["fd.name"], "/etc/shadow");
+    assert_eq!(alert["output_fields"]["proc.name"], "cat");
+}
+
+#[test]
+fn no_alerts_means_a_quiet_vigil() {
+    if !can_trace("quiet") {
+        return;
+    }
+    let out = vigil(&["run", "--", "echo", "hello"]);
+    assert!(out.status.success());
+    assert_eq!(text(&out.stdout), "hello\n");
+    assert_eq!(text(&out.stderr), "", "nothing but the workload's output");
+}
+
+const GUARD_RULES: &str = r#"
+- rule: Guarded FIFO opened
+  desc: test rule, enforced through its tag
+  condition: evt.type in (open, openat, openat2) and fd.name endswith "/guarded.fifo"
+  output: "guarded fifo opened (file=%fd.name proc=%proc.name)"
+  priority: WARNING
+  tags: [vigil.enforce, test]
+"#;
+
+/// Opens FIFO `path` for writing without blocking: `true` if some process has it open for
+/// reading (the open succeeds), `false` on ENXIO (no reader).
+fn fifo_has_reader(path: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(0o4000) // O_NONBLOCK
+        .open(path)
+        .map(|mut f| {
+            let _ = f.write_all(b"leaked\n");
+        })
+        .is_ok()
+}
+
+#[test]
+fn enforced_open_returns_eperm_and_never_opens_the_file() {
+    if !can_trace("enforce") {
+        return;
+    }
+    let dir = scratch("enforce");
+    let rules = dir.join("guard.yaml");
+    fs::write(&rules, GUARD_RULES).unwrap();
+    let fifo = dir.join("guarded.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    // If the open were let through, `cat` would block on the FIFO (no writer): the loop below
+    // then finds a reader, writes to it and the test fails instead of hanging.
+    let mut child = vigil_cmd()
+        .current_dir(&dir)
+        .args([
+            "run",
+            "-r",
+            rules.to_str().unwrap(),
+            "--enforce",
+            "--json",
+            "--",
+        ])
+        .args([
+            "sh",
+            "-c",
+            "cat guarded.fifo; echo \"cat=$?\"; echo unrelated > other.txt; cat other.txt",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn vigil");
+    let mut leaked = false;
+    for _ in 0..400 {
+        if child.try_wait().expect("poll vigil").is_some() {
+            break;
+        }
+        if fifo_has_reader(&fifo) {
+            leaked = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("vigil output");
+    assert!(!leaked, "the guarded FIFO was opened by the workload");
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("cat=1"), "cat failed: {stdout}");
+    assert!(
+        stdout.contains("unrelated"),
+        "unrelated syscalls work: {stdout}"
+    );
+    assert!(
+        stderr.contains("Operation not permitted"),
+        "EPERM reached the workload: {stderr}"
+    );
+    let alert: serde_json::Value = stderr
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap_or_else(|| panic!("no alert: {stderr}"));
+    assert_eq!(alert["rule"], "Guarded FIFO opened");
+    assert_eq!(alert["output_fields"]["vigil.action"], "blocked");
+    assert!(alert["output"].as_str().unwrap().ends_with("(blocked)"));
+    assert!(alert["output"]
+        .as_str()
+        .unwrap()
+        .contains("guarded.fifo proc=cat"));
+
+    // Without --enforce the same rule only alerts (a writer releases the reader).
+    let child = vigil_cmd()
+        .current_dir(&dir)
+        .args(["run", "-r", rules.to_str().unwrap(), "--"])
+        .args(["cat", "guarded.fifo"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn vigil");
+    let mut fed = false;
+    for _ in 0..400 {
+        if fifo_has_reader(&fifo) {
+            fed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("vigil output");
+    assert!(fed, "detect-only mode lets the open happen");
+    assert_eq!(text(&out.stdout), "leaked\n");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("guarded fifo opened") && !stderr.contains("(blocked)"),
+        "{stderr}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn enforce_selection_and_kill_action() {
+    if !can_trace("enforce_kill") {
+        return;
+    }
+    let dir = scratch("enforce_kill");
+    let rules = dir.join("guard.yaml");
+    fs::write(&rules, GUARD_RULES).unwrap();
+    fs::write(dir.join("guarded.fifo"), "regular file here\n").unwrap();
+    let r = rules.to_str().unwrap();
+    let script = "cat guarded.fifo; echo \"cat=$?\"";
+    // Selected by name (the tag default no longer applies), killing.
+    let out = vigil_cmd()
+        .current_dir(&dir)
+        .args(["run", "-r", r, "--enforce", "--enforce-rule", "Guarded*"])
+        .args(["--enforce-action", "kill", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert_eq!(text(&out.stdout), "cat=137\n", "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("(killed)"));
+    // A selection that matches nothing enforces nothing.
+    let out = vigil_cmd()
+        .current_dir(&dir)
+        .args(["run", "-r", r, "--enforce", "--enforce-tag", "no-such-tag"])
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "regular file here\ncat=0\n",
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(text(&out.stderr).contains("guarded fifo opened"));
+    assert!(text(&out.stderr).contains("no enabled rule is selected"));
+    // --enforce-rule without --enforce is refused.
+    let out = vigil(&["run", "--enforce-rule", "x", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn learned_profile_applies_and_refuses_other_syscalls() {
+    if !can_trace("learn") {
+        return;
+    }
+    let dir = scratch("learn");
+    let profile = dir.join("profile.json");
+    let p = profile.to_str().unwrap();
+    let native = Command::new("ls").arg("/").output().unwrap();
+    let out = vigil(&["run", "--learn", p, "--", "ls", "/"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(out.stdout, native.stdout);
+    let doc: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&profile).unwrap()).expect("the profile is JSON");
+    assert_eq!(doc["defaultAction"], "SCMP_ACT_ERRNO");
+    assert_eq!(doc["architectures"][0], "SCMP_ARCH_X86_64");
+    assert_eq!(doc["syscalls"][0]["action"], "SCMP_ACT_ALLOW");
+    let names: Vec<&str> = doc["syscalls"][0]["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for needed in ["execve", "getdents64", "write", "exit_group"] {
+        assert!(names.contains(&needed), "{needed} missing from {names:?}");
+    }
+    assert!(!names.contains(&"mkdir"), "{names:?}");
+
+    let out = vigil(&["run", "--seccomp-profile", p, "--", "ls", "/"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        out.stdout, native.stdout,
+        "the learned workload still works"
+    );
+    let target = dir.join("made");
+    let out = vigil(&[
+        "run",
+        "--seccomp-profile",
+        p,
+        "--",
+        "mkdir",
+        target.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("Operation not permitted"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!target.exists(), "mkdir was refused by the profile");
+    // Invalid profiles are invalid input.
+    fs::write(&profile, "{\"defaultAction\": 3}").unwrap();
+    let out = vigil(&["run", "--seccomp-profile", p, "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn capture_replays_to_the_same_alerts() {
+    if !can_trace("capture") {
+        return;
+    }
+    let dir = scratch("capture");
+    let rules = dir.join("guard.yaml");
+    fs::write(&rules, GUARD_RULES).unwrap();
+    fs::write(dir.join("guarded.fifo"), "x\n").unwrap();
+    let r = rules.to_str().unwrap();
+    for name in ["cap.jsonl", "cap.vcap"] {
+        let cap = dir.join(name);
+        let out = vigil_cmd()
+            .current_dir(&dir)
+            .args(["run", "-r", r, "--stats", "-w", cap.to_str().unwrap()])
+            .args(["--", "sh", "-c", "cat guarded.fifo >/dev/null"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let live: Vec<String> = text(&out.stderr)
+            .lines()
+            .filter(|l| l.contains("guarded fifo opened"))
+            .map(|l| l.split_once(' ').unwrap().1.to_string())
+            .collect();
+        assert_eq!(live.len(), 1, "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("seccomp_stops="));
+        let replay = vigil(&["replay", cap.to_str().unwrap(), "-r", r]);
+        assert!(replay.status.success(), "{}", text(&replay.stderr));
+        let replayed: Vec<String> = text(&replay.stdout)
+            .lines()
+            .map(|l| l.split_once(' ').unwrap().1.to_string())
+            .collect();
+        assert_eq!(replayed, live, "{name}: replay reproduces the live alert");
+    }
+    let jsonl = fs::read_to_string(dir.join("cap.jsonl")).unwrap();
+    for needed in ["\"execve\"", "\"openat\"", "\"procexit\""] {
+        assert!(jsonl.contains(needed), "{needed} in the capture");
+    }
+    assert!(
+        ["\"clone\"", "\"clone3\"", "\"fork\"", "\"vfork\""]
+            .iter()
+            .any(|t| jsonl.contains(t)),
+        "the shell's child creation is in the capture"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn workload_that_cannot_start() {
+    if !can_trace("no_such_program") {
+        return;
+    }
+    let out = vigil(&["run", "--", "/nonexistent/program"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(text(&out.stderr).contains("cannot execute the workload"));
+    let out = vigil(&["run"]);
+    assert_eq!(out.status.code(), Some(2), "a command is required");
+}
+
+#[test]
+fn notify_mechanism_blocks_and_leaves_ptrace_to_the_workload() {
+    if !can_trace("notify") {
+        return;
+    }
+    let dir = scratch("notify");
+    let rules = dir.join("guard.yaml");
+    fs::write(&rules, GUARD_RULES).unwrap();
+    fs::write(dir.join("guarded.fifo"), "secret\n").unwrap();
+    let r = rules.to_str().unwrap();
+    let out = vigil_cmd()
+        .current_dir(&dir)
+        .args(["run", "--mechanism", "notify", "-r", r, "--enforce", "--"])
+        .args(["sh", "-c", "cat guarded.fifo; echo \"cat=$?\"; echo ok"])
+        .output()
+        .unwrap();
+    assert_eq!(text(&out.stdout), "cat=1\nok\n", "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("(blocked)"));
+    // Detection without enforcement sees the open with its predicted descriptor.
+    let out = vigil_cmd()
+        .current_dir(&dir)
+        .args(["run", "--mechanism", "notify", "-r", r, "--json", "--"])
+        .args(["cat", "guarded.fifo"])
+        .output()
+        .unwrap();
+    assert_eq!(text(&out.stdout), "secret\n");
+    assert!(text(&out.stderr).contains("guarded fifo opened"));
+    // Unlike ptrace, user-notify leaves PTRACE_TRACEME to the workload.
+    let py = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+        print(libc.ptrace(0, 0, 0, 0))\n";
+    let out = vigil(&["run", "--mechanism", "notify", "--", "python3", "-c", py]);
+    assert_eq!(text(&out.stdout), "0\n", "{}", text(&out.stderr));
+    let out = vigil(&["run", "--mechanism", "notify", "--", "sh", "-c", "exit 5"]);
+    assert_eq!(out.status.code(), Some(5));
+    let out = vigil(&[
+        "run",
+        "--mechanism",
+        "notify",
+        "--learn",
+        "x.json",
+        "--",
+        "true",
+    ]);
+    assert!(!out.status.success(), "learning needs ptrace");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn connect_events_carry_both_ends() {
+    if !can_trace("connect") {
+        return;
+    }
+    let dir = scratch("connect");
+    let rules = dir.join("conn.yaml");
+    fs::write(
+        &rules,
+        "- rule: Any connect\n  desc: t\n  condition: evt.type = connect and fd.l4proto = tcp\n  \
+         output: \"connect %fd.name cport=%fd.cport res=%evt.res\"\n  priority: NOTICE\n",
+    )
+    .unwrap();
+    let py = "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+        c = socket.create_connection(s.getsockname())\n\
+        print('%s:%d->%s:%d' % (c.getsockname() + s.getsockname()))\n";
+    let out = vigil(&[
+        "run",
+        "-r",
+        rules.to_str().unwrap(),
+        "--",
+        "python3",
+        "-c",
+        py,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let name = text(&out.stdout).trim().to_string();
+    let port = name.split_once(':').unwrap().1.split_once('-').unwrap().0;
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("connect {name} cport={port} res=SUCCESS")),
+        "{name}: {stderr}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn descriptors_reused_by_untraced_calls_are_not_misnamed() {
+    if !can_trace("stale_fd") {
+        return;
+    }
+    let dir = scratch("stale_fd");
+    let rules = dir.join("fd.yaml");
+    fs::write(
+        &rules,
+        "- rule: Watch opens\n  desc: t\n  condition: evt.type = openat and fd.name = /nonexistent/x\n  \
+         output: never\n  priority: NOTICE\n\
+         - rule: Fchmod\n  desc: t\n  condition: evt.type = fchmod\n  \
+         output: \"fchmod fd=%evt.arg.fd name=%fd.name type=%fd.type\"\n  priority: NOTICE\n",
+    )
+    .unwrap();
+    // fd N: /etc/hostname (open traced), closed (untraced), reused by pipe() (untraced).
+    let py = "import os\nfd = os.open('/etc/hostname', os.O_RDONLY)\nos.close(fd)\n\
+        r, w = os.pipe()\nassert r == fd, (r, fd)\nos.fchmod(r, 0o600)\nprint(r)\n";
+    let out = vigil(&[
+        "run",
+        "-r",
+        rules.to_str().unwrap(),
+        "--",
+        "python3",
+        "-c",
+        py,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("fchmod fd="))
+        .unwrap_or_else(|| panic!("no fchmod alert: {stderr}"));
+    assert!(!line.contains("/etc/hostname"), "stale fd name: {line}");
+    assert!(!line.contains("type=file"), "stale fd type: {line}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn alerts_can_go_to_a_file() {
+    if !can_trace("alerts_file") {
+        return;
+    }
+    let dir = scratch("alerts_file");
+    let rules = dir.join("guard.yaml");
+    fs::write(&rules, GUARD_RULES).unwrap();
+    fs::write(dir.join("guarded.fifo"), "data\n").unwrap();
+    let alerts = dir.join("alerts.log");
+    let out = vigil_cmd()
+        .current_dir(&dir)
+        .args(["run", "-r", rules.to_str().unwrap()])
+        .args([
+            "--alerts",
+            alerts.to_str().unwrap(),
+            "--",
+            "cat",
+            "guarded.fifo",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(text(&out.stdout), "data\n");
+    assert_eq!(text(&out.stderr), "", "alerts went to the file");
+    let logged = fs::read_to_string(&alerts).unwrap();
+    assert!(logged.contains("guarded fifo opened"), "{logged}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn enforced_exec_is_refused_before_the_new_image_runs() {
+    if !can_trace("enforce_exec") {
+        return;
+    }
+    let dir = scratch("enforce_exec");
+    let rules = dir.join("exec.yaml");
+    fs::write(
+        &rules,
+        "- rule: Forbidden program\n  desc: t\n  \
+         condition: evt.type in (execve, execveat) and evt.res = SUCCESS and proc.name = touch\n  \
+         output: \"forbidden %proc.name %proc.cmdline parent=%proc.pname\"\n  priority: ERROR\n",
+    )
+    .unwrap();
+    let marker = dir.join("marker");
+    let script = format!("/usr/bin/touch {}; echo \"rc=$?\"", marker.display());
+    let out = vigil_cmd()
+        .args(["run", "-r", rules.to_str().unwrap(), "--enforce"])
+        .args(["--enforce-rule", "Forbidden*", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "rc=126\n", "{}", text(&out.stderr));
+    assert!(!marker.exists(), "touch never ran");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "forbidden touch touch {} parent=sh (blocked)",
+            marker.display()
+        )),
+        "{stderr}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,161 @@
+//! Classic-BPF seccomp programs: "return action A for these syscall numbers, D otherwise",
+//! behind an x86-64 architecture check.
+//!
+//! Layout (every jump is short, so the program has no offset limits):
+//!
+//! ```text
+//! ld  [arch]          ; jeq AUDIT_ARCH_X86_64 ? skip : ret ERRNO(ENOSYS)
+//! ld  [nr]            ; jge 0x40000000 (x32 ABI) ? ret ERRNO(ENOSYS) : skip
+//! jeq nr_1 ? next : skip 1 ; ret action_1
+//! …
+//! ret default
+//! ```
+//!
+//! 32-bit (`int 0x80`) and x32 syscalls are refused with `ENOSYS`: their numbers mean other
+//! calls, so they would slip past a filter written for x86-64 numbers.
+
+use crate::sys::{bpf_jump, bpf_stmt, SockFilter};
+
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JEQ_K: u16 = 0x15;
+const BPF_JGE_K: u16 = 0x35;
+const BPF_RET_K: u16 = 0x06;
+
+/// `AUDIT_ARCH_X86_64`.
+pub const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+/// The bit x32-ABI syscall numbers carry.
+pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// `struct seccomp_data` offsets.
+const OFF_NR: u32 = 0;
+const OFF_ARCH: u32 = 4;
+
+/// Seccomp filter return values.
+pub const RET_KILL_PROCESS: u32 = 0x8000_0000;
+pub const RET_KILL_THREAD: u32 = 0;
+pub const RET_ERRNO: u32 = 0x0005_0000;
+pub const RET_TRACE: u32 = 0x7ff0_0000;
+pub const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+pub const RET_LOG: u32 = 0x7ffc_0000;
+pub const RET_ALLOW: u32 = 0x7fff_0000;
+
+const ENOSYS: u32 = 38;
+
+/// `SECCOMP_RET_ERRNO` with `errno`.
+pub const fn ret_errno(errno: u16) -> u32 {
+    RET_ERRNO | errno as u32
+}
+
+/// A program returning `action` for each listed syscall (the first entry for a number wins)
+/// and `default` for every other x86-64 syscall.
+pub fn build(entries: &[(u16, u32)], default: u32) -> Vec<SockFilter> {
+    let mut prog = Vec::with_capacity(6 + 2 * entries.len());
+    prog.push(bpf_stmt(BPF_LD_W_ABS, OFF_ARCH));
+    prog.push(bpf_jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, 1, 0));
+    prog.push(bpf_stmt(BPF_RET_K, RET_ERRNO | ENOSYS));
+    prog.push(bpf_stmt(BPF_LD_W_ABS, OFF_NR));
+    prog.push(bpf_jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1));
+    prog.push(bpf_stmt(BPF_RET_K, RET_ERRNO | ENOSYS));
+    let mut seen = Vec::new();
+    for &(nr, action) in entries {
+        if action == default || seen.contains(&nr) {
+            continue;
+        }
+        seen.push(nr);
+        prog.push(bpf_jump(BPF_JEQ_K, u32::from(nr), 0, 1));
+        prog.push(bpf_stmt(BPF_RET_K, action));
+    }
+    prog.push(bpf_stmt(BPF_RET_K, default));
+    prog
+}
+
+/// The tracing filter: `SECCOMP_RET_TRACE` for `traced`, `ALLOW` for the rest.
+pub fn trace_only(traced: &[u16]) -> Vec<SockFilter> {
+    let entries: Vec<(u16, u32)> = traced.iter().map(|&nr| (nr, RET_TRACE)).collect();
+    build(&entries, RET_ALLOW)
+}
+
+/// The user-notify filter: `SECCOMP_RET_USER_NOTIF` for `notified`, `ALLOW` for the rest.
+pub fn notify_only(notified: &[u16]) -> Vec<SockFilter> {
+    let entries: Vec<(u16, u32)> = notified.iter().map(|&nr| (nr, RET_USER_NOTIF)).collect();
+    build(&entries, RET_ALLOW)
+}
+
+/// The learning filter: every syscall stops.
+pub fn trace_all() -> Vec<SockFilter> {
+    build(&[], RET_TRACE)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A classic-BPF interpreter for the instructions [`build`] emits, over a
+    /// `seccomp_data` with `nr` and `arch`.
+    pub(crate) fn run(prog: &[SockFilter], nr: u32, arch: u32) -> u32 {
+        let mut acc = 0u32;
+        let mut pc = 0usize;
+        loop {
+            let ins = prog.get(pc).expect("program runs off its end");
+            pc += 1;
+            match ins.code {
+                BPF_LD_W_ABS => {
+                    acc = match ins.k {
+                        OFF_NR => nr,
+                        OFF_ARCH => arch,
+                        other => panic!("load from unexpected offset {other}"),
+                    }
+                }
+                BPF_JEQ_K => pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf }),
+                BPF_JGE_K => pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf }),
+                BPF_RET_K => return ins.k,
+                other => panic!("unexpected opcode {other:#x}"),
+            }
+        }
+    }
+
+    #[test]
+    fn traces_exactly_the_listed_syscalls() {
+        let prog = trace_only(&[257, 2, 59, 257]);
+        for nr in 0..460u32 {
+            let expected = if [2, 59, 257].contains(&nr) {
+                RET_TRACE
+            } else {
+                RET_ALLOW
+            };
+            assert_eq!(run(&prog, nr, AUDIT_ARCH_X86_64), expected, "nr {nr}");
+        }
+        assert_eq!(prog.len(), 6 + 2 * 3 + 1, "duplicates emitted once");
+    }
+
+    #[test]
+    fn foreign_abis_are_refused() {
+        let prog = trace_only(&[2]);
+        // i386 `open` is 5; the filter must not let it through as x86-64 `fstat`.
+        assert_eq!(run(&prog, 5, 0x4000_0003), RET_ERRNO | ENOSYS);
+        assert_eq!(
+            run(&prog, X32_SYSCALL_BIT | 2, AUDIT_ARCH_X86_64),
+            RET_ERRNO | ENOSYS
+        );
+    }
+
+    #[test]
+    fn learning_traces_everything_and_defaults_apply() {
+        let prog = trace_all();
+        assert_eq!(run(&prog, 0, AUDIT_ARCH_X86_64), RET_TRACE);
+        assert_eq!(run(&prog, 435, AUDIT_ARCH_X86_64), RET_TRACE);
+        let allow_list = build(&[(0, RET_ALLOW), (60, RET_ALLOW)], ret_errno(1));
+        assert_eq!(run(&allow_list, 0, AUDIT_ARCH_X86_64), RET_ALLOW);
+        assert_eq!(run(&allow_list, 1, AUDIT_ARCH_X86_64), ret_errno(1));
+        assert_eq!(run(&allow_list, 60, AUDIT_ARCH_X86_64), RET_ALLOW);
+    }
+
+    #[test]
+    fn large_sets_keep_short_jumps() {
+        let all: Vec<u16> = (0..460).collect();
+        let prog = trace_only(&all);
+        assert!(prog.iter().all(|i| i.jt <= 1 && i.jf <= 1));
+        assert_eq!(run(&prog, 459, AUDIT_ARCH_X86_64), RET_TRACE);
+        assert_eq!(run(&prog, 460, AUDIT_ARCH_X86_64), RET_ALLOW);
+    }
+}

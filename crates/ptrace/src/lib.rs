@@ -1,0 +1,344 @@
+//! `vigil-ptrace`: the kernel-less driver. Launches a workload under a seccomp filter that
+//! stops it (`SECCOMP_RET_TRACE`) only on the syscalls someone needs, and turns those stops
+//! into [`vigil_event::Event`]s with the same schemas the eBPF driver produces.
+//!
+//! It owns: the seccomp programs ([`filter`], [`profile`]), the fork/seize/exec of the
+//! workload, the ptrace stop loop, argument decoding, and the `/proc` reads that replace
+//! tracing `close`/`dup`/`fcntl` (see `README.md` for the design and its documented choices).
+//! It knows nothing about rules, alerts or outputs: events go to a caller's [`Handler`],
+//! which may also veto a syscall before it runs ([`Verdict`]).
+//!
+//! A second, prototype mechanism ([`Mechanism::Notify`]) uses seccomp user notification
+//! instead of ptrace (no results, no process events; see `README.md`).
+//!
+//! Needs no privilege beyond being allowed to ptrace its own child (`CAP_SYS_PTRACE` in some
+//! containers, e.g. on Fargate), and works as root too.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+
+use thiserror::Error;
+use vigil_event::{Event, Snapshot};
+
+mod decode;
+mod fds;
+mod filter;
+mod notify;
+mod procinfo;
+pub mod profile;
+mod sys;
+mod tracer;
+
+pub use profile::{learned_profile, Profile, ProfileError};
+
+/// What to run and what to watch.
+#[derive(Clone, Debug, Default)]
+pub struct RunSpec {
+    /// The program (looked up in `PATH` like a shell does) and its arguments (`argv[1..]`).
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// x86-64 syscall numbers whose completed events the handler receives.
+    pub report: Vec<u16>,
+    /// Syscall numbers the handler judges at entry, before they run ([`Handler::judge`]).
+    pub judged: Vec<u16>,
+    /// Learning mode: every syscall stops once at entry and is recorded in
+    /// [`Outcome::used_syscalls`].
+    pub learn: bool,
+    /// A seccomp profile enforced on the workload in addition to the tracing filter.
+    pub profile: Option<Profile>,
+    /// How syscalls are intercepted.
+    pub mechanism: Mechanism,
+}
+
+/// The interception mechanism.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mechanism {
+    /// `SECCOMP_RET_TRACE` + ptrace: results, process events, full transparency.
+    #[default]
+    Ptrace,
+    /// Prototype: `SECCOMP_RET_USER_NOTIF`. One notification per traced syscall, no results
+    /// (events carry the predicted result), processes described from `/proc` when first seen,
+    /// no learning mode, `read`/`write`/`close` never notified. Leaves ptrace to the workload.
+    Notify,
+}
+
+/// The decision on a syscall judged at entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Let it run.
+    Allow,
+    /// Skip it; it returns `-errno` to the workload.
+    Deny(i32),
+    /// Kill the calling process (`SIGKILL`) before the syscall runs.
+    Kill,
+}
+
+/// Where the tracer delivers what it sees. Called on the tracer's thread, with the tracee
+/// stopped: time spent here is time the workload waits.
+pub trait Handler {
+    /// Once, before the workload's first instruction: its process and Vigil's ancestry.
+    fn start(&mut self, snapshot: &Snapshot);
+    /// A judged syscall at entry, built as if it succeeded (`res` 0, or the descriptor the
+    /// call would get for descriptor-returning calls). A syscall allowed here and also
+    /// reported arrives again, completed, at [`Handler::event`]; a denied one does not.
+    fn judge(&mut self, event: &Event) -> Verdict;
+    /// A completed event: a reported syscall, a clone/fork/vfork (in the parent), a
+    /// successful exec, or a thread's exit (`procexit`).
+    fn event(&mut self, event: &Event);
+}
+
+/// How the workload ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadStatus {
+    Exited(i32),
+    Signaled { signal: i32, core_dumped: bool },
+}
+
+/// Counters of one run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Every ptrace stop handled.
+    pub stops: u64,
+    pub seccomp_stops: u64,
+    pub exit_stops: u64,
+    /// Events delivered to [`Handler::event`].
+    pub events: u64,
+    /// Syscalls judged at entry, denied, and processes killed.
+    pub judged: u64,
+    pub denied: u64,
+    pub killed: u64,
+    /// Threads and processes traced.
+    pub tasks: u64,
+    /// Argument reads that failed (the parameter is left empty).
+    pub read_faults: u64,
+}
+
+/// The result of [`run`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The status of the process `run` started (not of its descendants).
+    pub status: WorkloadStatus,
+    pub stats: RunStats,
+    /// Learning mode: every syscall number the workload used, ascending.
+    pub used_syscalls: Vec<u16>,
+}
+
+/// Why the workload could not be run or traced.
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error("vigil run supports x86-64 only")]
+    Architecture,
+    #[error("the workload name or an argument contains a NUL byte")]
+    NulByte,
+    #[error("cannot start the workload")]
+    Spawn(#[source] std::io::Error),
+    #[error("cannot trace the workload (is ptrace allowed here? a container needs CAP_SYS_PTRACE or a permissive ptrace_scope)")]
+    Attach(#[source] std::io::Error),
+    #[error("waiting for the workload failed")]
+    Wait(#[source] std::io::Error),
+    #[error("the workload vanished without an exit status")]
+    NoStatus,
+    #[error("{0} is not supported with the user-notify mechanism")]
+    NotifyUnsupported(&'static str),
+}
+
+/// Syscalls the state engine needs whatever the rules watch: the working directory (relative
+/// paths) and credentials. They are rare, so tracing them costs little. Process creation and
+/// exec come from ptrace events, not from the filter.
+pub const STATE_SYSCALLS: &[u16] = &[
+    80,  // chdir
+    81,  // fchdir
+    105, // setuid
+    106, // setgid
+    112, // setsid
+    109, // setpgid
+    113, // setreuid
+    114, // setregid
+    117, // setresuid
+    119, // setresgid
+    126, // capset
+];
+
+/// Syscalls delivered by ptrace events (clone/fork/vfork/exec) rather than by the filter.
+const EVENT_SYSCALLS: &[u16] = &[56, 57, 58, 435, 59, 322];
+
+/// The syscall numbers the tracing filter returns `SECCOMP_RET_TRACE` for.
+pub fn traced_syscalls(spec: &RunSpec) -> Vec<u16> {
+    let mut out: Vec<u16> = spec
+        .report
+        .iter()
+        .chain(STATE_SYSCALLS)
+        .copied()
+        .filter(|nr| !EVENT_SYSCALLS.contains(nr))
+        .chain(spec.judged.iter().copied())
+        .collect();
+    // Descriptor-creating socket calls keep the fd table right for network rules.
+    if out
+        .iter()
+        .any(|nr| matches!(nr, 42 | 43 | 44 | 45 | 46 | 47 | 49 | 50 | 288))
+    {
+        out.extend([41, 53]);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Runs the workload to completion under the tracer, delivering events to `handler`.
+/// Returns when every traced task has exited (orphaned descendants included), with the status
+/// of the process it started.
+pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunError> {
+    if !sys::is_x86_64() {
+        return Err(RunError::Architecture);
+    }
+    let program = CString::new(spec.program.as_bytes().to_vec()).map_err(|_| RunError::NulByte)?;
+    let mut argv = vec![program.clone()];
+    for a in &spec.args {
+        argv.push(CString::new(a.as_bytes().to_vec()).map_err(|_| RunError::NulByte)?);
+    }
+    let traced = traced_syscalls(spec);
+    let notify = spec.mechanism == Mechanism::Notify;
+    if notify && spec.learn {
+        return Err(RunError::NotifyUnsupported("learning"));
+    }
+    let mut filters = Vec::new();
+    if !notify {
+        filters.push(if spec.learn {
+            filter::trace_all()
+        } else {
+            filter::trace_only(&traced)
+        });
+    }
+    if let Some(p) = &spec.profile {
+        filters.push(p.to_filter());
+    }
+    let (gate_read, gate_write) = sys::pipe().map_err(RunError::Spawn)?;
+    let (report_read, report_write) = if notify {
+        sys::pipe().map_err(RunError::Spawn)?
+    } else {
+        (-1, -1)
+    };
+    let notified: Vec<u16> = traced
+        .iter()
+        .copied()
+        .filter(|nr| !notify::HANDSHAKE.contains(nr))
+        .collect();
+    let plan = sys::ChildPlan {
+        program,
+        argv,
+        filters,
+        gate_read,
+        gate_write,
+        notify: notify.then(|| (filter::notify_only(&notified), report_write)),
+    };
+    let child = sys::spawn_gated(&plan);
+    sys::close(gate_read);
+    if notify {
+        sys::close(report_write);
+        let child = match child {
+            Ok(pid) => pid,
+            Err(e) => {
+                sys::close(gate_write);
+                sys::close(report_read);
+                return Err(RunError::Spawn(e));
+            }
+        };
+        return run_notify(spec, handler, child, gate_write, report_read, &notified);
+    }
+    let child = match child {
+        Ok(pid) => pid,
+        Err(e) => {
+            sys::close(gate_write);
+            return Err(RunError::Spawn(e));
+        }
+    };
+    if let Err(e) = sys::seize(child) {
+        let _ = sys::kill(child, libc::SIGKILL);
+        sys::close(gate_write);
+        let _ = sys::wait_any();
+        return Err(RunError::Attach(e));
+    }
+    let _ = sys::forward_signals_to(child);
+    let snapshot = procinfo::snapshot_of(&procinfo::ancestry(i64::from(child)), true);
+    handler.start(&snapshot);
+    // Release the child: it installs the filters and execs.
+    sys::close(gate_write);
+    let mut tracer = tracer::Tracer::new(child, spec, handler);
+    let status = tracer.run()?;
+    let mut used: Vec<u16> = tracer.used.iter().copied().collect();
+    used.sort_unstable();
+    let stats = tracer.stats.clone();
+    Ok(Outcome {
+        status: status.ok_or(RunError::NoStatus)?,
+        stats,
+        used_syscalls: used,
+    })
+}
+
+fn run_notify(
+    spec: &RunSpec,
+    handler: &mut dyn Handler,
+    child: i32,
+    gate_write: i32,
+    report_read: i32,
+    notified: &[u16],
+) -> Result<Outcome, RunError> {
+    let remote_fd = sys::read_i32(report_read);
+    sys::close(report_read);
+    let listener = remote_fd
+        .ok_or_else(|| std::io::Error::other("the workload did not report its listener"))
+        .and_then(|fd| {
+            let pidfd = sys::pidfd_open(child)?;
+            Ok((pidfd, sys::pidfd_getfd(pidfd, fd)?))
+        });
+    let (pidfd, listener) = match listener {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = sys::kill(child, libc::SIGKILL);
+            sys::close(gate_write);
+            let _ = sys::wait_child(child);
+            return Err(RunError::Attach(e));
+        }
+    };
+    let _ = sys::forward_signals_to(child);
+    let snapshot = procinfo::snapshot_of(&procinfo::ancestry(i64::from(child)), true);
+    handler.start(&snapshot);
+    sys::close(gate_write);
+    let flags = |nrs: &[u16]| {
+        let mut v = vec![false; 512];
+        for &nr in nrs {
+            if let Some(s) = v.get_mut(usize::from(nr)) {
+                *s = true;
+            }
+        }
+        v
+    };
+    let mut sup = notify::Supervisor::new(
+        child,
+        pidfd,
+        listener,
+        flags(notified),
+        flags(&spec.judged),
+        handler,
+    );
+    let status = sup.run();
+    sys::close(listener);
+    sys::close(pidfd);
+    Ok(Outcome {
+        status: status?,
+        stats: sup.stats.clone(),
+        used_syscalls: Vec::new(),
+    })
+}
+
+/// Ends the calling process the way the workload ended: `exit(code)`, or the same signal
+/// re-raised with its default disposition (so Vigil's parent sees the same wait status).
+pub fn exit_like(status: WorkloadStatus) -> ! {
+    match status {
+        WorkloadStatus::Exited(code) => std::process::exit(code),
+        WorkloadStatus::Signaled { signal, .. } => {
+            sys::die_by_signal(signal);
+            std::process::exit(128 + signal)
+        }
+    }
+}

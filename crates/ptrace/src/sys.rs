@@ -1,0 +1,585 @@
+//! Every system interface the tracer needs that `std` does not offer: fork/exec with a seccomp
+//! filter, ptrace requests, `waitpid`, `process_vm_readv`, signal dispositions. This is the one
+//! module of the crate allowed to use `unsafe`; each block says why it is sound.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+pub use libc::user_regs_struct as Regs;
+
+/// `PTRACE_EVENT_*` values as they appear in `status >> 16`.
+pub const EVENT_FORK: i32 = libc::PTRACE_EVENT_FORK;
+pub const EVENT_VFORK: i32 = libc::PTRACE_EVENT_VFORK;
+pub const EVENT_CLONE: i32 = libc::PTRACE_EVENT_CLONE;
+pub const EVENT_EXEC: i32 = libc::PTRACE_EVENT_EXEC;
+pub const EVENT_SECCOMP: i32 = libc::PTRACE_EVENT_SECCOMP;
+pub const EVENT_STOP: i32 = 128;
+
+/// The options every tracee gets (auto-attached children inherit them).
+pub const TRACE_OPTIONS: i32 = libc::PTRACE_O_TRACESECCOMP
+    | libc::PTRACE_O_TRACECLONE
+    | libc::PTRACE_O_TRACEFORK
+    | libc::PTRACE_O_TRACEVFORK
+    | libc::PTRACE_O_TRACEEXEC
+    | libc::PTRACE_O_TRACESYSGOOD
+    | libc::PTRACE_O_EXITKILL;
+
+fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// What the child needs between `fork` and `exec`, prepared before forking so that the child
+/// allocates nothing.
+pub struct ChildPlan {
+    pub program: CString,
+    /// `argv` including `argv[0]`.
+    pub argv: Vec<CString>,
+    /// Seccomp filters, installed in order (each a classic-BPF program).
+    pub filters: Vec<Vec<libc::sock_filter>>,
+    /// The read end of the pipe the parent closes once it has attached.
+    pub gate_read: i32,
+    pub gate_write: i32,
+    /// Seccomp user-notify mode: this filter is installed with a listener whose fd number the
+    /// child writes to `report_write` before waiting at the gate (the parent fetches the fd
+    /// with `pidfd_getfd`). The child then runs no ptrace gate first.
+    pub notify: Option<(Vec<libc::sock_filter>, i32)>,
+}
+
+/// Forks a child that waits until the parent closes the gate pipe, then sets
+/// `PR_SET_NO_NEW_PRIVS`, installs the filters and execs the program. Returns the child's pid.
+/// A child that cannot exec prints the reason and exits 127 (as shells do for "not found").
+pub fn spawn_gated(plan: &ChildPlan) -> io::Result<i32> {
+    let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let progs: Vec<libc::sock_fprog> = plan
+        .filters
+        .iter()
+        .map(|f| libc::sock_fprog {
+            len: u16::try_from(f.len()).unwrap_or(u16::MAX),
+            filter: f.as_ptr().cast_mut(),
+        })
+        .collect();
+    let notify_prog = plan.notify.as_ref().map(|(f, fd)| {
+        (
+            libc::sock_fprog {
+                len: u16::try_from(f.len()).unwrap_or(u16::MAX),
+                filter: f.as_ptr().cast_mut(),
+            },
+            *fd,
+        )
+    });
+    let msg_exec = b"vigil: cannot execute the workload: ";
+    let msg_filter = b"vigil: cannot install the seccomp filter\n";
+    // SAFETY: `fork` has no memory-safety preconditions. The child only calls
+    // async-signal-safe functions on data prepared above (no allocation) before exec or _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid > 0 {
+        return Ok(pid);
+    }
+    // Child.
+    // SAFETY: plain syscalls on valid fds and pointers that live until exec/_exit; the
+    // filter programs point into `plan.filters`, alive for the whole call.
+    unsafe {
+        libc::close(plan.gate_write);
+        let wait_gate = || {
+            let mut byte = 0u8;
+            // Blocks until the parent closes its end (EOF).
+            while libc::read(plan.gate_read, std::ptr::addr_of_mut!(byte).cast(), 1) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+            libc::close(plan.gate_read);
+        };
+        if notify_prog.is_none() {
+            // ptrace: the parent attaches before any filter exists.
+            wait_gate();
+        }
+        // Rust ignores SIGPIPE in its own process; the workload gets the default back.
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            libc::write(2, msg_filter.as_ptr().cast(), msg_filter.len());
+            libc::_exit(126);
+        }
+        for prog in &progs {
+            if libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                std::ptr::from_ref(prog),
+                0,
+                0,
+            ) != 0
+            {
+                libc::write(2, msg_filter.as_ptr().cast(), msg_filter.len());
+                libc::_exit(126);
+            }
+        }
+        if let Some((prog, report)) = &notify_prog {
+            let fd = libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                std::ptr::from_ref(prog),
+            ) as i32;
+            if fd < 0 {
+                libc::write(2, msg_filter.as_ptr().cast(), msg_filter.len());
+                libc::_exit(126);
+            }
+            libc::write(*report, std::ptr::addr_of!(fd).cast(), 4);
+            libc::close(*report);
+            wait_gate();
+            libc::close(fd);
+        }
+        libc::execvp(plan.program.as_ptr(), argv.as_ptr());
+        let err = *libc::__errno_location();
+        libc::write(2, msg_exec.as_ptr().cast(), msg_exec.len());
+        let text = libc::strerror(err);
+        libc::write(2, text.cast(), libc::strlen(text));
+        libc::write(2, b"\n".as_ptr().cast(), 1);
+        libc::_exit(if err == libc::ENOENT { 127 } else { 126 });
+    }
+}
+
+/// A pipe with both ends close-on-exec: `(read, write)`.
+pub fn pipe() -> io::Result<(i32, i32)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid array of two ints.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }.into())?;
+    Ok((fds[0], fds[1]))
+}
+
+pub fn close(fd: i32) {
+    // SAFETY: closing an fd this module created; errors are irrelevant.
+    unsafe {
+        libc::close(fd);
+    }
+}
+
+/// `PTRACE_SEIZE` with [`TRACE_OPTIONS`].
+pub fn seize(pid: i32) -> io::Result<()> {
+    // SAFETY: ptrace with integer arguments only.
+    check(unsafe {
+        libc::ptrace(
+            libc::PTRACE_SEIZE,
+            pid,
+            std::ptr::null_mut::<libc::c_void>(),
+            TRACE_OPTIONS as libc::c_long as *mut libc::c_void,
+        )
+    })?;
+    Ok(())
+}
+
+fn request(req: libc::c_uint, tid: i32, data: libc::c_long) -> io::Result<()> {
+    // SAFETY: resume-type ptrace requests take integers only.
+    check(unsafe {
+        libc::ptrace(
+            req,
+            tid,
+            std::ptr::null_mut::<libc::c_void>(),
+            data as *mut libc::c_void,
+        )
+    })?;
+    Ok(())
+}
+
+/// Resumes a stopped tracee, delivering `sig` (0 for none).
+pub fn cont(tid: i32, sig: i32) -> io::Result<()> {
+    request(libc::PTRACE_CONT, tid, sig.into())
+}
+
+/// Resumes a tracee until the exit of the current syscall.
+pub fn resume_to_exit(tid: i32) -> io::Result<()> {
+    request(libc::PTRACE_SYSCALL, tid, 0)
+}
+
+/// Lets a tracee in group-stop stay stopped while the tracer keeps waiting (`PTRACE_LISTEN`).
+pub fn listen(tid: i32) -> io::Result<()> {
+    request(libc::PTRACE_LISTEN, tid, 0)
+}
+
+pub fn get_regs(tid: i32) -> io::Result<Regs> {
+    // SAFETY: an all-zero `user_regs_struct` (plain integers) is valid; the kernel fills it.
+    let mut regs: Regs = unsafe { std::mem::zeroed() };
+    // SAFETY: `regs` is a valid, writable `user_regs_struct`.
+    check(unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETREGS,
+            tid,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::addr_of_mut!(regs).cast::<libc::c_void>(),
+        )
+    })?;
+    Ok(regs)
+}
+
+pub fn set_regs(tid: i32, regs: &Regs) -> io::Result<()> {
+    // SAFETY: `regs` is a valid `user_regs_struct` the kernel only reads.
+    check(unsafe {
+        libc::ptrace(
+            libc::PTRACE_SETREGS,
+            tid,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::from_ref(regs).cast_mut().cast::<libc::c_void>(),
+        )
+    })?;
+    Ok(())
+}
+
+/// The event message of the current ptrace event stop (new tid, former tid …).
+pub fn event_msg(tid: i32) -> io::Result<u64> {
+    let mut msg: libc::c_ulong = 0;
+    // SAFETY: `msg` is a valid, writable unsigned long.
+    check(unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETEVENTMSG,
+            tid,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::addr_of_mut!(msg).cast::<libc::c_void>(),
+        )
+    })?;
+    Ok(msg)
+}
+
+/// One result of [`wait_any`].
+pub enum Wait {
+    /// `(tid, raw status)`.
+    Status(i32, i32),
+    /// No children or tracees remain.
+    NoChildren,
+}
+
+/// `waitpid(-1, __WALL)`, retried on `EINTR`.
+pub fn wait_any() -> io::Result<Wait> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid, writable int.
+        let pid = unsafe { libc::waitpid(-1, std::ptr::addr_of_mut!(status), libc::__WALL) };
+        if pid >= 0 {
+            return Ok(Wait::Status(pid, status));
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ECHILD) => return Ok(Wait::NoChildren),
+            _ => return Err(err),
+        }
+    }
+}
+
+/// Reads tracee memory at `addr` into `buf`; returns how many bytes were read (short at an
+/// unmapped page).
+pub fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, valid and writable for its length; the remote iovec
+    // is only interpreted by the kernel in the other process's address space.
+    let n = unsafe {
+        libc::process_vm_readv(
+            pid,
+            std::ptr::addr_of!(local),
+            1,
+            std::ptr::addr_of!(remote),
+            1,
+            0,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+}
+
+/// Sends `sig` to process `pid`.
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: plain syscall.
+    check(unsafe { libc::kill(pid, sig) }.into())?;
+    Ok(())
+}
+
+/// The workload's pid, for the signal forwarder (0 = none yet).
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+/// The signals Vigil forwards to the workload. Job-control signals (`SIGTSTP`, `SIGCONT` …)
+/// are left alone: Vigil and the workload share the terminal's process group.
+pub const FORWARDED: [i32; 8] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGWINCH,
+];
+
+extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    let code = if info.is_null() {
+        0
+    } else {
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+        unsafe { (*info).si_code }
+    };
+    // A signal the terminal sent (to the whole foreground process group, so the workload has
+    // it already) is not sent twice.
+    if code == libc::SI_KERNEL {
+        return;
+    }
+    let pid = FORWARD_TO.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// Installs the forwarding handler for [`FORWARDED`] (with `SA_RESTART`, so the wait loop is
+/// not disturbed) and sets the target.
+pub fn forward_signals_to(pid: i32) -> io::Result<()> {
+    FORWARD_TO.store(pid, Ordering::Relaxed);
+    for sig in FORWARDED {
+        // SAFETY: a zeroed sigaction is valid; the handler is an `extern "C"` function with
+        // the SA_SIGINFO signature that only calls async-signal-safe functions.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = forward as *const () as usize;
+            act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(std::ptr::addr_of_mut!(act.sa_mask));
+            check(libc::sigaction(sig, std::ptr::addr_of!(act), std::ptr::null_mut()).into())?;
+        }
+    }
+    Ok(())
+}
+
+/// Stops forwarding once the workload's main process is gone (its pid may be reused): the
+/// forwarded signals get their default disposition back, so they act on Vigil itself (and
+/// ending Vigil ends the traced descendants still running, through `PTRACE_O_EXITKILL`).
+pub fn stop_forwarding() {
+    FORWARD_TO.store(0, Ordering::Relaxed);
+    for sig in FORWARDED {
+        // SAFETY: restoring a default disposition has no preconditions.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+}
+
+/// Ends this process the way the workload ended: the default disposition of `sig` restored,
+/// core dumps off (the workload dumped its own), the signal unblocked and raised. Returns only
+/// if the signal did not kill (it never should).
+pub fn die_by_signal(sig: i32) {
+    // SAFETY: plain syscalls on valid, zero-initialised structures.
+    unsafe {
+        let limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, std::ptr::addr_of!(limit));
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(std::ptr::addr_of_mut!(set));
+        libc::sigaddset(std::ptr::addr_of_mut!(set), sig);
+        libc::sigprocmask(
+            libc::SIG_UNBLOCK,
+            std::ptr::addr_of!(set),
+            std::ptr::null_mut(),
+        );
+        libc::kill(libc::getpid(), sig);
+    }
+}
+
+/// One seccomp user notification.
+pub struct Notif {
+    pub id: u64,
+    pub tid: i32,
+    pub nr: i32,
+    pub args: [u64; 6],
+}
+
+/// `pidfd_open(pid)`.
+pub fn pidfd_open(pid: i32) -> io::Result<i32> {
+    // SAFETY: plain syscall with integer arguments.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
+    Ok(i32::try_from(fd).unwrap_or(-1))
+}
+
+/// `pidfd_getfd(pidfd, fd)`: a copy of another process's descriptor.
+pub fn pidfd_getfd(pidfd: i32, fd: i32) -> io::Result<i32> {
+    // SAFETY: plain syscall with integer arguments.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) })?;
+    Ok(i32::try_from(fd).unwrap_or(-1))
+}
+
+/// Reads exactly 4 bytes (a descriptor number) from a pipe; `None` at EOF.
+pub fn read_i32(fd: i32) -> Option<i32> {
+    let mut v = 0i32;
+    loop {
+        // SAFETY: `v` is a valid, writable 4-byte buffer.
+        let n = unsafe { libc::read(fd, std::ptr::addr_of_mut!(v).cast(), 4) };
+        if n == 4 {
+            return Some(v);
+        }
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return None;
+    }
+}
+
+/// Polls `fds` for input; returns each one's `revents`.
+pub fn poll_in(fds: &[i32]) -> io::Result<Vec<i16>> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        // SAFETY: `p` is a valid array of `p.len()` pollfd structures.
+        let n = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, -1) };
+        if n >= 0 {
+            return Ok(p.iter().map(|x| x.revents).collect());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+}
+
+/// Receives one notification; `Ok(None)` when it vanished (the task was interrupted or died).
+pub fn notif_recv(listener: i32) -> io::Result<Option<Notif>> {
+    // SAFETY: an all-zero seccomp_notif (plain integers) is valid and required by the ioctl.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: `n` is a valid, writable seccomp_notif.
+    let r = unsafe {
+        libc::ioctl(
+            listener,
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            std::ptr::addr_of_mut!(n),
+        )
+    };
+    if r < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::EINTR | libc::ENOENT) => Ok(None),
+            _ => Err(err),
+        };
+    }
+    Ok(Some(Notif {
+        id: n.id,
+        tid: i32::try_from(n.pid).unwrap_or(0),
+        nr: n.data.nr,
+        args: n.data.args,
+    }))
+}
+
+/// Answers a notification: run the syscall (`errno` 0) or fail it with `-errno`.
+pub fn notif_send(listener: i32, id: u64, errno: i32) {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: -errno,
+        flags: if errno == 0 {
+            libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32
+        } else {
+            0
+        },
+    };
+    // SAFETY: `resp` is a valid seccomp_notif_resp the kernel only reads. A failure means the
+    // task is gone (ENOENT): nothing to answer.
+    unsafe {
+        libc::ioctl(
+            listener,
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            std::ptr::addr_of!(resp),
+        );
+    }
+}
+
+/// `waitpid(pid, 0)` for one child, retried on `EINTR`.
+pub fn wait_child(pid: i32) -> io::Result<i32> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid, writable int.
+        let r = unsafe { libc::waitpid(pid, std::ptr::addr_of_mut!(status), 0) };
+        if r >= 0 {
+            return Ok(status);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+}
+
+/// Registers with all fields zero (the notify mechanism fills the argument registers).
+pub fn zero_regs() -> Regs {
+    // SAFETY: `user_regs_struct` is plain integers; all-zero is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+/// `true` if the process runs on x86-64 (the only architecture the filters know).
+pub const fn is_x86_64() -> bool {
+    cfg!(target_arch = "x86_64")
+}
+
+/// Helpers for the raw wait status.
+pub mod status {
+    pub fn exited(s: i32) -> bool {
+        libc::WIFEXITED(s)
+    }
+    pub fn exit_code(s: i32) -> i32 {
+        libc::WEXITSTATUS(s)
+    }
+    pub fn signaled(s: i32) -> bool {
+        libc::WIFSIGNALED(s)
+    }
+    pub fn term_sig(s: i32) -> i32 {
+        libc::WTERMSIG(s)
+    }
+    pub fn core_dumped(s: i32) -> bool {
+        libc::WCOREDUMP(s)
+    }
+    pub fn stopped(s: i32) -> bool {
+        libc::WIFSTOPPED(s)
+    }
+    pub fn stop_sig(s: i32) -> i32 {
+        libc::WSTOPSIG(s)
+    }
+}
+
+/// `sock_filter` constructor for the filter builder.
+pub fn bpf_stmt(code: u16, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+pub fn bpf_jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+pub use libc::sock_filter as SockFilter;

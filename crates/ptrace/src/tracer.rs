@@ -1,0 +1,482 @@
+//! The stop loop: one `waitpid(-1, __WALL)` per ptrace stop, dispatched by stop kind.
+//!
+//! Stops taken, and nothing else:
+//! - the seccomp stop of a traced syscall (arguments read, the judge consulted);
+//! - its syscall-exit stop, only when the syscall is reported (its result is in the event);
+//! - clone/fork/vfork/exec event stops (process tree and new images, without filtering
+//!   those syscalls);
+//! - signal-delivery stops (the signal is passed on unchanged) and group-stops
+//!   (`PTRACE_LISTEN`, so job control behaves as without a tracer).
+
+use std::collections::{HashMap, HashSet};
+
+use vigil_event::{table, Event, EventType, Param};
+
+use crate::decode;
+use crate::fds::Ledger;
+use crate::procinfo;
+use crate::sys::{self, status, Regs, Wait};
+use crate::{Handler, RunError, RunSpec, RunStats, Verdict, WorkloadStatus};
+
+const CLONE_THREAD: u64 = 0x0001_0000;
+const CLONE_VM: u64 = 0x0000_0100;
+const CLONE_VFORK: u64 = 0x0000_4000;
+const SIGCHLD: u64 = 17;
+
+/// A syscall waiting for its exit stop.
+struct Pending {
+    event: Event,
+    regs: Regs,
+}
+
+/// One traced thread.
+#[derive(Default)]
+pub(crate) struct Task {
+    tgid: i32,
+    pending: Option<Pending>,
+    /// Entry arguments of the last exec this thread started: `(event type, head params)`.
+    exec_head: Option<(EventType, Vec<Param>)>,
+}
+
+pub(crate) struct Tracer<'a> {
+    main: i32,
+    learn: bool,
+    /// Per syscall number: reported (exit stop taken) / judged at entry.
+    report: Vec<bool>,
+    judged: Vec<bool>,
+    handler: &'a mut dyn Handler,
+    tasks: HashMap<i32, Task>,
+    num: u64,
+    pub(crate) used: HashSet<u16>,
+    pub(crate) stats: RunStats,
+    main_status: Option<WorkloadStatus>,
+    fds: Ledger,
+}
+
+fn flags_of(numbers: &[u16]) -> Vec<bool> {
+    let mut v = vec![false; 512];
+    for &nr in numbers {
+        if let Some(slot) = v.get_mut(usize::from(nr)) {
+            *slot = true;
+        }
+    }
+    v
+}
+
+fn is_exec(nr: u64) -> bool {
+    nr == 59 || nr == 322
+}
+
+impl<'a> Tracer<'a> {
+    pub(crate) fn new(main: i32, spec: &RunSpec, handler: &'a mut dyn Handler) -> Tracer<'a> {
+        let mut tasks = HashMap::new();
+        tasks.insert(
+            main,
+            Task {
+                tgid: main,
+                ..Task::default()
+            },
+        );
+        Tracer {
+            main,
+            learn: spec.learn,
+            report: flags_of(&crate::traced_syscalls(spec)),
+            judged: flags_of(&spec.judged),
+            handler,
+            tasks,
+            num: 0,
+            used: HashSet::new(),
+            stats: RunStats {
+                tasks: 1,
+                ..RunStats::default()
+            },
+            main_status: None,
+            fds: {
+                let mut l = Ledger::default();
+                l.record_all(i64::from(main));
+                l
+            },
+        }
+    }
+
+    pub(crate) fn run(&mut self) -> Result<Option<WorkloadStatus>, RunError> {
+        loop {
+            match sys::wait_any().map_err(RunError::Wait)? {
+                Wait::NoChildren => return Ok(self.main_status),
+                Wait::Status(tid, st) => self.dispatch(tid, st),
+            }
+        }
+    }
+
+    /// Delivers `event`, preceded by the `close` of any stale descriptor it uses.
+    fn emit_checked(&mut self, event: Event) {
+        for close in self.fds.stale_before(&event) {
+            self.emit(close);
+        }
+        self.emit(event);
+    }
+
+    fn emit(&mut self, mut event: Event) {
+        self.fds.after(&event);
+        self.num += 1;
+        event.num = self.num;
+        self.stats.events += 1;
+        self.handler.event(&event);
+    }
+
+    fn tgid(&mut self, tid: i32) -> i32 {
+        if let Some(t) = self.tasks.get(&tid) {
+            return t.tgid;
+        }
+        let tgid = procinfo::tgid_of(tid).unwrap_or(tid);
+        self.tasks.insert(
+            tid,
+            Task {
+                tgid,
+                ..Task::default()
+            },
+        );
+        self.stats.tasks += 1;
+        tgid
+    }
+
+    fn dispatch(&mut self, tid: i32, st: i32) {
+        if status::exited(st) || status::signaled(st) {
+            self.task_exit(tid, st);
+            return;
+        }
+        if !status::stopped(st) {
+            return;
+        }
+        self.stats.stops += 1;
+        let sig = status::stop_sig(st);
+        let event = st >> 16;
+        let tgid = self.tgid(tid);
+        if sig == (libc::SIGTRAP | 0x80) {
+            self.stats.exit_stops += 1;
+            self.syscall_exit(tid);
+            let _ = sys::cont(tid, 0);
+            return;
+        }
+        match event {
+            sys::EVENT_SECCOMP => {
+                self.stats.seccomp_stops += 1;
+                self.seccomp_stop(tid, tgid);
+            }
+            sys::EVENT_FORK | sys::EVENT_VFORK | sys::EVENT_CLONE => {
+                self.clone_event(tid, tgid);
+                let _ = sys::cont(tid, 0);
+            }
+            sys::EVENT_EXEC => {
+                self.exec_event(tid);
+                let _ = sys::cont(tid, 0);
+            }
+            sys::EVENT_STOP => {
+                if matches!(
+                    sig,
+                    libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                ) {
+                    // Group-stop: stay stopped until SIGCONT, as without a tracer.
+                    let _ = sys::listen(tid);
+                } else {
+                    let _ = sys::cont(tid, 0);
+                }
+            }
+            0 => {
+                // Signal-delivery stop: deliver it unchanged.
+                let _ = sys::cont(tid, sig);
+            }
+            _ => {
+                let _ = sys::cont(tid, 0);
+            }
+        }
+    }
+
+    fn task_exit(&mut self, tid: i32, st: i32) {
+        let Some(task) = self.tasks.remove(&tid) else {
+            return;
+        };
+        let (ret, sig, core) = if status::exited(st) {
+            (status::exit_code(st), 0, false)
+        } else {
+            (0, status::term_sig(st), status::core_dumped(st))
+        };
+        if tid == task.tgid {
+            self.fds.exit(i64::from(tid));
+        }
+        if tid == self.main {
+            sys::stop_forwarding();
+            self.main_status = Some(if status::exited(st) {
+                WorkloadStatus::Exited(ret)
+            } else {
+                WorkloadStatus::Signaled {
+                    signal: sig,
+                    core_dumped: core,
+                }
+            });
+        }
+        let procexit = table::by_name("procexit").expect("procexit is in the event table");
+        self.emit(Event {
+            num: 0,
+            ts: decode::now_ns(),
+            tid: i64::from(tid),
+            pid: i64::from(task.tgid),
+            etype: procexit,
+            res: 0,
+            params: vec![
+                Param::Int(i64::from(st)),
+                Param::Int(i64::from(ret)),
+                Param::Uint(u64::try_from(sig).unwrap_or(0)),
+                Param::Uint(u64::from(core)),
+            ],
+            truncated: 0,
+        });
+    }
+
+    fn seccomp_stop(&mut self, tid: i32, tgid: i32) {
+        let Ok(mut regs) = sys::get_regs(tid) else {
+            return;
+        };
+        let nr = regs.orig_rax;
+        let Ok(nr16) = u16::try_from(nr) else {
+            let _ = sys::cont(tid, 0);
+            return;
+        };
+        if self.learn {
+            self.used.insert(nr16);
+        }
+        let slot = usize::from(nr16);
+        let report = self.report.get(slot).copied().unwrap_or(false);
+        let judged = self.judged.get(slot).copied().unwrap_or(false);
+        let Some(etype) = table::by_syscall_nr(nr16).filter(|_| report || judged) else {
+            let _ = sys::cont(tid, 0);
+            return;
+        };
+        if is_exec(nr) {
+            let head = self.exec_head(tid, etype, &regs);
+            if judged {
+                let predicted = self.predicted_exec(tid, tgid, etype, &head, &regs);
+                if self.judge(tid, tgid, &mut regs, predicted) {
+                    return;
+                }
+            }
+            if let Some(t) = self.tasks.get_mut(&tid) {
+                t.exec_head = Some((etype, head));
+            }
+            let _ = sys::cont(tid, 0);
+            return;
+        }
+        let mut event = decode::entry_event(tid, tid, tgid, etype, &regs);
+        if judged {
+            let mut predicted = event.clone();
+            if etype.spec().res_kind == vigil_event::ParamKind::Fd {
+                predicted.res = procinfo::lowest_free_fd(tgid);
+            }
+            if self.judge(tid, tgid, &mut regs, predicted) {
+                return;
+            }
+        }
+        if report {
+            event.tid = i64::from(tid);
+            if let Some(t) = self.tasks.get_mut(&tid) {
+                t.pending = Some(Pending { event, regs });
+            }
+            let _ = sys::resume_to_exit(tid);
+        } else {
+            let _ = sys::cont(tid, 0);
+        }
+    }
+
+    /// Consults the handler; `true` when the syscall was denied or the process killed (the
+    /// tracee has been dealt with).
+    fn judge(&mut self, tid: i32, tgid: i32, regs: &mut Regs, mut predicted: Event) -> bool {
+        for close in self.fds.stale_before(&predicted) {
+            self.emit(close);
+        }
+        self.stats.judged += 1;
+        self.num += 1;
+        predicted.num = self.num;
+        match self.handler.judge(&predicted) {
+            Verdict::Allow => false,
+            Verdict::Deny(errno) => {
+                self.stats.denied += 1;
+                // Syscall number -1 skips the call; rax becomes its return value.
+                regs.orig_rax = u64::MAX;
+                regs.rax = (-i64::from(errno)) as u64;
+                let _ = sys::set_regs(tid, regs);
+                let _ = sys::cont(tid, 0);
+                true
+            }
+            Verdict::Kill => {
+                self.stats.killed += 1;
+                let _ = sys::kill(tgid, libc::SIGKILL);
+                true
+            }
+        }
+    }
+
+    fn exec_head(&mut self, tid: i32, etype: EventType, regs: &Regs) -> Vec<Param> {
+        let spec = etype.spec();
+        let n_head = spec.params.len() - 23;
+        let mut head = Vec::with_capacity(n_head);
+        let mut path_arg = |i: usize| match decode::read_cstr(tid, decode::arg(regs, i)) {
+            Some((s, _)) => Param::Bytes(s),
+            None => {
+                self.stats.read_faults += 1;
+                Param::None
+            }
+        };
+        if spec.name == "execveat" {
+            let dirfd = Param::Int(i64::from(decode::arg(regs, 0) as u32 as i32));
+            let path = path_arg(1);
+            head.extend([dirfd, path, Param::Uint(decode::arg(regs, 4))]);
+        } else {
+            head.push(path_arg(0));
+        }
+        head
+    }
+
+    /// The exec event as it would be if the exec succeeded: the current process with the new
+    /// file name, argv and comm.
+    fn predicted_exec(
+        &mut self,
+        tid: i32,
+        tgid: i32,
+        etype: EventType,
+        head: &[Param],
+        regs: &Regs,
+    ) -> Event {
+        let mut event = procinfo::exec_event(tgid, etype, Some(head.to_vec()));
+        event.tid = i64::from(tid);
+        let spec = etype.spec();
+        let argv_reg = if spec.name == "execveat" { 2 } else { 1 };
+        let (mut argv, _) = decode::read_str_array(tid, decode::arg(regs, argv_reg));
+        let (envp, _) = decode::read_str_array(tid, decode::arg(regs, argv_reg + 1));
+        let filename = match head.get(if spec.name == "execveat" { 1 } else { 0 }) {
+            Some(Param::Bytes(b)) => b.clone(),
+            _ => Vec::new(),
+        };
+        let exe = if argv.is_empty() {
+            filename.clone()
+        } else {
+            argv.remove(0)
+        };
+        let comm: Vec<u8> = {
+            let base = filename.rsplit(|&c| c == b'/').next().unwrap_or(&filename);
+            base[..base.len().min(15)].to_vec()
+        };
+        let mut set = |name: &str, value: Param| {
+            if let Some(i) = spec.param_index(name) {
+                event.params[i] = value;
+            }
+        };
+        set("exe", Param::Bytes(exe));
+        set("args", Param::List(argv));
+        set("env", Param::List(envp));
+        set("comm", Param::Bytes(comm));
+        // Resolved by the state engine from the raw path and the cwd.
+        set("trusted_exepath", Param::None);
+        event
+    }
+
+    fn syscall_exit(&mut self, tid: i32) {
+        let Some(Pending { mut event, regs }) =
+            self.tasks.get_mut(&tid).and_then(|t| t.pending.take())
+        else {
+            return;
+        };
+        let Ok(now) = sys::get_regs(tid) else {
+            return;
+        };
+        let res = now.rax as i64;
+        // Interrupted, to be restarted: the restart stops at the filter again.
+        if (-516..=-512).contains(&res) {
+            return;
+        }
+        decode::finish(&mut event, tid, &regs, res);
+        self.emit_checked(event);
+    }
+
+    fn clone_event(&mut self, tid: i32, tgid: i32) {
+        let Ok(child) = sys::event_msg(tid) else {
+            return;
+        };
+        let Ok(child) = i32::try_from(child) else {
+            return;
+        };
+        let regs = sys::get_regs(tid).ok();
+        let nr = regs.map_or(56, |r| r.orig_rax);
+        let (name, flags) = match nr {
+            57 => ("fork", SIGCHLD),
+            58 => ("vfork", CLONE_VM | CLONE_VFORK | SIGCHLD),
+            435 => (
+                "clone3",
+                regs.and_then(|r| {
+                    let mut b = [0u8; 8];
+                    match sys::read_mem(tid, r.rdi, &mut b) {
+                        Ok(8) => Some(u64::from_ne_bytes(b)),
+                        _ => None,
+                    }
+                })
+                .unwrap_or(0),
+            ),
+            _ => ("clone", regs.map_or(0, |r| r.rdi)),
+        };
+        let child_tgid = if flags & CLONE_THREAD != 0 {
+            tgid
+        } else {
+            child
+        };
+        if !self.tasks.contains_key(&child) {
+            self.stats.tasks += 1;
+        }
+        self.tasks.entry(child).or_default().tgid = child_tgid;
+        if child_tgid != tgid {
+            self.fds.fork(i64::from(tgid), i64::from(child_tgid));
+        }
+        let etype = table::by_name(name).expect("clone-family events are in the table");
+        let params = match name {
+            "fork" | "vfork" => vec![],
+            _ => vec![Param::Uint(flags)],
+        };
+        self.emit(Event {
+            num: 0,
+            ts: decode::now_ns(),
+            tid: i64::from(tid),
+            pid: i64::from(tgid),
+            etype,
+            res: i64::from(child),
+            params,
+            truncated: 0,
+        });
+    }
+
+    fn exec_event(&mut self, tid: i32) {
+        // After exec the thread has the process's id; the message is its former tid.
+        let former = sys::event_msg(tid)
+            .ok()
+            .and_then(|m| i32::try_from(m).ok())
+            .unwrap_or(tid);
+        let mut head = None;
+        if former != tid {
+            if let Some(t) = self.tasks.remove(&former) {
+                head = t.exec_head;
+            }
+        }
+        let task = self.tasks.entry(tid).or_default();
+        task.tgid = tid;
+        task.pending = None;
+        if let Some(h) = task.exec_head.take() {
+            head = head.or(Some(h));
+        }
+        let (etype, params) = match head {
+            Some((etype, params)) => (etype, Some(params)),
+            None => (
+                table::by_name("execve").expect("execve is in the event table"),
+                None,
+            ),
+        };
+        let event = procinfo::exec_event(tid, etype, params);
+        self.emit(event);
+    }
+}
