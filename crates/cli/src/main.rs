@@ -15,7 +15,6 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use vigil_config::{Config, RuleMatch, RuleSelector};
 use vigil_engine::{Engine, RulesText};
 use vigil_fields::Catalog;
-use vigil_output::JsonOptions;
 use vigil_rules::{
     Diagnostic, LoadOptions, LoadResult, Priority, RuleMatching, Selection, Severity,
 };
@@ -23,6 +22,7 @@ use vigil_state::StateConfig;
 
 mod bench;
 mod run;
+mod outputs;
 
 /// Exit code for invalid input: rules, captures, arguments.
 const EXIT_INVALID: u8 = 2;
@@ -179,6 +179,17 @@ struct ReplayArgs {
     /// Print the run's counters to stderr at the end.
     #[arg(long)]
     stats: bool,
+    /// Write Falco-style statistics to FILE: one JSON line per interval (`cur`, `delta`,
+    /// `drop_pct`) and one at the end.
+    #[arg(short = 's', long = "stats-file", value_name = "FILE")]
+    stats_file: Option<PathBuf>,
+    /// Interval of the stats file lines, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    stats_interval: u64,
+    /// Keep reading the (JSON lines) capture as it grows until SIGTERM/SIGINT, like a live
+    /// agent: web server, SIGHUP reload, SIGUSR1 reopen. For tests and demos.
+    #[arg(long, hide = true)]
+    follow: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -343,57 +354,38 @@ fn load_selection(selection: &RulesSelection, config: &Config) -> Result<vigil_r
 }
 
 fn replay(args: ReplayArgs) -> Result<ExitCode> {
-    let config = args.selection.config.load()?;
-    let mut ruleset = load_selection(&args.selection, &config)?;
-    ruleset.set_rule_matching(match args.rule_matching {
-        Some(Matching::First) => RuleMatching::First,
-        Some(Matching::All) => RuleMatching::All,
-        None => config.rule_matching,
-    });
-    let json = args.json || config.json_output;
-    let mut source = vigil_capture::ReplaySource::open(&args.file)
-        .with_context(|| format!("cannot replay `{}`", args.file.display()))?;
-    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
-    let mut engine = Engine::new(ruleset, system_state_config(&hostname), hostname);
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
-    let json_options = JsonOptions {
-        include_output: config.json_include_output_property,
-        include_tags: config.json_include_tags_property,
-        include_output_fields: config.json_include_output_fields_property,
+    let configure = |args: &ReplayArgs| -> Result<(Config, vigil_rules::Ruleset)> {
+        let mut config = args.selection.config.load()?;
+        let mut ruleset = load_selection(&args.selection, &config)?;
+        ruleset.set_rule_matching(match args.rule_matching {
+            Some(Matching::First) => RuleMatching::First,
+            Some(Matching::All) => RuleMatching::All,
+            None => config.rule_matching,
+        });
+        config.json_output |= args.json;
+        Ok((config, ruleset))
     };
-    let mut write_error: Option<io::Error> = None;
-    let stats = engine
-        .run(&mut source, &mut |alert| {
-            if write_error.is_some() {
-                return;
-            }
-            let line = if json {
-                alert.json_line(&json_options)
-            } else {
-                alert.text_line()
-            };
-            if let Err(e) = writeln!(out, "{line}") {
-                write_error = Some(e);
-            }
-        })
-        .with_context(|| format!("cannot replay `{}`", args.file.display()))?;
-    if let Some(e) = write_error {
-        return Err(e).context("cannot write alerts");
-    }
-    out.flush().context("cannot write alerts")?;
-    if args.stats {
-        eprintln!(
-            "events_in={} processed={} dropped={} alerts={}",
-            stats.events_in,
-            stats.processed,
-            stats.dropped_total(),
-            stats.alerts
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    let (config, ruleset) = configure(&args)?;
+    let flags = outputs::RunFlags {
+        stats_file: args.stats_file.clone(),
+        stats_interval: std::time::Duration::from_millis(args.stats_interval.max(1)),
+        follow: args.follow,
+        print_stats: args.stats,
+    };
+    let engine_for = |ruleset| {
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default();
+        Engine::new(ruleset, system_state_config(&hostname), hostname)
+    };
+    outputs::run(
+        &args.file,
+        config,
+        ruleset,
+        &engine_for,
+        &flags,
+        &mut || configure(&args),
+    )
 }
 
 /// State configuration for this host: its user database (an unreadable one is reported and

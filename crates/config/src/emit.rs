@@ -54,6 +54,15 @@ impl Out {
     }
 }
 
+fn delivery(o: &mut Out, d: &Delivery) {
+    match &d.spool_dir {
+        Some(p) => o.kv(1, "spool_dir", qpath(p)),
+        None => o.kv(1, "spool_dir", "null"),
+    }
+    o.kv(1, "spool_max_bytes", d.spool_max_bytes);
+    o.kv(1, "retry_max_backoff", format_duration(d.retry_max_backoff));
+}
+
 impl Config {
     /// The effective configuration as YAML that parses back to an equal `Config`.
     pub fn to_yaml(&self) -> String {
@@ -104,6 +113,7 @@ impl Config {
             "json_include_output_fields_property",
             self.json_include_output_fields_property,
         );
+        o.kv(0, "time_format_iso_8601", self.time_format_iso_8601);
         if self.append_output.is_empty() {
             o.kv(0, "append_output", "[]");
         } else {
@@ -145,12 +155,16 @@ impl Config {
         o.kv(1, "enabled", self.file_output.enabled);
         o.kv(1, "keep_alive", self.file_output.keep_alive);
         o.kv(1, "filename", qpath(&self.file_output.filename));
+        delivery(&mut o, &self.file_output.delivery());
         o.line(0, "syslog_output:");
         o.kv(1, "enabled", self.syslog_output.enabled);
+        o.kv(1, "socket", qpath(&self.syslog_output.socket));
+        delivery(&mut o, &self.syslog_output.delivery());
         o.line(0, "program_output:");
         o.kv(1, "enabled", self.program_output.enabled);
         o.kv(1, "keep_alive", self.program_output.keep_alive);
         o.kv(1, "program", quote(&self.program_output.program));
+        delivery(&mut o, &self.program_output.delivery());
         let h = &self.http_output;
         o.line(0, "http_output:");
         o.kv(1, "enabled", h.enabled);
@@ -167,6 +181,7 @@ impl Config {
         o.kv(1, "compress_uploads", h.compress_uploads);
         o.kv(1, "keep_alive", h.keep_alive);
         o.kv(1, "max_consecutive_timeouts", h.max_consecutive_timeouts);
+        delivery(&mut o, &h.delivery());
         o.kv(0, "buffered_outputs", self.buffered_outputs);
         o.line(0, "outputs_queue:");
         o.kv(1, "capacity", self.outputs_queue.capacity);
@@ -207,6 +222,12 @@ impl Config {
         o.kv(1, "libbpf_stats_enabled", m.libbpf_stats_enabled);
         o.kv(1, "convert_memory_to_mb", m.convert_memory_to_mb);
         o.kv(1, "include_empty_values", m.include_empty_values);
+        let d = &self.drop_alert;
+        o.line(0, "drop_alert:");
+        o.kv(1, "enabled", d.enabled);
+        o.kv(1, "priority", d.priority.as_str().to_ascii_lowercase());
+        o.kv(1, "threshold", d.threshold);
+        o.kv(1, "rate_limit", format_duration(d.rate_limit));
         o.0
     }
 }

@@ -21,6 +21,9 @@ pub struct Config {
     pub json_include_tags_property: bool,
     pub json_include_message_property: bool,
     pub json_include_output_fields_property: bool,
+    /// Text alerts start with an ISO 8601 timestamp instead of Falco's `HH:MM:SS.nnnnnnnnn`
+    /// (`time_format_iso_8601`).
+    pub time_format_iso_8601: bool,
     /// Extra output text and fields appended to matching rules' outputs (`append_output`).
     pub append_output: Vec<AppendOutput>,
     pub stdout_output: StdoutOutput,
@@ -32,6 +35,8 @@ pub struct Config {
     pub outputs_queue: OutputsQueue,
     pub webserver: Webserver,
     pub metrics: Metrics,
+    /// Vigil-only: the internal alert raised when events or alerts are dropped (`drop_alert`).
+    pub drop_alert: DropAlert,
 }
 
 impl Default for Config {
@@ -47,16 +52,18 @@ impl Default for Config {
             json_include_tags_property: true,
             json_include_message_property: false,
             json_include_output_fields_property: true,
+            time_format_iso_8601: false,
             append_output: Vec::new(),
             stdout_output: StdoutOutput { enabled: true },
             file_output: FileOutput::default(),
-            syslog_output: SyslogOutput { enabled: true },
+            syslog_output: SyslogOutput::default(),
             program_output: ProgramOutput::default(),
             http_output: HttpOutput::default(),
             buffered_outputs: false,
             outputs_queue: OutputsQueue { capacity: 0 },
             webserver: Webserver::default(),
             metrics: Metrics::default(),
+            drop_alert: DropAlert::default(),
         }
     }
 }
@@ -109,16 +116,97 @@ pub struct StdoutOutput {
     pub enabled: bool,
 }
 
+/// Vigil-only delivery settings shared by the file, syslog, program and HTTP outputs (keys
+/// `spool_dir`, `spool_max_bytes`, `retry_max_backoff` inside each output's section).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// Where alerts wait on disk while the output is down (unset: no spool; alerts beyond the
+    /// in-memory queue are dropped and counted).
+    pub spool_dir: Option<PathBuf>,
+    /// Disk budget of the spool; alerts beyond it are dropped and counted.
+    pub spool_max_bytes: u64,
+    /// Longest wait between two delivery attempts (the wait doubles from 100ms up to this).
+    pub retry_max_backoff: Duration,
+}
+
+impl Default for Delivery {
+    fn default() -> Self {
+        Delivery {
+            spool_dir: None,
+            spool_max_bytes: 64 * 1024 * 1024,
+            retry_max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyslogOutput {
     pub enabled: bool,
+    /// Vigil-only: the local syslog socket (datagram), `/dev/log` by default.
+    pub socket: PathBuf,
+    pub spool_dir: Option<PathBuf>,
+    pub spool_max_bytes: u64,
+    pub retry_max_backoff: Duration,
 }
+
+impl Default for SyslogOutput {
+    fn default() -> Self {
+        let d = Delivery::default();
+        SyslogOutput {
+            enabled: true,
+            socket: PathBuf::from("/dev/log"),
+            spool_dir: d.spool_dir,
+            spool_max_bytes: d.spool_max_bytes,
+            retry_max_backoff: d.retry_max_backoff,
+        }
+    }
+}
+
+/// Vigil-only (`drop_alert`): an internal alert, through the normal outputs, when more than
+/// `threshold` events or alerts were dropped since the last check; at most one per `rate_limit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DropAlert {
+    pub enabled: bool,
+    pub priority: Priority,
+    pub threshold: u64,
+    pub rate_limit: Duration,
+}
+
+impl Default for DropAlert {
+    fn default() -> Self {
+        DropAlert {
+            enabled: true,
+            priority: Priority::Critical,
+            threshold: 0,
+            rate_limit: Duration::from_secs(60),
+        }
+    }
+}
+
+macro_rules! delivery_accessor {
+    ($($ty:ty),*) => {$(
+        impl $ty {
+            /// The Vigil-only delivery settings of this output.
+            pub fn delivery(&self) -> Delivery {
+                Delivery {
+                    spool_dir: self.spool_dir.clone(),
+                    spool_max_bytes: self.spool_max_bytes,
+                    retry_max_backoff: self.retry_max_backoff,
+                }
+            }
+        }
+    )*};
+}
+delivery_accessor!(SyslogOutput, FileOutput, ProgramOutput, HttpOutput);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileOutput {
     pub enabled: bool,
     pub keep_alive: bool,
     pub filename: PathBuf,
+    pub spool_dir: Option<PathBuf>,
+    pub spool_max_bytes: u64,
+    pub retry_max_backoff: Duration,
 }
 
 impl Default for FileOutput {
@@ -127,6 +215,9 @@ impl Default for FileOutput {
             enabled: false,
             keep_alive: false,
             filename: PathBuf::from("./events.txt"),
+            spool_dir: None,
+            spool_max_bytes: Delivery::default().spool_max_bytes,
+            retry_max_backoff: Delivery::default().retry_max_backoff,
         }
     }
 }
@@ -136,6 +227,9 @@ pub struct ProgramOutput {
     pub enabled: bool,
     pub keep_alive: bool,
     pub program: String,
+    pub spool_dir: Option<PathBuf>,
+    pub spool_max_bytes: u64,
+    pub retry_max_backoff: Duration,
 }
 
 impl Default for ProgramOutput {
@@ -146,6 +240,9 @@ impl Default for ProgramOutput {
             program:
                 "jq '{text: .output}' | curl -d @- -X POST https://hooks.slack.com/services/XXX"
                     .to_owned(),
+            spool_dir: None,
+            spool_max_bytes: Delivery::default().spool_max_bytes,
+            retry_max_backoff: Delivery::default().retry_max_backoff,
         }
     }
 }
@@ -166,6 +263,9 @@ pub struct HttpOutput {
     pub compress_uploads: bool,
     pub keep_alive: bool,
     pub max_consecutive_timeouts: u32,
+    pub spool_dir: Option<PathBuf>,
+    pub spool_max_bytes: u64,
+    pub retry_max_backoff: Duration,
 }
 
 impl Default for HttpOutput {
@@ -185,14 +285,32 @@ impl Default for HttpOutput {
             compress_uploads: false,
             keep_alive: false,
             max_consecutive_timeouts: 5,
+            spool_dir: None,
+            spool_max_bytes: Delivery::default().spool_max_bytes,
+            retry_max_backoff: Delivery::default().retry_max_backoff,
         }
     }
 }
 
-/// `outputs_queue`; a capacity of 0 means unbounded (Falco's default).
+/// `outputs_queue`: alerts waiting in memory per output. Falco reads 0 as unbounded; Vigil
+/// never queues without bound and reads 0 as [`OutputsQueue::DEFAULT_BOUND`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputsQueue {
     pub capacity: u64,
+}
+
+impl OutputsQueue {
+    /// The per-output queue bound used when `capacity` is 0.
+    pub const DEFAULT_BOUND: usize = 100_000;
+
+    /// The effective per-output queue bound.
+    pub fn bound(&self) -> usize {
+        match usize::try_from(self.capacity) {
+            Ok(0) => Self::DEFAULT_BOUND,
+            Ok(n) => n,
+            Err(_) => usize::MAX,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

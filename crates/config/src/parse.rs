@@ -54,7 +54,6 @@ const FALCO_ONLY_TOP: &[&str] = &[
     "engine",
     "load_plugins",
     "plugins",
-    "time_format_iso_8601",
     "buffer_format_base64",
     "log_stderr",
     "log_syslog",
@@ -265,18 +264,27 @@ macro_rules! section {
 const NONE: &[&str] = &[];
 
 section!(stdout_section, StdoutOutput, ignored: NONE, { enabled => bool });
-section!(syslog_section, SyslogOutput, ignored: NONE, { enabled => bool });
+section!(syslog_section, SyslogOutput, ignored: NONE, {
+    enabled => bool, socket => path,
+    spool_dir => opt_path, spool_max_bytes => uint, retry_max_backoff => duration,
+});
 section!(file_section, FileOutput, ignored: NONE, {
     enabled => bool, keep_alive => bool, filename => path,
+    spool_dir => opt_path, spool_max_bytes => uint, retry_max_backoff => duration,
 });
 section!(program_section, ProgramOutput, ignored: NONE, {
     enabled => bool, keep_alive => bool, program => string,
+    spool_dir => opt_path, spool_max_bytes => uint, retry_max_backoff => duration,
+});
+section!(drop_alert_section, DropAlert, ignored: NONE, {
+    enabled => bool, priority => priority, threshold => uint, rate_limit => duration,
 });
 section!(http_section, HttpOutput, ignored: NONE, {
     enabled => bool, url => string, user_agent => string, insecure => bool,
     ca_cert => path, ca_bundle => path, ca_path => path, mtls => bool,
     client_cert => path, client_key => path, echo => bool, compress_uploads => bool,
     keep_alive => bool, max_consecutive_timeouts => uint,
+    spool_dir => opt_path, spool_max_bytes => uint, retry_max_backoff => duration,
 });
 section!(queue_section, OutputsQueue, ignored: NONE, { capacity => uint });
 section!(webserver_section, Webserver, ignored: WEBSERVER_FALCO_ONLY, {
@@ -464,6 +472,7 @@ const TOP_KEYS: &[&str] = &[
     "json_include_tags_property",
     "json_include_message_property",
     "json_include_output_fields_property",
+    "time_format_iso_8601",
     "append_output",
     "stdout_output",
     "file_output",
@@ -474,6 +483,7 @@ const TOP_KEYS: &[&str] = &[
     "outputs_queue",
     "webserver",
     "metrics",
+    "drop_alert",
 ];
 
 fn build(ctx: &mut Ctx<'_>, root: &Node) -> Result<Config, ConfigError> {
@@ -495,6 +505,7 @@ fn build(ctx: &mut Ctx<'_>, root: &Node) -> Result<Config, ConfigError> {
             "json_include_output_fields_property" => {
                 c.json_include_output_fields_property = ctx.bool(v, &p)?
             }
+            "time_format_iso_8601" => c.time_format_iso_8601 = ctx.bool(v, &p)?,
             "append_output" => c.append_output = ctx.append_outputs(v, &p)?,
             "stdout_output" => stdout_section(ctx, v, &p, &mut c.stdout_output)?,
             "file_output" => file_section(ctx, v, &p, &mut c.file_output)?,
@@ -505,6 +516,7 @@ fn build(ctx: &mut Ctx<'_>, root: &Node) -> Result<Config, ConfigError> {
             "outputs_queue" => queue_section(ctx, v, &p, &mut c.outputs_queue)?,
             "webserver" => webserver_section(ctx, v, &p, &mut c.webserver)?,
             "metrics" => metrics_section(ctx, v, &p, &mut c.metrics)?,
+            "drop_alert" => drop_alert_section(ctx, v, &p, &mut c.drop_alert)?,
             other if FALCO_ONLY_TOP.contains(&other) => ctx.warn_ignored(k, &p),
             other => return Err(ctx.unknown(k, &p, other, TOP_KEYS)),
         }
@@ -765,9 +777,10 @@ append_output:
       - home: "${HOME}"
   - extra_output: x
 stdout_output: {enabled: false}
+time_format_iso_8601: true
 file_output: {enabled: true, keep_alive: true, filename: /var/log/v.txt}
-syslog_output: {enabled: false}
-program_output: {enabled: true, keep_alive: true, program: "cat"}
+syslog_output: {enabled: false, socket: /run/log.sock, spool_dir: /s, spool_max_bytes: 10, retry_max_backoff: 2s}
+program_output: {enabled: true, keep_alive: true, program: "cat", spool_dir: /ps}
 http_output:
   enabled: true
   url: http://127.0.0.1:2801/
@@ -783,6 +796,9 @@ http_output:
   compress_uploads: true
   keep_alive: true
   max_consecutive_timeouts: 9
+  spool_dir: /var/spool/vigil
+  spool_max_bytes: 4096
+  retry_max_backoff: 500ms
 buffered_outputs: true
 outputs_queue: {capacity: 1000}
 webserver:
@@ -805,6 +821,7 @@ metrics:
   libbpf_stats_enabled: false
   convert_memory_to_mb: false
   include_empty_values: true
+drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
 "#;
         let l = load(text);
         assert!(l.warnings.is_empty(), "{:?}", l.warnings);
@@ -853,12 +870,33 @@ metrics:
             ]
         );
         assert!(!c.stdout_output.enabled && !c.syslog_output.enabled);
+        assert!(c.time_format_iso_8601);
+        assert_eq!(
+            c.syslog_output,
+            SyslogOutput {
+                enabled: false,
+                socket: "/run/log.sock".into(),
+                spool_dir: Some("/s".into()),
+                spool_max_bytes: 10,
+                retry_max_backoff: Duration::from_secs(2),
+            }
+        );
+        assert_eq!(
+            c.drop_alert,
+            DropAlert {
+                enabled: false,
+                priority: Priority::Warning,
+                threshold: 5,
+                rate_limit: Duration::from_secs(60),
+            }
+        );
         assert_eq!(
             c.file_output,
             FileOutput {
                 enabled: true,
                 keep_alive: true,
-                filename: "/var/log/v.txt".into()
+                filename: "/var/log/v.txt".into(),
+                ..FileOutput::default()
             }
         );
         assert_eq!(
@@ -866,7 +904,9 @@ metrics:
             ProgramOutput {
                 enabled: true,
                 keep_alive: true,
-                program: "cat".into()
+                program: "cat".into(),
+                spool_dir: Some("/ps".into()),
+                ..ProgramOutput::default()
             }
         );
         assert_eq!(
@@ -886,6 +926,9 @@ metrics:
                 compress_uploads: true,
                 keep_alive: true,
                 max_consecutive_timeouts: 9,
+                spool_dir: Some("/var/spool/vigil".into()),
+                spool_max_bytes: 4096,
+                retry_max_backoff: Duration::from_millis(500),
             }
         );
         assert!(c.buffered_outputs);
@@ -1232,7 +1275,6 @@ container_engines:
                 "engine",
                 "load_plugins",
                 "plugins",
-                "time_format_iso_8601",
                 "grpc_output",
                 "grpc",
                 "webserver.threadiness",

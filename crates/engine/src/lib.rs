@@ -133,8 +133,20 @@ impl EngineStats {
     }
 }
 
+/// Adds to alerts after rendering, with the event's fields at hand (Falco's `append_output`).
+pub trait AlertDecorator: Send {
+    /// `rule` is the matching rule; `view` extracts the current event's fields.
+    fn decorate(
+        &mut self,
+        rule: &vigil_rules::Rule,
+        view: &dyn vigil_fields::Extract,
+        alert: &mut Alert,
+    );
+}
+
 /// The per-event pipeline: state update, rule evaluation, alert rendering.
 pub struct Engine {
+    decorator: Option<Box<dyn AlertDecorator>>,
     state: State,
     ruleset: Ruleset,
     ctx: EvalCtx,
@@ -149,6 +161,7 @@ impl Engine {
         let ctx = ruleset.new_ctx();
         let alerts_by_rule = vec![0; ruleset.rules().len()];
         Engine {
+            decorator: None,
             state: State::new(config),
             ruleset,
             ctx,
@@ -168,6 +181,19 @@ impl Engine {
             self.hostname = String::from_utf8_lossy(&snapshot.hostname).into_owned();
         }
         self.state.load_snapshot(snapshot);
+    }
+
+    /// Replaces the rules (a reload) and keeps the state: processes, fds and counters survive.
+    /// Per-rule alert counts restart for the new rules.
+    pub fn set_ruleset(&mut self, ruleset: Ruleset) {
+        self.ctx = ruleset.new_ctx();
+        self.stats.alerts_by_rule = vec![0; ruleset.rules().len()];
+        self.ruleset = ruleset;
+    }
+
+    /// Installs (or removes) the alert decorator.
+    pub fn set_decorator(&mut self, decorator: Option<Box<dyn AlertDecorator>>) {
+        self.decorator = decorator;
     }
 
     pub fn ruleset(&self) -> &Ruleset {
@@ -200,7 +226,7 @@ impl Engine {
                 if let Some(n) = self.stats.alerts_by_rule.get_mut(index) {
                     *n += 1;
                 }
-                on_alert(Alert {
+                let mut alert = Alert {
                     time: event.ts,
                     rule: rule.name.clone(),
                     priority: rule.priority.as_str().into(),
@@ -209,7 +235,11 @@ impl Engine {
                     hostname: self.hostname.clone(),
                     output: rendered.text,
                     output_fields: rendered.fields,
-                });
+                };
+                if let Some(decorator) = self.decorator.as_mut() {
+                    decorator.decorate(rule, &view, &mut alert);
+                }
+                on_alert(alert);
             }
         }
         self.state.finish(event);

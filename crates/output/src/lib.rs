@@ -2,8 +2,12 @@
 //!
 //! Owns the [`Alert`] record and the two formats Falco's tooling consumes: the text line
 //! (`HH:MM:SS.nnnnnnnnn: Priority output`) and the JSON object (`hostname, output, priority,
-//! rule, source, tags, time, output_fields`). Knows nothing about rules, events or state: an
-//! alert arrives already rendered, with its typed output fields.
+//! rule, source, tags, time, output_fields`); and alert delivery: the outputs Falco users run
+//! ([`sinks`], [`http`]), one delivery worker per output with a bounded queue, retries and a
+//! bounded disk spool ([`delivery`], [`spool`]), the set of configured outputs ([`Outputs`]),
+//! the metrics registry with Prometheus text exposition ([`metrics`]) and Falco's stats file
+//! ([`stats`]). Knows nothing about rules, events or state: an alert arrives already rendered,
+//! with its typed output fields.
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
@@ -11,7 +15,20 @@ use std::borrow::Cow;
 use serde_json::{Map, Number, Value as Json};
 use vigil_fields::Value;
 
+pub mod delivery;
+pub mod format;
+pub mod http;
+pub mod metrics;
+pub mod outputs;
+pub mod sinks;
+pub mod spool;
+pub mod stats;
 pub mod time;
+
+pub use delivery::{DeliveryOptions, Record, SinkReport};
+pub use format::Formatter;
+pub use metrics::Metrics;
+pub use outputs::{DeliveryReport, Outputs, OutputsError};
 
 /// One rule match, rendered.
 #[derive(Clone, Debug, PartialEq)]

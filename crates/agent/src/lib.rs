@@ -1,0 +1,18 @@
+//! The long-running parts of the agent shared by every live command (`vigil watch`, `vigil
+//! run`, `vigil replay --follow`): the embedded web server (`/metrics`, `/healthz`), signal
+//! handling (SIGTERM/SIGINT stop, SIGHUP reload, SIGUSR1 reopen), Falco's `append_output`
+//! as an engine [`vigil_engine::AlertDecorator`], and the periodic agent tick that feeds the
+//! metrics registry, the stats file and the drop alert from the engine's counters.
+//!
+//! Knows nothing about drivers or flags: the command that runs the event loop calls in.
+#![forbid(unsafe_code)]
+
+pub mod append;
+pub mod server;
+pub mod signals;
+pub mod tick;
+
+pub use append::{AppendError, Appender};
+pub use server::{AgentServer, ServerError};
+pub use signals::Signals;
+pub use tick::{Tick, TickCounts};

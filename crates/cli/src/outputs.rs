@@ -1,0 +1,402 @@
+//! Alert delivery for the commands that evaluate events: the configured outputs (stdout, file,
+//! syslog, program, HTTP) with their queues and spools, the metrics registry, the web server,
+//! Falco's stats file, the drop alert, `append_output`, and the signals of a long-running
+//! agent (SIGTERM/SIGINT drain and stop, SIGHUP reload, SIGUSR1 reopen).
+//!
+//! `vigil replay` runs a capture through [`run`]; `vigil replay --follow` keeps tailing a JSON
+//! lines capture as it grows (a stand-in for a live source, for tests and demos). The live
+//! commands reuse the same pieces from `vigil_output` and `vigil_agent`.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use vigil_agent::{AgentServer, Appender, Signals, Tick, TickCounts};
+use vigil_capture::{ReplaySource, Source, SourceStats};
+use vigil_config::Config;
+use vigil_engine::{AlertDecorator, Engine};
+use vigil_event::{Event, Snapshot};
+use vigil_output::{Formatter, Metrics, Outputs};
+use vigil_rules::Ruleset;
+
+use crate::InvalidInput;
+
+/// How long outputs may take to deliver what is pending at exit (SIGTERM, end of replay) and
+/// on a reload; what remains then stays in the spool (or is dropped and counted without one).
+pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The agent-side flags of a run.
+pub struct RunFlags {
+    /// Falco's `-s FILE`.
+    pub stats_file: Option<PathBuf>,
+    /// Falco's `--stats-interval` in milliseconds.
+    pub stats_interval: Duration,
+    /// Keep reading the capture as it grows, until SIGTERM/SIGINT.
+    pub follow: bool,
+    /// Print the run's counters to stderr at the end.
+    pub print_stats: bool,
+}
+
+/// Reloads configuration and rules (SIGHUP); errors keep the running ones.
+pub type Reload<'a> = dyn FnMut() -> Result<(Config, Ruleset)> + 'a;
+
+/// A minimal `log` backend on stderr: `VIGIL_LOG` = error, warn (default), info or debug.
+struct StderrLogger;
+
+static LOGGER: StderrLogger = StderrLogger;
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::max_level()
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            let level = record.level().as_str().to_ascii_lowercase();
+            eprintln!("vigil: {level}: {}", record.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+/// Installs the stderr logger once.
+pub fn init_logging() {
+    let level = match std::env::var("VIGIL_LOG").as_deref() {
+        Ok("error") => log::LevelFilter::Error,
+        Ok("info") => log::LevelFilter::Info,
+        Ok("debug") => log::LevelFilter::Debug,
+        Ok("off") => log::LevelFilter::Off,
+        _ => log::LevelFilter::Warn,
+    };
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
+/// The alert decorator for `append_output` (none when the list is empty).
+fn decorator(config: &Config) -> Result<Option<Box<dyn AlertDecorator>>> {
+    let appender = Appender::new(&config.append_output, vigil_state::catalog())
+        .map_err(|e| InvalidInput(e.to_string()))?;
+    Ok(appender.map(|a| Box::new(a) as Box<dyn AlertDecorator>))
+}
+
+/// Starts the outputs, skipping a syslog output whose socket does not exist (containers
+/// usually have none), with a warning.
+pub fn start_outputs(config: &Config, metrics: &Metrics, hostname: &str) -> Result<Outputs> {
+    let mut config = config.clone();
+    if config.syslog_output.enabled && !config.syslog_output.socket.exists() {
+        log::warn!(
+            "syslog_output: `{}` does not exist; syslog output disabled",
+            config.syslog_output.socket.display()
+        );
+        config.syslog_output.enabled = false;
+    }
+    Outputs::from_config(&config, metrics, hostname).map_err(|e| InvalidInput(e.to_string()).into())
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Where events come from: the whole capture, or a capture being appended to.
+enum Feed {
+    File(Box<ReplaySource>),
+    Follow {
+        rx: mpsc::Receiver<Msg>,
+        stop: Arc<AtomicBool>,
+        stats: SourceStats,
+    },
+}
+
+enum Msg {
+    Snapshot(Box<Snapshot>),
+    Event(Box<Event>),
+    End(Result<SourceStats, String>),
+}
+
+enum Step {
+    More,
+    Idle,
+    End,
+}
+
+/// `Read` over a growing file: at its end, waits for more instead of returning 0 until
+/// `stop` is set.
+struct Tail {
+    file: File,
+    stop: Arc<AtomicBool>,
+}
+
+impl Read for Tail {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let n = self.file.read(buf)?;
+            if n > 0 || buf.is_empty() || self.stop.load(Ordering::SeqCst) {
+                return Ok(n);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn follow(path: &Path) -> Result<Feed> {
+    let file = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::sync_channel(4096);
+    let name = path.display().to_string();
+    let tail = Tail {
+        file,
+        stop: Arc::clone(&stop),
+    };
+    std::thread::Builder::new()
+        .name("vigil-follow".into())
+        .spawn(move || {
+            let result = (|| {
+                let mut source = ReplaySource::from_reader(name, BufReader::new(tail))?;
+                let snapshot = source.snapshot()?;
+                if tx.send(Msg::Snapshot(Box::new(snapshot))).is_err() {
+                    return Ok(source.stats());
+                }
+                let mut batch = Vec::with_capacity(1);
+                loop {
+                    batch.clear();
+                    let more = source.next_batch(&mut batch, 1)?;
+                    for event in batch.drain(..) {
+                        if tx.send(Msg::Event(Box::new(event))).is_err() {
+                            return Ok(source.stats());
+                        }
+                    }
+                    if !more {
+                        return Ok(source.stats());
+                    }
+                }
+            })();
+            let _ = tx.send(Msg::End(
+                result.map_err(|e: vigil_capture::SourceError| e.to_string()),
+            ));
+        })
+        .context("cannot start the follow thread")?;
+    Ok(Feed::Follow {
+        rx,
+        stop,
+        stats: SourceStats::default(),
+    })
+}
+
+impl Feed {
+    fn next(&mut self, engine: &mut Engine, batch: &mut Vec<Event>) -> Result<Step> {
+        match self {
+            Feed::File(source) => {
+                let more = source.next_batch(batch, 1024)?;
+                Ok(if more { Step::More } else { Step::End })
+            }
+            Feed::Follow { rx, stats, .. } => {
+                let first = match rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok(m) => m,
+                    Err(RecvTimeoutError::Timeout) => return Ok(Step::Idle),
+                    Err(RecvTimeoutError::Disconnected) => return Ok(Step::End),
+                };
+                let mut next = Some(first);
+                while let Some(msg) = next.take() {
+                    match msg {
+                        Msg::Snapshot(s) => engine.load_snapshot(&s),
+                        Msg::Event(e) => batch.push(*e),
+                        Msg::End(Ok(s)) => {
+                            *stats = s;
+                            return Ok(Step::End);
+                        }
+                        Msg::End(Err(e)) => {
+                            return Err(InvalidInput(format!("cannot follow capture: {e}")).into())
+                        }
+                    }
+                    if batch.len() < 1024 {
+                        next = rx.try_recv().ok();
+                    }
+                }
+                Ok(Step::More)
+            }
+        }
+    }
+
+    fn stats(&self) -> SourceStats {
+        match self {
+            Feed::File(source) => source.stats(),
+            Feed::Follow { stats, .. } => stats.clone(),
+        }
+    }
+
+    fn stop(&self) {
+        if let Feed::Follow { stop, .. } = self {
+            stop.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCounts {
+    let processed = engine.stats().processed;
+    let dropped: Vec<(String, u64)> = source
+        .dropped
+        .iter()
+        .map(|(reason, n)| (reason.to_string(), *n))
+        .collect();
+    let dropped_total: u64 = dropped.iter().map(|(_, n)| n).sum();
+    TickCounts {
+        events_in: processed + dropped_total,
+        processed,
+        dropped,
+        eval_seconds: eval.as_secs_f64(),
+    }
+}
+
+/// Evaluates the capture at `path` and delivers alerts through the configured outputs.
+pub fn run(
+    path: &Path,
+    mut config: Config,
+    ruleset: Ruleset,
+    engine_for: &dyn Fn(Ruleset) -> Engine,
+    flags: &RunFlags,
+    reload: &mut Reload<'_>,
+) -> Result<ExitCode> {
+    init_logging();
+    let metrics = Metrics::new();
+    let mut engine = engine_for(ruleset);
+    engine.set_decorator(decorator(&config)?);
+    let hostname = engine_hostname();
+    let mut outputs = start_outputs(&config, &metrics, &hostname)?;
+    let signals = if flags.follow {
+        Signals::install().context("cannot install signal handlers")?
+    } else {
+        Signals::detached()
+    };
+    // The web server only makes sense for a run that lasts: `--follow`.
+    let _server = if flags.follow && config.webserver.enabled {
+        let server = AgentServer::start(&config.webserver, &metrics)
+            .map_err(|e| InvalidInput(e.to_string()))?;
+        eprintln!("vigil: webserver listening on http://{}", server.addr());
+        Some(server)
+    } else {
+        None
+    };
+    let stats_file = flags
+        .stats_file
+        .as_deref()
+        .map(|p| (p, flags.stats_interval));
+    let mut tick = Tick::new(&metrics, stats_file)
+        .context("cannot create the stats file")?
+        .with_snapshots(&config.metrics)
+        .context("cannot open metrics.output_file")?;
+    let mut feed = if flags.follow {
+        follow(path)?
+    } else {
+        let mut source = ReplaySource::open(path)
+            .with_context(|| format!("cannot replay `{}`", path.display()))?;
+        let snapshot = source.snapshot()?;
+        engine.load_snapshot(&snapshot);
+        Feed::File(Box::new(source))
+    };
+    let mut eval = Duration::ZERO;
+    let mut batch = Vec::with_capacity(1024);
+    let result = (|| -> Result<()> {
+        loop {
+            batch.clear();
+            let step = feed
+                .next(&mut engine, &mut batch)
+                .with_context(|| format!("cannot replay `{}`", path.display()))?;
+            let start = Instant::now();
+            for event in &batch {
+                engine.process(event, &mut |alert| outputs.emit(&alert));
+            }
+            eval += start.elapsed();
+            if signals.take_reopen() {
+                eprintln!("vigil: SIGUSR1: reopening outputs");
+                outputs.reopen();
+            }
+            if signals.take_reload() {
+                match reload_all(reload, &mut engine) {
+                    Ok(new_config) => {
+                        let old = std::mem::replace(
+                            &mut outputs,
+                            Outputs::with_sinks(Formatter::default(), Vec::new(), &metrics)?,
+                        );
+                        old.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
+                        outputs = match start_outputs(&new_config, &metrics, &hostname) {
+                            Ok(o) => {
+                                config = new_config;
+                                o
+                            }
+                            Err(e) => {
+                                eprintln!("vigil: reload: outputs failed ({e:#}); keeping the previous outputs");
+                                start_outputs(&config, &metrics, &hostname)?
+                            }
+                        };
+                        eprintln!(
+                            "vigil: SIGHUP: reloaded configuration and {} rules",
+                            engine.ruleset().rules().len()
+                        );
+                    }
+                    Err(e) => eprintln!(
+                        "vigil: SIGHUP: reload failed, keeping the running configuration: {e:#}"
+                    ),
+                }
+            }
+            if tick.due() {
+                let c = counts(&engine, &feed.stats(), eval);
+                tick.run(&c, &mut outputs, now_ns())
+                    .context("cannot write the stats file")?;
+            }
+            if signals.stop_requested() {
+                feed.stop();
+                break;
+            }
+            if matches!(step, Step::End) {
+                break;
+            }
+        }
+        Ok(())
+    })();
+    feed.stop();
+    let c = counts(&engine, &feed.stats(), eval);
+    let finished = tick.finish(&c, &mut outputs, now_ns());
+    // Alerts produced before an error are still delivered.
+    let report = outputs.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
+    result?;
+    finished.context("cannot write the stats file")?;
+    if report.dropped_total() > 0 || flags.follow {
+        for line in report.summary() {
+            eprintln!("vigil: output {line}");
+        }
+    }
+    if flags.print_stats {
+        let stats = engine.stats();
+        eprintln!(
+            "events_in={} processed={} dropped={} alerts={}",
+            c.events_in,
+            stats.processed,
+            c.dropped_total(),
+            stats.alerts
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reloads rules and configuration into `engine`; returns the new configuration.
+fn reload_all(reload: &mut Reload<'_>, engine: &mut Engine) -> Result<Config> {
+    let (config, ruleset) = reload()?;
+    let decorator = decorator(&config)?;
+    engine.set_ruleset(ruleset);
+    engine.set_decorator(decorator);
+    Ok(config)
+}
+
+fn engine_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,792 @@
+//! End-to-end tests of alert delivery through the `vigil` binary: the HTTP output surviving a
+//! 30-second outage with every alert delivered once and in order, a spool budget running out
+//! (loss counted in `/metrics`, logged and raised as an internal alert), the stats file, SIGHUP
+//! reload and SIGUSR1 reopen on a long-running `vigil replay --follow`, and the Falco output
+//! settings (`json_*`, `time_format_iso_8601`, `append_output`, `program_output`).
+//!
+//! The long-running tests drive the agent with a JSON lines capture that the test keeps
+//! appending to, and wait (with generous deadlines that fail with a message) for effects.
+
+use std::collections::HashMap;
+use std::fs::{self, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const RULES: &str = r#"
+- rule: Seq tool
+  desc: test rule, one alert per seqtool execve
+  condition: evt.type = execve and proc.name = seqtool
+  output: "seq n=%proc.args"
+  priority: WARNING
+  tags: [test]
+"#;
+
+/// A scratch directory unique to one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vigil-out-{}-{test}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+fn capture_header() -> String {
+    let header = serde_json::json!({"vigil_capture": 1, "hostname": "t", "start_ts": 1_700_000_000_000_000_000u64});
+    let init = serde_json::json!({"thread": {"tid": 1, "pid": 1, "ppid": 0, "comm": "init",
+        "exe": "/sbin/init", "exepath": "/sbin/init", "args": [], "cwd": "/", "uid": 0, "gid": 0,
+        "euid": 0, "egid": 0, "loginuid": 4_294_967_295u64, "tty": 0, "cgroup": "/"}});
+    format!("{header}\n{init}\n")
+}
+
+/// An execve of `seqtool N` by a fresh process: one alert `seq n=N`.
+fn event(n: u64) -> String {
+    let pid = 1000 + n;
+    let line = serde_json::json!({"ts": 1_700_000_000_000_000_000u64 + 1000 * (n + 1), "tid": pid,
+        "pid": pid, "type": "execve", "res": 0, "args": {"filename": "/usr/bin/seqtool",
+        "exe": "seqtool", "args": [n.to_string()], "env": [format!("SEQ={n}"), "HOME=/root"],
+        "comm": "seqtool", "trusted_exepath": "/usr/bin/seqtool", "cwd": "/", "tid": pid,
+        "pid": pid, "ptid": 1, "uid": 0, "gid": 0, "euid": 0, "egid": 0,
+        "loginuid": 4_294_967_295u64, "tty": 0, "cgroups": "/"}});
+    format!("{line}\n")
+}
+
+fn append_events(capture: &Path, range: std::ops::Range<u64>) {
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(capture)
+        .expect("open capture");
+    let text: String = range.map(event).collect();
+    f.write_all(text.as_bytes()).expect("append events");
+}
+
+/// Polls `check` until it holds, failing with `what` after `limit`.
+fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A local HTTP receiver that can be taken down and brought back on the same port.
+struct Receiver {
+    addr: SocketAddr,
+    bodies: Arc<Mutex<Vec<String>>>,
+    running: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
+        let mut r = Receiver {
+            addr: listener.local_addr().unwrap(),
+            bodies: Arc::default(),
+            running: None,
+        };
+        r.serve(listener);
+        r
+    }
+
+    fn serve(&mut self, listener: TcpListener) {
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (bodies, flag) = (Arc::clone(&self.bodies), Arc::clone(&stop));
+        let handle = std::thread::spawn(move || {
+            while !flag.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => handle_request(stream, &bodies),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        self.running = Some((stop, handle));
+    }
+
+    /// Closes the listening socket: connections are refused until `up`.
+    fn down(&mut self) {
+        if let Some((stop, handle)) = self.running.take() {
+            stop.store(true, Ordering::SeqCst);
+            handle.join().unwrap();
+        }
+    }
+
+    fn up(&mut self) {
+        let listener = TcpListener::bind(self.addr).expect("rebind receiver on the same port");
+        self.serve(listener);
+    }
+
+    fn count(&self) -> usize {
+        self.bodies.lock().unwrap().len()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+fn handle_request(stream: TcpStream, bodies: &Mutex<Vec<String>>) {
+    stream.set_nonblocking(false).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut len = 0usize;
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).is_err() {
+        return;
+    }
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; len];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    bodies
+        .lock()
+        .unwrap()
+        .push(String::from_utf8_lossy(&body).into_owned());
+    let mut stream = stream;
+    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
+/// A running `vigil replay --follow`, its stderr collected line by line.
+struct Agent {
+    child: Child,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Agent {
+    fn start(dir: &Path, config: &str) -> Agent {
+        fs::write(dir.join("rules.yaml"), RULES).unwrap();
+        fs::write(dir.join("config.yaml"), config).unwrap();
+        let capture = dir.join("capture.jsonl");
+        if !capture.exists() {
+            fs::write(&capture, capture_header()).unwrap();
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vigil"))
+            .args(["replay", "--follow"])
+            .arg(&capture)
+            .arg("-c")
+            .arg(dir.join("config.yaml"))
+            .arg("-r")
+            .arg(dir.join("rules.yaml"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start vigil");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let lines = Arc::clone(&stderr);
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                lines.lock().unwrap().push(line);
+            }
+        });
+        Agent { child, stderr }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    fn stderr_has(&self, needle: &str) -> bool {
+        self.stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains(needle))
+    }
+
+    fn wait_stderr(&self, needle: &str) {
+        wait_for(
+            &format!("`{needle}` on stderr"),
+            Duration::from_secs(60),
+            || self.stderr_has(needle),
+        );
+    }
+
+    /// The web server's address, from the line the agent prints at start.
+    fn web_addr(&self) -> String {
+        self.wait_stderr("webserver listening on http://");
+        let lines = self.stderr.lock().unwrap();
+        let line = lines
+            .iter()
+            .find(|l| l.contains("webserver listening on http://"))
+            .unwrap();
+        line.rsplit("http://").next().unwrap().to_owned()
+    }
+
+    /// SIGTERM, then the exit status and the whole stderr.
+    fn stop(mut self) -> String {
+        self.signal("TERM");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "vigil exited with {status}");
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "vigil did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The reader thread finishes once the pipe closes.
+        std::thread::sleep(Duration::from_millis(100));
+        self.stderr.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// GET `path` from the agent's web server.
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect to the agent's web server");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+/// Scraped samples: (name, sorted labels) → value.
+type Samples = HashMap<(String, Vec<(String, String)>), f64>;
+
+/// `/metrics` parsed with a Prometheus text parser: (name, labels) → value.
+fn scrape(addr: &str) -> Samples {
+    let body = http_get(addr, "/metrics");
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))
+        .expect("valid Prometheus text");
+    scrape
+        .samples
+        .into_iter()
+        .map(|s| {
+            let mut labels: Vec<(String, String)> = s
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            labels.sort();
+            let value = match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            };
+            ((s.metric, labels), value)
+        })
+        .collect()
+}
+
+fn metric(m: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut key: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    key.sort();
+    m.get(&(name.to_owned(), key)).copied().unwrap_or(0.0)
+}
+
+fn seq_of(body: &str) -> u64 {
+    let v: serde_json::Value = serde_json::from_str(body).expect("a JSON alert");
+    assert_eq!(v["rule"], "Seq tool", "{body}");
+    v["output_fields"]["proc.args"]
+        .as_str()
+        .expect("proc.args")
+        .parse()
+        .expect("a number")
+}
+
+fn agent_config(extra: &str) -> String {
+    format!(
+        "stdout_output: {{enabled: false}}\nsyslog_output: {{enabled: false}}\njson_output: true\n\
+         webserver: {{enabled: true, listen_port: 0, prometheus_metrics_enabled: true}}\n{extra}"
+    )
+}
+
+#[test]
+fn http_outage_of_30s_delivers_every_alert_once_in_order() {
+    let dir = scratch("outage");
+    let mut receiver = Receiver::start();
+    let config = agent_config(&format!(
+        "outputs_queue: {{capacity: 100}}\nhttp_output:\n  enabled: true\n  url: http://{}/\n  \
+         spool_dir: {}\n  retry_max_backoff: 1s\n",
+        receiver.addr,
+        dir.join("spool").display()
+    ));
+    let agent = Agent::start(&dir, &config);
+    let capture = dir.join("capture.jsonl");
+    let web = agent.web_addr();
+    append_events(&capture, 0..50);
+    wait_for("the first 50 alerts", Duration::from_secs(60), || {
+        receiver.count() == 50
+    });
+
+    // Down for 30 seconds while alerts keep coming: 10 per second.
+    receiver.down();
+    let outage = Instant::now();
+    let mut next = 50;
+    while outage.elapsed() < Duration::from_secs(30) {
+        append_events(&capture, next..next + 10);
+        next += 10;
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let during = scrape(&web);
+    assert!(
+        metric(
+            &during,
+            "vigil_output_delivery_failures_total",
+            &[("sink", "http")]
+        ) > 0.0,
+        "the outage was noticed"
+    );
+    assert_eq!(receiver.count(), 50, "nothing delivered while down");
+    receiver.up();
+    append_events(&capture, next..next + 50);
+    let total = next + 50;
+    wait_for(
+        "every alert after the outage",
+        Duration::from_secs(120),
+        || receiver.count() as u64 >= total,
+    );
+    let after = scrape(&web);
+    let stderr = agent.stop();
+    let seqs: Vec<u64> = receiver
+        .bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|b| seq_of(b))
+        .collect();
+    let want: Vec<u64> = (0..total).collect();
+    assert_eq!(seqs.len(), want.len(), "exactly once");
+    assert!(seqs == want, "in order: {seqs:?}");
+    assert_eq!(
+        metric(&after, "vigil_output_delivered_total", &[("sink", "http")]),
+        total as f64
+    );
+    assert_eq!(
+        metric(&after, "vigil_events_processed_total", &[]),
+        total as f64
+    );
+    assert_eq!(
+        metric(
+            &after,
+            "vigil_alerts_total",
+            &[("rule", "Seq tool"), ("priority", "Warning")]
+        ),
+        total as f64
+    );
+    assert!(stderr.contains("delivery failed, retrying"), "{stderr}");
+    assert!(stderr.contains("http: delivered"), "{stderr}");
+    assert!(!stderr.contains("dropped 1"), "nothing dropped: {stderr}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn exhausted_spool_budget_is_counted_reported_and_alerted() {
+    let dir = scratch("budget");
+    // A port nobody listens on.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = agent_config(&format!(
+        "outputs_queue: {{capacity: 4}}\nhttp_output:\n  enabled: true\n  url: http://{closed}/\n  \
+         spool_dir: {}\n  spool_max_bytes: 4096\n  retry_max_backoff: 200ms\n\
+         file_output: {{enabled: true, filename: {}, spool_dir: {}}}\n",
+        dir.join("spool").display(),
+        dir.join("alerts.jsonl").display(),
+        dir.join("file-spool").display()
+    ));
+    let agent = Agent::start(&dir, &config);
+    let web = agent.web_addr();
+    append_events(&dir.join("capture.jsonl"), 0..200);
+    wait_for("200 processed events", Duration::from_secs(60), || {
+        metric(&scrape(&web), "vigil_events_processed_total", &[]) == 200.0
+    });
+    wait_for("the drop alert", Duration::from_secs(60), || {
+        metric(
+            &scrape(&web),
+            "vigil_internal_alerts_total",
+            &[("rule", "Vigil dropped alerts")],
+        ) >= 1.0
+    });
+    wait_for(
+        "the file output to deliver every alert",
+        Duration::from_secs(60),
+        || {
+            let m = scrape(&web);
+            let n = metric(&m, "vigil_output_delivered_total", &[("sink", "file")]);
+            assert!(n <= 201.0, "too many alerts in the file: {m:?}");
+            n == 201.0
+        },
+    );
+    let m = scrape(&web);
+    let dropped = metric(
+        &m,
+        "vigil_output_dropped_total",
+        &[("sink", "http"), ("reason", "spool_full")],
+    );
+    assert!(dropped > 0.0, "loss counted per sink and reason");
+    assert!(metric(&m, "vigil_output_spool_bytes", &[("sink", "http")]) <= 4096.0);
+    assert!(metric(&m, "vigil_output_queue_depth", &[("sink", "http")]) <= 5.0);
+    assert_eq!(
+        metric(&m, "vigil_output_delivered_total", &[("sink", "http")]),
+        0.0
+    );
+    let stderr = agent.stop();
+    assert!(
+        stderr.contains("output `http`: dropped 1 alert(s) so far (latest reason: spool_full)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Vigil dropped "), "{stderr}");
+    // The file output carries the internal alert, in Falco's JSON shape.
+    let file = fs::read_to_string(dir.join("alerts.jsonl")).unwrap();
+    let internal: Vec<serde_json::Value> = file
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v["rule"] == "Vigil dropped alerts")
+        .collect();
+    assert_eq!(internal.len(), 1, "rate-limited to one per minute");
+    assert_eq!(internal[0]["priority"], "Critical");
+    assert!(
+        internal[0]["output_fields"]["vigil.alerts_dropped"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn stats_file_lines_match_event_counts() {
+    let dir = scratch("stats");
+    fs::write(dir.join("rules.yaml"), RULES).unwrap();
+    let capture = dir.join("capture.jsonl");
+    let mut text = capture_header();
+    for n in 0..3000 {
+        text.push_str(&event(n));
+    }
+    fs::write(&capture, text).unwrap();
+    let stats = dir.join("stats.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args([
+            "replay",
+            "--stats-interval",
+            "1",
+            "-o",
+            "syslog_output.enabled=false",
+            "-s",
+        ])
+        .arg(&stats)
+        .arg(&capture)
+        .arg("-r")
+        .arg(dir.join("rules.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3000);
+    let lines: Vec<serde_json::Value> = fs::read_to_string(&stats)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert!(!lines.is_empty());
+    let mut sum = 0;
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["sample"], i as u64 + 1);
+        sum += line["delta"]["events"].as_u64().unwrap();
+        assert_eq!(
+            line["cur"]["events"].as_u64().unwrap(),
+            sum,
+            "cur is the sum of deltas"
+        );
+        assert_eq!(line["cur"]["drops"], 0);
+        assert_eq!(line["drop_pct"], 0.0);
+    }
+    assert_eq!(sum, 3000, "the last line has every event of the capture");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+fn file_lines(path: &Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .map(|t| t.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn sigusr1_reopens_files_and_sighup_reloads_rules_and_config() {
+    let dir = scratch("signals");
+    let out = dir.join("alerts.txt");
+    let config = format!(
+        "stdout_output: {{enabled: false}}\nsyslog_output: {{enabled: false}}\nwebserver: {{enabled: false}}\n\
+         file_output: {{enabled: true, keep_alive: true, filename: {}}}\n",
+        out.display()
+    );
+    let agent = Agent::start(&dir, &config);
+    let capture = dir.join("capture.jsonl");
+    append_events(&capture, 0..5);
+    wait_for("5 alerts in the file", Duration::from_secs(60), || {
+        file_lines(&out).len() == 5
+    });
+
+    // Log rotation: move the file away, SIGUSR1, new alerts go to a new file.
+    fs::rename(&out, dir.join("alerts.txt.1")).unwrap();
+    agent.signal("USR1");
+    agent.wait_stderr("SIGUSR1: reopening outputs");
+    append_events(&capture, 5..10);
+    wait_for("5 alerts in the new file", Duration::from_secs(60), || {
+        file_lines(&out).len() == 5
+    });
+    let rotated = file_lines(&dir.join("alerts.txt.1"));
+    assert_eq!(rotated.len(), 5);
+    assert!(rotated.iter().all(|l| l.contains("Warning seq n=")));
+
+    // Reload: new rule output and JSON alerts; events keep flowing, none lost.
+    fs::write(
+        dir.join("rules.yaml"),
+        RULES.replace("seq n=", "reloaded n="),
+    )
+    .unwrap();
+    fs::write(
+        dir.join("config.yaml"),
+        format!("{config}json_output: true\n"),
+    )
+    .unwrap();
+    agent.signal("HUP");
+    agent.wait_stderr("SIGHUP: reloaded configuration and 1 rules");
+    append_events(&capture, 10..15);
+    wait_for("5 reloaded alerts", Duration::from_secs(60), || {
+        file_lines(&out).len() == 10
+    });
+    let lines = file_lines(&out);
+    for (i, line) in lines[5..].iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("JSON after the reload");
+        assert!(
+            v["output"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("Warning reloaded n={}", 10 + i)),
+            "{line}"
+        );
+    }
+    // A broken rules file is refused; the running rules stay.
+    fs::write(dir.join("rules.yaml"), "- rule: [broken").unwrap();
+    agent.signal("HUP");
+    agent.wait_stderr("SIGHUP: reload failed, keeping the running configuration");
+    append_events(&capture, 15..16);
+    wait_for(
+        "an alert after the failed reload",
+        Duration::from_secs(60),
+        || file_lines(&out).len() == 11,
+    );
+    assert!(file_lines(&out)[10].contains("reloaded n=15"));
+    let stderr = agent.stop();
+    // The outputs restarted with the reload: 5 reloaded alerts and the last one.
+    assert!(
+        stderr.contains("file: delivered 6, failed attempts 0, dropped 0"),
+        "{stderr}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `vigil replay` of three seqtool events with the given options; stdout lines.
+fn replay(dir: &Path, args: &[&str]) -> Vec<String> {
+    fs::write(dir.join("rules.yaml"), RULES).unwrap();
+    let capture = dir.join("capture.jsonl");
+    let text = format!("{}{}{}{}", capture_header(), event(0), event(1), event(2));
+    fs::write(&capture, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .arg("replay")
+        .arg(&capture)
+        .arg("-r")
+        .arg(dir.join("rules.yaml"))
+        .args(["-o", "syslog_output.enabled=false"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn falco_output_settings_change_the_alerts() {
+    let dir = scratch("settings");
+    // Text: time of day, or ISO 8601 with time_format_iso_8601.
+    let text = replay(&dir, &[]);
+    assert_eq!(text[0], "22:13:20.000001000: Warning seq n=0");
+    let iso = replay(&dir, &["-o", "time_format_iso_8601=true"]);
+    assert_eq!(
+        iso[0],
+        "2023-11-14T22:13:20.000001000+0000: Warning seq n=0"
+    );
+    // JSON with and without the optional properties.
+    let json = replay(
+        &dir,
+        &[
+            "-o",
+            "json_output=true",
+            "-o",
+            "json_include_message_property=true",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&json[1]).unwrap();
+    assert_eq!(v["output"], "22:13:20.000002000: Warning seq n=1");
+    assert_eq!(v["message"], "seq n=1");
+    assert_eq!(v["tags"], serde_json::json!(["test"]));
+    assert_eq!(v["output_fields"]["proc.args"], "1");
+    let bare = replay(
+        &dir,
+        &[
+            "-o",
+            "json_output=true",
+            "-o",
+            "json_include_output_property=false",
+            "-o",
+            "json_include_tags_property=false",
+            "-o",
+            "json_include_output_fields_property=false",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&bare[0]).unwrap();
+    let mut keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["hostname", "priority", "rule", "source", "time"]);
+    // append_output: text after the output, extra fields (proc.env, formats) in output_fields.
+    let appended = replay(
+        &dir,
+        &[
+            "-o",
+            "json_output=true",
+            "-o",
+            r#"append_output[0]={match: {tags: [test], source: syscall}, extra_output: "seq=%proc.env[SEQ]", extra_fields: [proc.env, {home: "%proc.env[HOME]"}, {team: blue}]}"#,
+            "-o",
+            r#"append_output[1]={match: {rule: Other}, extra_output: never}"#,
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&appended[2]).unwrap();
+    assert_eq!(v["output"], "22:13:20.000003000: Warning seq n=2 seq=2");
+    assert_eq!(v["output_fields"]["proc.env"], "SEQ=2 HOME=/root");
+    assert_eq!(v["output_fields"]["home"], "/root");
+    assert_eq!(v["output_fields"]["team"], "blue");
+    // stdout_output disabled, program_output piping one alert per line.
+    let piped = dir.join("piped.txt");
+    let program = format!(
+        "program_output={{enabled: true, keep_alive: true, program: \"cat >> {}\"}}",
+        piped.display()
+    );
+    let none = replay(&dir, &["-o", "stdout_output.enabled=false", "-o", &program]);
+    assert!(none.is_empty());
+    assert_eq!(
+        file_lines(&piped),
+        [
+            "22:13:20.000001000: Warning seq n=0",
+            "22:13:20.000002000: Warning seq n=1",
+            "22:13:20.000003000: Warning seq n=2"
+        ]
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_output_settings_fail_with_the_key_path() {
+    let dir = scratch("bad");
+    fs::write(dir.join("rules.yaml"), RULES).unwrap();
+    let capture = dir.join("capture.jsonl");
+    fs::write(&capture, format!("{}{}", capture_header(), event(0))).unwrap();
+    let run = |opts: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_vigil"))
+            .arg("replay")
+            .arg(&capture)
+            .arg("-r")
+            .arg(dir.join("rules.yaml"))
+            .args(opts.iter().flat_map(|o| ["-o", o]))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["http_output.spool_max_bytes=lots"],
+            "`http_output.spool_max_bytes`: expected a non-negative integer",
+        ),
+        (
+            &["http_output.retry_max_backoff=soon"],
+            "`http_output.retry_max_backoff`: invalid duration `soon`",
+        ),
+        (
+            &["drop_alert.priority=loud"],
+            "`drop_alert.priority`: unknown priority `loud`",
+        ),
+        (
+            &["http_output.enabled=true"],
+            "http_output: http_output.url is empty",
+        ),
+        (
+            &["http_output.enabled=true", "http_output.url=ftp://x"],
+            "not an http:// or https:// URL",
+        ),
+        (
+            &["append_output[0]={extra_fields: [no.such.field]}"],
+            "append_output[0].extra_fields[0]: E_UNKNOWN_FIELD",
+        ),
+        (
+            &["file_output.spol_dir=/x"],
+            "unknown key `file_output.spol_dir` (did you mean `spool_dir`?)",
+        ),
+    ];
+    for (opts, want) in cases {
+        let (code, stderr) = run(opts);
+        assert_eq!(code, Some(2), "{opts:?}: {stderr}");
+        assert!(
+            stderr.contains(want),
+            "{opts:?}: wanted `{want}` in:\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,164 @@
+//! How an alert becomes the bytes every output receives (Falco formats an alert once and
+//! hands the same text to each output).
+
+use vigil_config::Config;
+
+use crate::{time, Alert, JsonOptions};
+
+/// The shared alert format: Falco's text line or JSON object, with the `json_include_*` and
+/// `time_format_iso_8601` options.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Formatter {
+    pub json: bool,
+    pub json_options: JsonOptions,
+    /// Add `message` (the output without time and priority) to JSON alerts.
+    pub include_message: bool,
+    /// Text lines start with `YYYY-MM-DDTHH:MM:SS.nnnnnnnnn+0000` instead of the time of day.
+    pub iso_8601: bool,
+}
+
+impl Formatter {
+    /// The format `config` asks for.
+    pub fn from_config(config: &Config) -> Formatter {
+        Formatter {
+            json: config.json_output,
+            json_options: JsonOptions {
+                include_output: config.json_include_output_property,
+                include_tags: config.json_include_tags_property,
+                include_output_fields: config.json_include_output_fields_property,
+            },
+            include_message: config.json_include_message_property,
+            iso_8601: config.time_format_iso_8601,
+        }
+    }
+
+    /// The text line as Falco prints it with these options.
+    pub fn text_line(&self, alert: &Alert) -> String {
+        if self.iso_8601 {
+            let mut line = iso_8601(alert.time);
+            line.push_str(": ");
+            line.push_str(&alert.priority);
+            line.push(' ');
+            line.push_str(&alert.output);
+            line
+        } else {
+            alert.text_line()
+        }
+    }
+
+    /// One alert as one line of text (no trailing newline).
+    pub fn format(&self, alert: &Alert) -> String {
+        if !self.json {
+            return self.text_line(alert);
+        }
+        let mut json = alert.to_json(&self.json_options);
+        if let Some(object) = json.as_object_mut() {
+            if self.json_options.include_output {
+                object.insert(
+                    "output".into(),
+                    serde_json::Value::String(self.text_line(alert)),
+                );
+            }
+            if self.include_message {
+                object.insert(
+                    "message".into(),
+                    serde_json::Value::String(alert.output.clone()),
+                );
+            }
+        }
+        json.to_string()
+    }
+
+    /// The HTTP `Content-Type` of formatted alerts.
+    pub fn content_type(&self) -> &'static str {
+        if self.json {
+            "application/json"
+        } else {
+            "text/plain"
+        }
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.nnnnnnnnn+0000`, the form Falco's `time_format_iso_8601` prints.
+pub fn iso_8601(ns: u64) -> String {
+    let mut s = time::rfc3339(ns);
+    s.pop(); // the `Z`
+    s.push_str("+0000");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    fn alert() -> Alert {
+        Alert {
+            time: 1_700_000_000_000_001_000,
+            rule: "R".into(),
+            priority: "Warning".into(),
+            source: "syscall".into(),
+            tags: vec!["b".into(), "a".into()],
+            hostname: "h".into(),
+            output: "something happened".into(),
+            output_fields: vec![(
+                "fd.name".into(),
+                Some(vigil_fields::Value::Str(Cow::Borrowed(b"/etc/shadow"))),
+            )],
+        }
+    }
+
+    #[test]
+    fn text_and_iso_8601_lines() {
+        let f = Formatter::default();
+        assert_eq!(
+            f.format(&alert()),
+            "22:13:20.000001000: Warning something happened"
+        );
+        let f = Formatter {
+            iso_8601: true,
+            ..Formatter::default()
+        };
+        assert_eq!(
+            f.format(&alert()),
+            "2023-11-14T22:13:20.000001000+0000: Warning something happened"
+        );
+        assert_eq!(f.content_type(), "text/plain");
+    }
+
+    #[test]
+    fn json_with_message_and_iso_output() {
+        let f = Formatter {
+            json: true,
+            include_message: true,
+            iso_8601: true,
+            ..Formatter::default()
+        };
+        let v: serde_json::Value = serde_json::from_str(&f.format(&alert())).unwrap();
+        assert_eq!(v["message"], "something happened");
+        assert_eq!(
+            v["output"],
+            "2023-11-14T22:13:20.000001000+0000: Warning something happened"
+        );
+        assert_eq!(v["time"], "2023-11-14T22:13:20.000001000Z");
+        assert_eq!(v["tags"], serde_json::json!(["a", "b"]));
+        assert_eq!(v["output_fields"]["fd.name"], "/etc/shadow");
+        assert_eq!(f.content_type(), "application/json");
+    }
+
+    #[test]
+    fn config_options_map() {
+        let c = Config {
+            json_output: true,
+            json_include_output_property: false,
+            json_include_tags_property: false,
+            json_include_output_fields_property: false,
+            ..Config::default()
+        };
+        let f = Formatter::from_config(&c);
+        let v: serde_json::Value = serde_json::from_str(&f.format(&alert())).unwrap();
+        let mut keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert_eq!(keys, ["hostname", "priority", "rule", "source", "time"]);
+    }
+}

@@ -1,0 +1,527 @@
+//! Falco's `http_output`: one POST per alert (the formatted alert as the body, as Falcosidekick
+//! expects), over HTTP or HTTPS (rustls), with Falco's TLS settings: `insecure`, `ca_cert`,
+//! `ca_bundle`, `ca_path`, `mtls` with `client_cert`/`client_key`, and `compress_uploads`
+//! (gzip body, `Content-Encoding: gzip`).
+
+use std::fs;
+use std::io::{BufReader, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use vigil_config::HttpOutput;
+
+use crate::delivery::Record;
+use crate::sinks::{Sink, SinkError};
+
+/// Why the HTTP output could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpSetupError {
+    #[error("http_output.url is empty")]
+    NoUrl,
+    #[error("http_output.url `{0}` is not an http:// or https:// URL")]
+    BadUrl(String),
+    #[error("cannot read {what} `{path}`: {message}")]
+    Pem {
+        what: &'static str,
+        path: String,
+        message: String,
+    },
+    #[error("invalid TLS settings: {0}")]
+    Tls(String),
+}
+
+/// The HTTP(S) output.
+pub struct HttpSink {
+    agent: ureq::Agent,
+    url: String,
+    user_agent: String,
+    content_type: &'static str,
+    compress: bool,
+    echo: bool,
+}
+
+impl HttpSink {
+    /// Builds the client from Falco's `http_output` settings; `content_type` follows
+    /// `json_output` (`application/json` or `text/plain`).
+    pub fn new(
+        config: &HttpOutput,
+        content_type: &'static str,
+    ) -> Result<HttpSink, HttpSetupError> {
+        if config.url.is_empty() {
+            return Err(HttpSetupError::NoUrl);
+        }
+        let lower = config.url.to_ascii_lowercase();
+        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+            return Err(HttpSetupError::BadUrl(config.url.clone()));
+        }
+        let mut builder = ureq::AgentBuilder::new()
+            .timeout_connect(Duration::from_secs(5))
+            .timeout(Duration::from_secs(10))
+            .user_agent(&config.user_agent);
+        if !config.keep_alive {
+            builder = builder.max_idle_connections(0);
+        }
+        if lower.starts_with("https://") {
+            builder = builder.tls_config(Arc::new(tls_config(config)?));
+        }
+        Ok(HttpSink {
+            agent: builder.build(),
+            url: config.url.clone(),
+            user_agent: config.user_agent.clone(),
+            content_type,
+            compress: config.compress_uploads,
+            echo: config.echo,
+        })
+    }
+}
+
+fn pem_error(what: &'static str, path: &Path, message: impl ToString) -> HttpSetupError {
+    HttpSetupError::Pem {
+        what,
+        path: path.display().to_string(),
+        message: message.to_string(),
+    }
+}
+
+fn read_certs(
+    path: &Path,
+    what: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, HttpSetupError> {
+    let file = fs::File::open(path).map_err(|e| pem_error(what, path, e))?;
+    rustls_pemfile::certs(&mut BufReader::new(file))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| pem_error(what, path, e))
+}
+
+/// The rustls client configuration for Falco's TLS settings.
+pub fn tls_config(config: &HttpOutput) -> Result<ClientConfig, HttpSetupError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| HttpSetupError::Tls(e.to_string()))?;
+    let builder = if config.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+    } else {
+        let mut roots = RootCertStore::empty();
+        let mut explicit = false;
+        for (path, what) in [
+            (&config.ca_cert, "http_output.ca_cert"),
+            (&config.ca_bundle, "http_output.ca_bundle"),
+        ] {
+            if !path.as_os_str().is_empty() {
+                explicit = true;
+                for cert in read_certs(path, what)? {
+                    roots.add(cert).map_err(|e| pem_error(what, path, e))?;
+                }
+            }
+        }
+        if !config.ca_path.as_os_str().is_empty() {
+            // Every readable PEM certificate in the directory; unreadable entries are skipped,
+            // as OpenSSL's CApath lookups skip them.
+            if let Ok(entries) = fs::read_dir(&config.ca_path) {
+                for entry in entries.flatten() {
+                    let path = entry.path();
+                    if path.is_file() {
+                        if let Ok(certs) = read_certs(&path, "http_output.ca_path") {
+                            for cert in certs {
+                                let _ = roots.add(cert);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if roots.is_empty() && !explicit {
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        }
+        builder.with_root_certificates(roots)
+    };
+    if config.mtls {
+        let certs = read_certs(&config.client_cert, "http_output.client_cert")?;
+        let file = fs::File::open(&config.client_key)
+            .map_err(|e| pem_error("http_output.client_key", &config.client_key, e))?;
+        let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut BufReader::new(file))
+            .map_err(|e| pem_error("http_output.client_key", &config.client_key, e))?
+            .ok_or_else(|| {
+                pem_error(
+                    "http_output.client_key",
+                    &config.client_key,
+                    "no private key found",
+                )
+            })?;
+        builder
+            .with_client_auth_cert(certs, key)
+            .map_err(|e| HttpSetupError::Tls(e.to_string()))
+    } else {
+        Ok(builder.with_no_client_auth())
+    }
+}
+
+/// `insecure: true`: accepts any server certificate (signatures are still checked).
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+impl Sink for HttpSink {
+    fn name(&self) -> &str {
+        "http"
+    }
+    fn send(&mut self, record: &Record) -> Result<(), SinkError> {
+        let request = self
+            .agent
+            .post(&self.url)
+            .set("Content-Type", self.content_type)
+            .set("User-Agent", &self.user_agent);
+        let result = if self.compress {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(record.body.as_bytes())?;
+            let body = gz.finish()?;
+            request.set("Content-Encoding", "gzip").send_bytes(&body)
+        } else {
+            request.send_bytes(record.body.as_bytes())
+        };
+        match result {
+            Ok(response) => {
+                if self.echo {
+                    let status = response.status();
+                    let text = response.into_string().unwrap_or_default();
+                    log::info!("http output: {status} {text}");
+                }
+                Ok(())
+            }
+            Err(ureq::Error::Status(code, _)) => Err(SinkError::Unavailable(format!(
+                "`{}` answered HTTP {code}",
+                self.url
+            ))),
+            Err(e) => Err(SinkError::Unavailable(format!("POST `{}`: {e}", self.url))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, Read};
+    use std::net::TcpListener;
+
+    /// Accepts one request and returns (headers, body), answering `status`.
+    fn serve_one(listener: &TcpListener, status: u16) -> (String, Vec<u8>) {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut headers = String::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            headers.push_str(&line);
+        }
+        let len: usize = headers
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap())
+            })
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body).unwrap();
+        let mut stream = stream;
+        write!(
+            stream,
+            "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        (headers, body)
+    }
+
+    fn config(url: String) -> HttpOutput {
+        HttpOutput {
+            enabled: true,
+            url,
+            user_agent: "vigil-test/1".into(),
+            ..HttpOutput::default()
+        }
+    }
+
+    #[test]
+    fn posts_json_with_headers_and_gzip() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let mut cfg = config(url.clone());
+        let server = std::thread::spawn(move || {
+            let a = serve_one(&listener, 200);
+            let b = serve_one(&listener, 200);
+            let c = serve_one(&listener, 503);
+            (a, b, c)
+        });
+        let mut sink = HttpSink::new(&cfg, "application/json").unwrap();
+        let record = Record {
+            severity: 4,
+            body: r#"{"rule":"R"}"#.into(),
+        };
+        sink.send(&record).unwrap();
+        cfg.compress_uploads = true;
+        let mut gz_sink = HttpSink::new(&cfg, "application/json").unwrap();
+        gz_sink.send(&record).unwrap();
+        assert!(matches!(sink.send(&record), Err(SinkError::Unavailable(_))));
+        let ((h1, b1), (h2, b2), _) = server.join().unwrap();
+        let h1 = h1.to_ascii_lowercase();
+        assert!(h1.starts_with("post / http/1.1"), "{h1}");
+        assert!(h1.contains("content-type: application/json"), "{h1}");
+        assert!(h1.contains("user-agent: vigil-test/1"), "{h1}");
+        assert_eq!(b1, br#"{"rule":"R"}"#);
+        assert!(h2.to_ascii_lowercase().contains("content-encoding: gzip"));
+        let mut unzipped = String::new();
+        flate2::read::GzDecoder::new(&b2[..])
+            .read_to_string(&mut unzipped)
+            .unwrap();
+        assert_eq!(unzipped, r#"{"rule":"R"}"#);
+    }
+
+    #[test]
+    fn refused_connection_is_unavailable() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        drop(listener);
+        let mut sink = HttpSink::new(&config(url), "text/plain").unwrap();
+        let record = Record {
+            severity: 1,
+            body: "x".into(),
+        };
+        assert!(matches!(sink.send(&record), Err(SinkError::Unavailable(_))));
+    }
+
+    #[test]
+    fn setup_errors_name_the_setting() {
+        assert!(matches!(
+            HttpSink::new(&config(String::new()), "text/plain"),
+            Err(HttpSetupError::NoUrl)
+        ));
+        let e = HttpSink::new(&config("ftp://x".into()), "text/plain")
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("ftp://x"));
+        let mut cfg = config("https://127.0.0.1:1/".into());
+        cfg.ca_cert = "/nonexistent/ca.pem".into();
+        let e = HttpSink::new(&cfg, "text/plain").err().unwrap().to_string();
+        assert!(
+            e.contains("http_output.ca_cert") && e.contains("/nonexistent/ca.pem"),
+            "{e}"
+        );
+        let mut cfg = config("https://127.0.0.1:1/".into());
+        cfg.mtls = true;
+        cfg.client_cert = "/nonexistent/c.crt".into();
+        let e = HttpSink::new(&cfg, "text/plain").err().unwrap().to_string();
+        assert!(e.contains("http_output.client_cert"), "{e}");
+        // Insecure and default-root configurations build.
+        let mut cfg = config("https://127.0.0.1:1/".into());
+        cfg.insecure = true;
+        assert!(HttpSink::new(&cfg, "text/plain").is_ok());
+        cfg.insecure = false;
+        cfg.ca_path = "/nonexistent".into();
+        assert!(HttpSink::new(&cfg, "text/plain").is_ok());
+    }
+}
+
+#[cfg(test)]
+mod tls_tests {
+    use super::*;
+    use std::io::{BufRead, Read};
+    use std::net::TcpListener;
+
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    use rustls::server::WebPkiClientVerifier;
+    use rustls::ServerConfig;
+
+    struct Pki {
+        dir: tempfile::TempDir,
+        server: ServerConfig,
+    }
+
+    /// A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files; the
+    /// server requires a client certificate from the CA when `mtls`.
+    fn pki(mtls: bool) -> Pki {
+        let dir = tempfile::tempdir().unwrap();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let server_key = KeyPair::generate().unwrap();
+        let server = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&server_key, &ca, &ca_key)
+            .unwrap();
+        let client_key = KeyPair::generate().unwrap();
+        let client = CertificateParams::new(vec!["vigil-client".to_owned()])
+            .unwrap()
+            .signed_by(&client_key, &ca, &ca_key)
+            .unwrap();
+        fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        fs::write(dir.path().join("client.crt"), client.pem()).unwrap();
+        fs::write(dir.path().join("client.key"), client_key.serialize_pem()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap();
+        let builder = if mtls {
+            let mut roots = RootCertStore::empty();
+            roots.add(ca.der().clone()).unwrap();
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        } else {
+            builder.with_no_client_auth()
+        };
+        let key = PrivateKeyDer::try_from(server_key.serialize_der()).unwrap();
+        let server = builder
+            .with_single_cert(vec![server.der().clone()], key)
+            .unwrap();
+        Pki { dir, server }
+    }
+
+    /// Serves TLS connections until one request arrives; returns its body (or `None` when the
+    /// handshakes failed `attempts` times).
+    fn serve(listener: TcpListener, config: ServerConfig, attempts: usize) -> Option<String> {
+        let config = Arc::new(config);
+        for _ in 0..attempts {
+            let (mut tcp, _) = listener.accept().unwrap();
+            let mut conn = rustls::ServerConnection::new(config.clone()).unwrap();
+            let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+            let mut reader = BufReader::new(&mut tls);
+            let mut len = 0usize;
+            let mut ok = true;
+            loop {
+                let mut line = String::new();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => {
+                        ok = false;
+                        break;
+                    }
+                    Ok(_) if line == "\r\n" => break,
+                    Ok(_) => {
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap();
+                        }
+                    }
+                }
+            }
+            if !ok {
+                continue;
+            }
+            let mut body = vec![0; len];
+            reader.read_exact(&mut body).unwrap();
+            tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            tls.flush().unwrap();
+            return Some(String::from_utf8(body).unwrap());
+        }
+        None
+    }
+
+    fn record() -> Record {
+        Record {
+            severity: 4,
+            body: r#"{"rule":"R"}"#.into(),
+        }
+    }
+
+    #[test]
+    fn https_with_ca_cert_and_mtls() {
+        let pki = pki(true);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}/", listener.local_addr().unwrap());
+        let server_config = pki.server.clone();
+        // First a client without its certificate (refused), then one with it.
+        let server = std::thread::spawn(move || serve(listener, server_config, 2));
+        let d = pki.dir.path();
+        let mut config = HttpOutput {
+            enabled: true,
+            url,
+            ca_cert: d.join("ca.pem"),
+            ..HttpOutput::default()
+        };
+        let mut no_client_cert = HttpSink::new(&config, "application/json").unwrap();
+        assert!(
+            no_client_cert.send(&record()).is_err(),
+            "mTLS server refuses"
+        );
+        config.mtls = true;
+        config.client_cert = d.join("client.crt");
+        config.client_key = d.join("client.key");
+        let mut sink = HttpSink::new(&config, "application/json").unwrap();
+        sink.send(&record()).unwrap();
+        assert_eq!(server.join().unwrap().as_deref(), Some(r#"{"rule":"R"}"#));
+    }
+
+    #[test]
+    fn https_unknown_ca_fails_unless_insecure() {
+        let pki = pki(false);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}/", listener.local_addr().unwrap());
+        let server_config = pki.server.clone();
+        let server = std::thread::spawn(move || serve(listener, server_config, 2));
+        // The default roots do not know the test CA: verification fails.
+        let mut config = HttpOutput {
+            enabled: true,
+            url,
+            ca_path: pki.dir.path().join("empty"),
+            ..HttpOutput::default()
+        };
+        let mut strict = HttpSink::new(&config, "text/plain").unwrap();
+        assert!(strict.send(&record()).is_err());
+        config.insecure = true;
+        let mut insecure = HttpSink::new(&config, "text/plain").unwrap();
+        insecure.send(&record()).unwrap();
+        assert!(server.join().unwrap().is_some());
+    }
+}

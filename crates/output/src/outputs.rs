@@ -1,0 +1,523 @@
+//! The set of configured outputs: formats each alert once, counts it, and hands it to every
+//! enabled output's delivery worker. Also raises Vigil's internal drop alert.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use vigil_config::{Config, Delivery as DeliveryConfig};
+
+use crate::delivery::{Delivery, DeliveryOptions, Record, SinkReport};
+use crate::format::Formatter;
+use crate::http::{HttpSetupError, HttpSink};
+use crate::metrics::Metrics;
+use crate::sinks::{self, FileSink, ProgramSink, Sink, SyslogSink};
+use crate::Alert;
+
+/// Rule name of the internal alert for dropped events.
+pub const DROPPED_EVENTS_RULE: &str = "Vigil dropped events";
+/// Rule name of the internal alert for dropped alerts.
+pub const DROPPED_ALERTS_RULE: &str = "Vigil dropped alerts";
+
+/// Why the outputs could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputsError {
+    #[error("http_output: {0}")]
+    Http(#[from] HttpSetupError),
+    #[error("{output}: cannot open spool directory `{dir}`: {source}")]
+    Spool {
+        output: &'static str,
+        dir: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{output}: cannot start delivery worker: {source}")]
+    Worker {
+        output: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The outcome of delivery at shutdown, per output.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryReport {
+    pub sinks: Vec<SinkReport>,
+}
+
+impl DeliveryReport {
+    /// Alerts lost by every output together.
+    pub fn dropped_total(&self) -> u64 {
+        self.sinks.iter().map(SinkReport::dropped_total).sum()
+    }
+
+    /// One line per output for the log: `http: delivered 10, dropped 2 (spool_full=2), …`.
+    pub fn summary(&self) -> Vec<String> {
+        self.sinks
+            .iter()
+            .map(|s| {
+                let dropped: Vec<String> =
+                    s.dropped.iter().map(|(r, n)| format!("{r}={n}")).collect();
+                format!(
+                    "{}: delivered {}, failed attempts {}, dropped {}{}, left in spool {}",
+                    s.name,
+                    s.delivered,
+                    s.failures,
+                    s.dropped_total(),
+                    if dropped.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", dropped.join(", "))
+                    },
+                    s.spooled_at_exit
+                )
+            })
+            .collect()
+    }
+}
+
+/// Syslog severity of a Falco priority name (unknown names: informational).
+pub fn severity(priority: &str) -> u8 {
+    match priority.to_ascii_lowercase().as_str() {
+        "emergency" => 0,
+        "alert" => 1,
+        "critical" => 2,
+        "error" => 3,
+        "warning" => 4,
+        "notice" => 5,
+        "debug" => 7,
+        _ => 6,
+    }
+}
+
+/// Drop-alert settings and state.
+struct DropWatch {
+    enabled: bool,
+    priority: &'static str,
+    threshold: u64,
+    rate_limit: Duration,
+    last_alert: Option<Instant>,
+    seen_events: u64,
+    seen_alerts: u64,
+}
+
+/// Every enabled output with its delivery worker.
+pub struct Outputs {
+    formatter: Formatter,
+    deliveries: Vec<Delivery>,
+    metrics: Metrics,
+    hostname: String,
+    drops: DropWatch,
+}
+
+fn options(config: &Config, delivery: &DeliveryConfig) -> DeliveryOptions {
+    DeliveryOptions {
+        queue_capacity: config.outputs_queue.bound(),
+        spool: delivery
+            .spool_dir
+            .as_ref()
+            .map(|d| (d.clone(), delivery.spool_max_bytes)),
+        max_backoff: delivery.retry_max_backoff,
+        ..DeliveryOptions::default()
+    }
+}
+
+impl Outputs {
+    /// Starts every output `config` enables. `hostname` labels syslog messages and internal
+    /// alerts.
+    pub fn from_config(
+        config: &Config,
+        metrics: &Metrics,
+        hostname: &str,
+    ) -> Result<Outputs, OutputsError> {
+        let formatter = Formatter::from_config(config);
+        let mut planned: Vec<(&'static str, Box<dyn Sink>, DeliveryOptions)> = Vec::new();
+        if config.stdout_output.enabled {
+            planned.push((
+                "stdout_output",
+                Box::new(sinks::stdout_sink(config.buffered_outputs)),
+                DeliveryOptions {
+                    queue_capacity: config.outputs_queue.bound(),
+                    ..DeliveryOptions::default()
+                },
+            ));
+        }
+        let f = &config.file_output;
+        if f.enabled {
+            planned.push((
+                "file_output",
+                Box::new(FileSink::new(
+                    &f.filename,
+                    f.keep_alive,
+                    config.buffered_outputs,
+                )),
+                options(config, &f.delivery()),
+            ));
+        }
+        let s = &config.syslog_output;
+        if s.enabled {
+            planned.push((
+                "syslog_output",
+                Box::new(SyslogSink::new(&s.socket, hostname)),
+                options(config, &s.delivery()),
+            ));
+        }
+        let p = &config.program_output;
+        if p.enabled {
+            planned.push((
+                "program_output",
+                Box::new(ProgramSink::new(&p.program, p.keep_alive)),
+                options(config, &p.delivery()),
+            ));
+        }
+        let h = &config.http_output;
+        if h.enabled {
+            planned.push((
+                "http_output",
+                Box::new(HttpSink::new(h, formatter.content_type())?),
+                options(config, &h.delivery()),
+            ));
+        }
+        let mut deliveries = Vec::with_capacity(planned.len());
+        for (output, sink, opts) in planned {
+            let spool_dir = opts.spool.as_ref().map(|(d, _)| d.display().to_string());
+            let delivery =
+                Delivery::start(sink, opts, metrics).map_err(|source| match spool_dir {
+                    Some(dir) => OutputsError::Spool {
+                        output,
+                        dir,
+                        source,
+                    },
+                    None => OutputsError::Worker { output, source },
+                })?;
+            deliveries.push(delivery);
+        }
+        metrics.set("vigil_up", &[], 1.0);
+        let d = &config.drop_alert;
+        Ok(Outputs {
+            formatter,
+            deliveries,
+            metrics: metrics.clone(),
+            hostname: hostname.to_owned(),
+            drops: DropWatch {
+                enabled: d.enabled,
+                priority: d.priority.as_str(),
+                threshold: d.threshold,
+                rate_limit: d.rate_limit,
+                last_alert: None,
+                seen_events: 0,
+                seen_alerts: 0,
+            },
+        })
+    }
+
+    /// Outputs over explicit sinks (tests, benchmarks, embedding).
+    pub fn with_sinks(
+        formatter: Formatter,
+        sinks: Vec<(Box<dyn Sink>, DeliveryOptions)>,
+        metrics: &Metrics,
+    ) -> std::io::Result<Outputs> {
+        let deliveries = sinks
+            .into_iter()
+            .map(|(sink, opts)| Delivery::start(sink, opts, metrics))
+            .collect::<Result<Vec<_>, _>>()?;
+        let defaults = vigil_config::DropAlert::default();
+        Ok(Outputs {
+            formatter,
+            deliveries,
+            metrics: metrics.clone(),
+            hostname: String::new(),
+            drops: DropWatch {
+                enabled: defaults.enabled,
+                priority: defaults.priority.as_str(),
+                threshold: defaults.threshold,
+                rate_limit: defaults.rate_limit,
+                last_alert: None,
+                seen_events: 0,
+                seen_alerts: 0,
+            },
+        })
+    }
+
+    /// The names of the running outputs (`stdout`, `file`, …).
+    pub fn names(&self) -> Vec<String> {
+        self.deliveries
+            .iter()
+            .map(|d| d.name().to_owned())
+            .collect()
+    }
+
+    /// The hostname internal alerts carry.
+    pub fn hostname(&self) -> &str {
+        &self.hostname
+    }
+
+    pub fn formatter(&self) -> &Formatter {
+        &self.formatter
+    }
+
+    /// Formats `alert` once, counts it (`vigil_alerts_total{rule,priority}`) and queues it on
+    /// every output. Never blocks on an output.
+    pub fn emit(&self, alert: &Alert) {
+        self.metrics.add(
+            "vigil_alerts_total",
+            &[("rule", &alert.rule), ("priority", &alert.priority)],
+            1.0,
+        );
+        self.deliver(alert);
+    }
+
+    /// Delivers an alert the agent raises itself (metrics snapshot, drop alert) on every
+    /// output, counted in `vigil_internal_alerts_total{rule}` rather than with rule alerts.
+    pub fn emit_internal(&self, alert: &Alert) {
+        self.metrics
+            .add("vigil_internal_alerts_total", &[("rule", &alert.rule)], 1.0);
+        self.deliver(alert);
+    }
+
+    fn deliver(&self, alert: &Alert) {
+        let record = Record {
+            severity: severity(&alert.priority),
+            body: self.formatter.format(alert).into(),
+        };
+        for delivery in &self.deliveries {
+            delivery.enqueue(record.clone());
+        }
+    }
+
+    /// Reopens every output's file or connection (SIGUSR1).
+    pub fn reopen(&self) {
+        for delivery in &self.deliveries {
+            delivery.reopen();
+        }
+    }
+
+    /// Counters so far, per output.
+    pub fn report(&self) -> DeliveryReport {
+        DeliveryReport {
+            sinks: self.deliveries.iter().map(Delivery::report).collect(),
+        }
+    }
+
+    /// Checks the drop counters (`events_dropped`: the total the source reported so far) and
+    /// raises the internal alert when more than the threshold were dropped since the last
+    /// alert, at most once per rate-limit period. Returns the alerts raised.
+    pub fn check_drops(&mut self, events_dropped: u64, now_ns: u64) -> Vec<Alert> {
+        let alerts_dropped: u64 = self.report().dropped_total();
+        let w = &mut self.drops;
+        if !w.enabled {
+            return Vec::new();
+        }
+        if w.last_alert.is_some_and(|t| t.elapsed() < w.rate_limit) {
+            return Vec::new();
+        }
+        let new_events = events_dropped.saturating_sub(w.seen_events);
+        let new_alerts = alerts_dropped.saturating_sub(w.seen_alerts);
+        let mut raised = Vec::new();
+        let priority = w.priority;
+        let make = |rule: &'static str, what: &str, n: u64, total: u64| Alert {
+            time: now_ns,
+            rule: rule.to_owned(),
+            priority: Cow::Borrowed(priority),
+            source: Cow::Borrowed("internal"),
+            tags: vec!["vigil".to_owned()],
+            hostname: self.hostname.clone(),
+            output: format!("Vigil dropped {n} {what} since the last report ({total} in total)"),
+            output_fields: vec![
+                (
+                    format!("vigil.{what}_dropped"),
+                    Some(vigil_fields::Value::U64(n)),
+                ),
+                (
+                    format!("vigil.{what}_dropped_total"),
+                    Some(vigil_fields::Value::U64(total)),
+                ),
+            ],
+        };
+        if new_events > w.threshold {
+            raised.push(make(
+                DROPPED_EVENTS_RULE,
+                "events",
+                new_events,
+                events_dropped,
+            ));
+        }
+        if new_alerts > w.threshold {
+            raised.push(make(
+                DROPPED_ALERTS_RULE,
+                "alerts",
+                new_alerts,
+                alerts_dropped,
+            ));
+        }
+        if !raised.is_empty() {
+            w.last_alert = Some(Instant::now());
+            w.seen_events = events_dropped;
+            w.seen_alerts = alerts_dropped;
+        }
+        for alert in &raised {
+            log::warn!("{}", alert.output);
+            self.emit_internal(alert);
+        }
+        raised
+    }
+
+    /// Delivers what is pending until `deadline` (SIGTERM), then stops every worker.
+    pub fn shutdown(self, deadline: Instant) -> DeliveryReport {
+        let sinks = self
+            .deliveries
+            .into_iter()
+            .map(|d| d.shutdown(deadline))
+            .collect();
+        self.metrics.set("vigil_up", &[], 0.0);
+        DeliveryReport { sinks }
+    }
+}
+
+/// Per-output drop counters, for tests and reports: output name → reason → count.
+pub fn dropped_by_output(report: &DeliveryReport) -> BTreeMap<String, BTreeMap<String, u64>> {
+    report
+        .sinks
+        .iter()
+        .map(|s| (s.name.clone(), s.dropped.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    struct Collect(Arc<Mutex<Vec<String>>>);
+    impl Sink for Collect {
+        fn name(&self) -> &str {
+            "collect"
+        }
+        fn send(&mut self, record: &Record) -> Result<(), crate::sinks::SinkError> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("{} {}", record.severity, record.body));
+            Ok(())
+        }
+    }
+
+    fn alert(rule: &str, priority: &'static str) -> Alert {
+        Alert {
+            time: 0,
+            rule: rule.into(),
+            priority: priority.into(),
+            source: "syscall".into(),
+            tags: vec![],
+            hostname: "h".into(),
+            output: "out".into(),
+            output_fields: vec![],
+        }
+    }
+
+    #[test]
+    fn emit_formats_counts_and_delivers() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let metrics = Metrics::new();
+        let outputs = Outputs::with_sinks(
+            Formatter::default(),
+            vec![(Box::new(Collect(got.clone())), DeliveryOptions::default())],
+            &metrics,
+        )
+        .unwrap();
+        outputs.emit(&alert("A", "Critical"));
+        outputs.emit(&alert("A", "Critical"));
+        outputs.emit(&alert("B", "Debug"));
+        let report = outputs.shutdown(Instant::now() + Duration::from_secs(10));
+        assert_eq!(report.sinks[0].delivered, 3);
+        assert_eq!(
+            *got.lock().unwrap(),
+            [
+                "2 00:00:00.000000000: Critical out",
+                "2 00:00:00.000000000: Critical out",
+                "7 00:00:00.000000000: Debug out"
+            ]
+        );
+        assert_eq!(
+            metrics.get(
+                "vigil_alerts_total",
+                &[("rule", "A"), ("priority", "Critical")]
+            ),
+            2.0
+        );
+        assert_eq!(metrics.get("vigil_up", &[]), 0.0);
+    }
+
+    #[test]
+    fn drop_alert_threshold_and_rate_limit() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let metrics = Metrics::new();
+        let mut outputs = Outputs::with_sinks(
+            Formatter::default(),
+            vec![(Box::new(Collect(got.clone())), DeliveryOptions::default())],
+            &metrics,
+        )
+        .unwrap();
+        assert!(outputs.check_drops(0, 0).is_empty());
+        let raised = outputs.check_drops(5, 0);
+        assert_eq!(raised.len(), 1);
+        assert_eq!(raised[0].rule, DROPPED_EVENTS_RULE);
+        assert_eq!(raised[0].priority, "Critical");
+        // Rate-limited: more drops within the period raise nothing.
+        assert!(outputs.check_drops(50, 0).is_empty());
+        outputs.drops.rate_limit = Duration::ZERO;
+        let raised = outputs.check_drops(50, 0);
+        assert_eq!(
+            raised[0].output,
+            "Vigil dropped 45 events since the last report (50 in total)"
+        );
+        outputs.drops.threshold = 100;
+        assert!(
+            outputs.check_drops(120, 0).is_empty(),
+            "20 new drops are under the threshold"
+        );
+        let report = outputs.shutdown(Instant::now() + Duration::from_secs(10));
+        assert_eq!(report.sinks[0].delivered, 2);
+        assert_eq!(
+            metrics.get(
+                "vigil_internal_alerts_total",
+                &[("rule", DROPPED_EVENTS_RULE)]
+            ),
+            2.0
+        );
+    }
+
+    #[test]
+    fn from_config_starts_enabled_outputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.stdout_output.enabled = false;
+        config.syslog_output.enabled = false;
+        config.file_output.enabled = true;
+        config.file_output.filename = dir.path().join("alerts.txt");
+        config.json_output = true;
+        let metrics = Metrics::new();
+        let outputs = Outputs::from_config(&config, &metrics, "h").unwrap();
+        assert_eq!(outputs.names(), ["file"]);
+        outputs.emit(&alert("A", "Warning"));
+        outputs.shutdown(Instant::now() + Duration::from_secs(10));
+        let text = std::fs::read_to_string(dir.path().join("alerts.txt")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(v["rule"], "A");
+
+        config.http_output.enabled = true;
+        config.http_output.url = String::new();
+        let e = Outputs::from_config(&config, &metrics, "h").err().unwrap();
+        assert_eq!(e.to_string(), "http_output: http_output.url is empty");
+        config.http_output.enabled = false;
+        config.file_output.spool_dir = Some("/proc/forbidden/spool".into());
+        let e = Outputs::from_config(&config, &metrics, "h")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.starts_with("file_output: cannot open spool directory `/proc/forbidden/spool`"),
+            "{e}"
+        );
+    }
+}

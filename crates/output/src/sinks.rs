@@ -1,0 +1,416 @@
+//! The outputs themselves: stdout, file, syslog, program and (in [`crate::http`]) HTTP.
+//! Each delivers one formatted record at a time; queueing and retries are
+//! [`crate::delivery`]'s job.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use crate::delivery::Record;
+
+/// Why a delivery attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// Worth retrying (endpoint down, socket missing, program exited).
+    #[error("output unavailable: {0}")]
+    Unavailable(String),
+    /// Retrying the same record will not help (configuration problem); still retried, since
+    /// the fix may be applied while the agent runs.
+    #[error("output misconfigured: {0}")]
+    Fatal(String),
+    /// The output is gone for good (standard output closed): drop without retrying.
+    #[error("output closed")]
+    Closed,
+    #[error("i/o error: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// One output.
+pub trait Sink: Send {
+    /// The `sink` label: `stdout`, `file`, `syslog`, `program`, `http`.
+    fn name(&self) -> &str;
+    /// Delivers one record; `Ok` means the output has it (written, sent, acknowledged).
+    fn send(&mut self, record: &Record) -> Result<(), SinkError>;
+    /// Pushes out buffered data (called when the queue runs empty and at exit).
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+    /// Reopens files and connections (log rotation, SIGUSR1).
+    fn reopen(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Writes records as lines to any writer (standard output in the agent).
+pub struct WriterSink<W: Write + Send> {
+    name: &'static str,
+    out: W,
+    buffered: bool,
+}
+
+impl<W: Write + Send> WriterSink<W> {
+    /// `buffered` (Falco's `buffered_outputs`): flush only when the queue runs empty.
+    pub fn new(name: &'static str, out: W, buffered: bool) -> Self {
+        WriterSink {
+            name,
+            out,
+            buffered,
+        }
+    }
+}
+
+/// Falco's `stdout_output`.
+pub fn stdout_sink(buffered: bool) -> WriterSink<BufWriter<io::Stdout>> {
+    WriterSink::new("stdout", BufWriter::new(io::stdout()), buffered)
+}
+
+impl<W: Write + Send> Sink for WriterSink<W> {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn send(&mut self, record: &Record) -> Result<(), SinkError> {
+        let result = self
+            .out
+            .write_all(record.body.as_bytes())
+            .and_then(|()| self.out.write_all(b"\n"))
+            .and_then(|()| {
+                if self.buffered {
+                    Ok(())
+                } else {
+                    self.out.flush()
+                }
+            });
+        match result {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(SinkError::Closed),
+            other => Ok(other?),
+        }
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        match self.out.flush() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(SinkError::Closed),
+            other => Ok(other?),
+        }
+    }
+}
+
+/// Falco's `file_output`: appends lines to `filename`, keeping it open with `keep_alive`
+/// (reopened on [`Sink::reopen`] so rotated logs are followed), else opening it per alert.
+pub struct FileSink {
+    path: PathBuf,
+    keep_alive: bool,
+    buffered: bool,
+    file: Option<BufWriter<File>>,
+}
+
+impl FileSink {
+    pub fn new(path: &Path, keep_alive: bool, buffered: bool) -> FileSink {
+        FileSink {
+            path: path.to_owned(),
+            keep_alive,
+            buffered,
+            file: None,
+        }
+    }
+
+    fn open(&self) -> io::Result<BufWriter<File>> {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map(BufWriter::new)
+    }
+}
+
+impl Sink for FileSink {
+    fn name(&self) -> &str {
+        "file"
+    }
+    fn send(&mut self, record: &Record) -> Result<(), SinkError> {
+        let mut file = match self.file.take() {
+            Some(f) => f,
+            None => self.open().map_err(|e| {
+                SinkError::Unavailable(format!("cannot open `{}`: {e}", self.path.display()))
+            })?,
+        };
+        file.write_all(record.body.as_bytes())?;
+        file.write_all(b"\n")?;
+        if !self.buffered || !self.keep_alive {
+            file.flush()?;
+        }
+        if self.keep_alive {
+            self.file = Some(file);
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        if let Some(f) = self.file.as_mut() {
+            f.flush()?;
+        }
+        Ok(())
+    }
+    fn reopen(&mut self) -> Result<(), SinkError> {
+        if let Some(mut f) = self.file.take() {
+            f.flush()?;
+        }
+        Ok(())
+    }
+}
+
+/// Falco's `syslog_output`: RFC 5424 messages over the local datagram socket, facility
+/// `user`, severity from the alert's priority.
+pub struct SyslogSink {
+    path: PathBuf,
+    socket: Option<UnixDatagram>,
+    hostname: String,
+    pid: u32,
+}
+
+impl SyslogSink {
+    pub fn new(path: &Path, hostname: &str) -> SyslogSink {
+        SyslogSink {
+            path: path.to_owned(),
+            socket: None,
+            hostname: if hostname.is_empty() {
+                "-".to_owned()
+            } else {
+                hostname.replace(' ', "_")
+            },
+            pid: std::process::id(),
+        }
+    }
+
+    /// The RFC 5424 message for `record` at `now_ns` (nanoseconds since the epoch).
+    pub fn message(&self, record: &Record, now_ns: u64) -> String {
+        // Facility 1 (user-level messages).
+        let pri = 8 + u32::from(record.severity.min(7));
+        let mut ts = crate::time::rfc3339(now_ns);
+        // RFC 5424 allows at most 6 fractional digits: keep microseconds.
+        if let Some(dot) = ts.find('.') {
+            ts.replace_range(dot + 7..ts.len() - 1, "");
+        }
+        format!(
+            "<{pri}>1 {ts} {} vigil {} - - {}",
+            self.hostname, self.pid, record.body
+        )
+    }
+}
+
+impl Sink for SyslogSink {
+    fn name(&self) -> &str {
+        "syslog"
+    }
+    fn send(&mut self, record: &Record) -> Result<(), SinkError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let message = self.message(record, now);
+        if self.socket.is_none() {
+            let socket = UnixDatagram::unbound()?;
+            socket.connect(&self.path).map_err(|e| {
+                SinkError::Unavailable(format!("cannot connect to `{}`: {e}", self.path.display()))
+            })?;
+            self.socket = Some(socket);
+        }
+        let socket = self.socket.as_ref().expect("connected above");
+        match socket.send(message.as_bytes()) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // The daemon may have restarted: reconnect on the next attempt.
+                self.socket = None;
+                Err(SinkError::Unavailable(format!("syslog send failed: {e}")))
+            }
+        }
+    }
+    fn reopen(&mut self) -> Result<(), SinkError> {
+        self.socket = None;
+        Ok(())
+    }
+}
+
+/// Falco's `program_output`: `sh -c PROGRAM` with one alert per line on its standard input.
+/// With `keep_alive` one process receives every alert (restarted if it exits); without, a
+/// process runs per alert and must exit successfully.
+pub struct ProgramSink {
+    program: String,
+    keep_alive: bool,
+    child: Option<(Child, ChildStdin)>,
+}
+
+impl ProgramSink {
+    pub fn new(program: &str, keep_alive: bool) -> ProgramSink {
+        ProgramSink {
+            program: program.to_owned(),
+            keep_alive,
+            child: None,
+        }
+    }
+
+    fn spawn(&self) -> Result<(Child, ChildStdin), SinkError> {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(&self.program)
+            .stdin(Stdio::piped())
+            .spawn()
+            .map_err(|e| SinkError::Unavailable(format!("cannot start `{}`: {e}", self.program)))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| SinkError::Unavailable("program has no stdin".into()))?;
+        Ok((child, stdin))
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        if let Some((mut child, stdin)) = self.child.take() {
+            drop(stdin);
+            let status = child.wait()?;
+            if !status.success() {
+                return Err(SinkError::Unavailable(format!(
+                    "`{}` exited with {status}",
+                    self.program
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Sink for ProgramSink {
+    fn name(&self) -> &str {
+        "program"
+    }
+    fn send(&mut self, record: &Record) -> Result<(), SinkError> {
+        if let Some((child, _)) = self.child.as_mut() {
+            // A kept-alive program that exited is restarted.
+            if child.try_wait()?.is_some() {
+                let _ = self.close();
+            }
+        }
+        if self.child.is_none() {
+            self.child = Some(self.spawn()?);
+        }
+        let (_, stdin) = self.child.as_mut().expect("spawned above");
+        let written = stdin
+            .write_all(record.body.as_bytes())
+            .and_then(|()| stdin.write_all(b"\n"))
+            .and_then(|()| stdin.flush());
+        if let Err(e) = written {
+            let _ = self.close();
+            return Err(SinkError::Unavailable(format!(
+                "cannot write to `{}`: {e}",
+                self.program
+            )));
+        }
+        if !self.keep_alive {
+            self.close()?;
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        if let Some((_, stdin)) = self.child.as_mut() {
+            stdin.flush()?;
+        }
+        Ok(())
+    }
+    fn reopen(&mut self) -> Result<(), SinkError> {
+        self.close()
+    }
+}
+
+impl Drop for ProgramSink {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(s: &str) -> Record {
+        Record {
+            severity: 4,
+            body: s.into(),
+        }
+    }
+
+    #[test]
+    fn file_sink_appends_and_follows_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.txt");
+        let mut sink = FileSink::new(&path, true, false);
+        sink.send(&rec("one")).unwrap();
+        std::fs::rename(&path, dir.path().join("events.txt.1")).unwrap();
+        sink.send(&rec("two")).unwrap();
+        sink.reopen().unwrap();
+        sink.send(&rec("three")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("events.txt.1")).unwrap(),
+            "one\ntwo\n"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "three\n");
+        // Without keep_alive the file is reopened per alert.
+        let mut sink = FileSink::new(&path, false, false);
+        std::fs::remove_file(&path).unwrap();
+        sink.send(&rec("four")).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "four\n");
+    }
+
+    #[test]
+    fn syslog_sink_sends_rfc5424() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.sock");
+        let mut sink = SyslogSink::new(&path, "host one");
+        assert!(matches!(
+            sink.send(&rec("x")),
+            Err(SinkError::Unavailable(_))
+        ));
+        let server = UnixDatagram::bind(&path).unwrap();
+        sink.send(&rec("Sensitive file opened")).unwrap();
+        let mut buf = [0u8; 1024];
+        let n = server.recv(&mut buf).unwrap();
+        let msg = std::str::from_utf8(&buf[..n]).unwrap();
+        // <PRI>VERSION TIMESTAMP HOSTNAME APP-NAME PROCID MSGID SD MSG; user.warning = 12.
+        let parts: Vec<&str> = msg.splitn(8, ' ').collect();
+        assert_eq!(parts[0], "<12>1");
+        assert_eq!(parts[1].len(), "2023-11-14T22:13:20.000001Z".len(), "{msg}");
+        assert!(parts[1].ends_with('Z'));
+        assert_eq!(parts[2], "host_one");
+        assert_eq!(parts[3], "vigil");
+        assert_eq!(parts[4], std::process::id().to_string());
+        assert_eq!(&parts[5..], ["-", "-", "Sensitive file opened"]);
+        assert_eq!(
+            sink.message(&rec("m"), 1_700_000_000_000_001_000),
+            format!(
+                "<12>1 2023-11-14T22:13:20.000001Z host_one vigil {} - - m",
+                std::process::id()
+            )
+        );
+    }
+
+    #[test]
+    fn program_sink_pipes_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.txt");
+        let cmd = format!("cat >> {}", out.display());
+        let mut sink = ProgramSink::new(&cmd, true);
+        sink.send(&rec("a")).unwrap();
+        sink.send(&rec("b")).unwrap();
+        sink.reopen().unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "a\nb\n");
+        let mut sink = ProgramSink::new(&cmd, false);
+        sink.send(&rec("c")).unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "a\nb\nc\n");
+        let mut failing = ProgramSink::new("exit 3", false);
+        assert!(failing.send(&rec("d")).is_err());
+    }
+
+    #[test]
+    fn writer_sink_lines() {
+        let mut sink = WriterSink::new("stdout", Vec::new(), false);
+        sink.send(&rec("x")).unwrap();
+        sink.send(&rec("y")).unwrap();
+        assert_eq!(sink.out, b"x\ny\n");
+    }
+}
