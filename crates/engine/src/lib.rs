@@ -216,12 +216,13 @@ impl Engine {
         self.matches.clear();
         {
             let view = self.state.view(event);
-            // `evaluate` starts a new event in the context (the templates below reuse it).
+            // One evaluation event: the templates below reuse the values the rules extracted.
+            let mut ctx = self.ctx.event();
             self.ruleset
-                .evaluate(&view, &mut self.ctx, &mut self.matches);
+                .evaluate_event(&view, &mut ctx, &mut self.matches);
             for &index in &self.matches {
                 let rule = &self.ruleset.rules()[index];
-                let rendered = rule.output.render(&view, &mut self.ctx);
+                let rendered = rule.output.render(&view, &mut ctx);
                 self.stats.alerts += 1;
                 if let Some(n) = self.stats.alerts_by_rule.get_mut(index) {
                     *n += 1;

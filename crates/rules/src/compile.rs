@@ -112,7 +112,7 @@ impl<'c> Compiler<'c> {
             )
         };
         Ok(Filter {
-            root,
+            code: crate::eval::lower(root),
             event_types,
             warnings,
         })
@@ -827,8 +827,8 @@ mod tests {
             .compile(&expr)
             .unwrap_or_else(|e| panic!("compile {src:?}: {e:?}"));
         let mut ctx = EvalCtx::new(&compiler.finish());
-        ctx.reset();
-        filter.eval(ev, &mut ctx)
+        let result = filter.eval(ev, &mut ctx.event());
+        result
     }
 
     /// (condition, expected result) against the default test event (see `testutil`).
@@ -1162,10 +1162,10 @@ mod tests {
         let mut ctx = EvalCtx::new(&slots);
         let ev = FakeEvent::default();
         for _ in 0..3 {
-            ctx.reset();
-            let results: Vec<bool> = filters.iter().map(|f| f.eval(&ev, &mut ctx)).collect();
+            let mut event = ctx.event();
+            let results: Vec<bool> = filters.iter().map(|f| f.eval(&ev, &mut event)).collect();
             assert_eq!(results, [false, true, true, true]);
-            let out = template.render(&ev, &mut ctx);
+            let out = template.render(&ev, &mut event);
             assert_eq!(out.text, "bash 3");
         }
         assert_eq!(ev.extractions("proc.name"), 3, "once per event");
@@ -1188,20 +1188,13 @@ mod tests {
             .map(|src| compiler.compile(&parse_condition(src).unwrap()).unwrap())
             .collect();
         let memo_slots = |f: &Filter| {
-            let mut slots = Vec::new();
-            let mut stack = vec![&f.root];
-            while let Some(node) = stack.pop() {
-                match node {
-                    Node::Memo { slot, inner } => {
-                        slots.push(*slot);
-                        stack.push(inner);
-                    }
-                    Node::And(items) | Node::Or(items) => stack.extend(items.iter()),
-                    Node::Not(inner) => stack.push(inner),
-                    _ => {}
-                }
-            }
-            slots
+            f.code
+                .iter()
+                .filter_map(|op| match op {
+                    crate::eval::Op::MemoLoad { slot, .. } => Some(*slot),
+                    _ => None,
+                })
+                .collect::<Vec<u32>>()
         };
         let (a, b, c) = (
             memo_slots(&filters[0]),
@@ -1235,8 +1228,9 @@ mod tests {
         let mut ev = FakeEvent::default();
         for (name, want) in [("bash", [true, true, true]), ("sh", [false, false, false])] {
             ev.set_str("proc.name", name);
-            ctx.reset();
-            let got: Vec<bool> = filters.iter().map(|f| f.eval(&ev, &mut ctx)).collect();
+            let mut event = ctx.event();
+            let got: Vec<bool> = filters.iter().map(|f| f.eval(&ev, &mut event)).collect();
+            drop(event);
             assert_eq!(
                 got, want,
                 "proc.name = {name}: a stale memo would repeat the last event"
@@ -1255,14 +1249,11 @@ mod tests {
         let bash = FakeEvent::default();
         let mut sh = FakeEvent::default();
         sh.set_str("proc.name", "sh");
-        ctx.reset();
-        assert!(filter.eval(&bash, &mut ctx));
-        ctx.reset();
-        assert!(!filter.eval(&sh, &mut ctx));
+        assert!(filter.eval(&bash, &mut ctx.event()));
+        assert!(!filter.eval(&sh, &mut ctx.event()));
         // A context built before the filter was compiled still works (it grows).
         let mut small = EvalCtx::new(&FieldSlots::default());
-        small.reset();
-        assert!(filter.eval(&bash, &mut small));
+        assert!(filter.eval(&bash, &mut small.event()));
     }
 
     #[test]
@@ -1300,8 +1291,7 @@ mod tests {
         let mut compiler = Compiler::new(&cat);
         let filter = compiler.compile(&expr).unwrap();
         let mut ctx = EvalCtx::new(compiler.slots());
-        ctx.reset();
-        assert!(filter.eval(&FakeEvent::default(), &mut ctx));
+        assert!(filter.eval(&FakeEvent::default(), &mut ctx.event()));
         assert_eq!(filter.event_types(), None);
     }
 
@@ -1332,7 +1322,6 @@ mod tests {
             .compile(&Expr::Or(vec![Expr::Const(false), leaf]))
             .unwrap();
         let mut ctx = EvalCtx::new(c.slots());
-        ctx.reset();
-        assert!(f.eval(&FakeEvent::default(), &mut ctx));
+        assert!(f.eval(&FakeEvent::default(), &mut ctx.event()));
     }
 }

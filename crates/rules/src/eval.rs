@@ -1,10 +1,13 @@
-//! The evaluator: compiled conditions ([`Filter`]), the per-event field cache ([`EvalCtx`]) and
-//! the operators and transformers of Falco's condition language.
+//! The evaluator: compiled conditions ([`Filter`]), the per-event field cache ([`EvalCtx`],
+//! [`EventCtx`]) and the operators and transformers of Falco's condition language.
 //!
 //! Everything that can be decided at compile time is: literals are parsed into their field's
 //! type, lists become hash sets, `pmatch` lists a prefix set, `glob`/`regex` patterns are compiled,
 //! `contains` uses a prebuilt substring finder. `evt.type` tests become bit tests on the event's
-//! type id. Evaluation short-circuits, and children of `and`/`or` are ordered cheapest first.
+//! type id. The condition tree (`Node`) is lowered to a flat program (`Op`s): leaves fused
+//! with the short-circuit jumps of their group, shared subtrees memoized per event. Extracted
+//! values are cached once per event and slot, with strings borrowed from the event and the state
+//! (no copy).
 //!
 //! Semantics (Falco's, documented at falco.org "Condition Syntax"):
 //! - a field without a value ([`Extract::extract`] returns `false`) makes every comparison on it
@@ -61,15 +64,11 @@ impl FieldSlots {
     }
 }
 
-/// A cached value; strings live in a byte arena.
+/// A transformer output (a string or a length); strings live in the scratch byte arena.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum CVal {
     Str { start: usize, len: usize },
     I64(i64),
-    U64(u64),
-    Bool(bool),
-    Ip(IpAddr),
-    Net(IpNet),
 }
 
 /// A value as operators see it.
@@ -83,7 +82,20 @@ pub(crate) enum V<'x> {
     Net(IpNet),
 }
 
-impl V<'_> {
+impl<'x> V<'x> {
+    /// The operator view of an extracted value (strings stay borrowed).
+    #[inline(always)]
+    fn of(v: &'x Value<'_>) -> V<'x> {
+        match v {
+            Value::Str(s) => V::Str(s),
+            Value::I64(v) => V::I64(*v),
+            Value::U64(v) => V::U64(*v),
+            Value::Bool(v) => V::Bool(*v),
+            Value::Ip(v) => V::Ip(*v),
+            Value::Net(v) => V::Net(*v),
+        }
+    }
+
     fn number(self) -> Option<i128> {
         match self {
             V::I64(v) => Some(i128::from(v)),
@@ -111,23 +123,43 @@ pub(crate) enum Src {
     Temp(usize, usize),
 }
 
-/// A run of values with the arena their strings live in.
+/// A run of values: extracted ones (borrowed from the event and state), or transformer output
+/// with the arena its strings live in.
 #[derive(Clone, Copy)]
-pub(crate) struct Vals<'x> {
-    vals: &'x [CVal],
-    bytes: &'x [u8],
+pub(crate) enum Vals<'x> {
+    Cache(&'x [Value<'x>]),
+    Temp(&'x [CVal], &'x [u8]),
 }
 
 impl<'x> Vals<'x> {
-    pub(crate) fn iter(self) -> impl Iterator<Item = V<'x>> {
-        self.vals.iter().map(move |v| match *v {
-            CVal::Str { start, len } => V::Str(&self.bytes[start..start + len]),
-            CVal::I64(v) => V::I64(v),
-            CVal::U64(v) => V::U64(v),
-            CVal::Bool(v) => V::Bool(v),
-            CVal::Ip(v) => V::Ip(v),
-            CVal::Net(v) => V::Net(v),
-        })
+    pub(crate) fn iter(self) -> ValsIter<'x> {
+        ValsIter {
+            vals: self,
+            next: 0,
+        }
+    }
+}
+
+/// The values of a [`Vals`], as operators see them.
+pub(crate) struct ValsIter<'x> {
+    vals: Vals<'x>,
+    next: usize,
+}
+
+impl<'x> Iterator for ValsIter<'x> {
+    type Item = V<'x>;
+
+    #[inline]
+    fn next(&mut self) -> Option<V<'x>> {
+        let i = self.next;
+        self.next += 1;
+        match self.vals {
+            Vals::Cache(vals) => vals.get(i).map(V::of),
+            Vals::Temp(vals, bytes) => vals.get(i).map(|v| match *v {
+                CVal::Str { start, len } => V::Str(bytes.get(start..start + len).unwrap_or(&[])),
+                CVal::I64(v) => V::I64(v),
+            }),
+        }
     }
 }
 
@@ -140,29 +172,52 @@ pub(crate) struct COperand {
     pub transformers: Box<[(Transformer, bool)]>,
 }
 
-const MISSING: usize = usize::MAX;
+const MISSING: u32 = u32::MAX;
+
+/// What the current event knows of one field slot (see [`EvalCtx`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct SlotState {
+    generation: u32,
+    start: u32,
+    end: u32,
+}
 
 /// Keep arenas from holding on to memory after one huge event.
 const ARENA_KEEP: usize = 1 << 20;
 
-/// The per-event evaluation state: a cache of extracted field values, so that each field slot is
-/// extracted at most once per event across all filters and templates of a ruleset.
+/// Keep the value cache from holding on to memory after one event with huge list fields.
+const VALS_KEEP: usize = 1 << 14;
+
+/// The evaluation state that outlives events: which slots and memos the current event has
+/// filled (by generation), the transformer scratch areas, and the allocation of the per-event
+/// value cache. [`EvalCtx::event`] starts an event.
 ///
-/// Call [`EvalCtx::reset`] before evaluating the filters of each new event. Steady-state
-/// evaluation does not allocate: the cache and scratch buffers keep their capacity.
+/// Steady-state evaluation does not allocate: the cache and scratch buffers keep their capacity.
 #[derive(Debug)]
 pub struct EvalCtx {
     generation: u32,
-    fetched: Vec<u32>,
+    /// Per field slot: the generation its values were extracted in, and their range in the
+    /// event's value cache (`start == MISSING`: the field has no value).
+    slots: Vec<SlotState>,
     /// Per memoized subtree: the generation its result was computed in, and the result.
     memo: Vec<(u32, bool)>,
-    ranges: Vec<(usize, usize)>,
-    vals: Vec<CVal>,
-    bytes: Vec<u8>,
-    recv: Vec<Value<'static>>,
+    /// The value cache's allocation between events.
+    spare: Vec<Value<'static>>,
     tvals: Vec<CVal>,
     tbytes: Vec<u8>,
     scratch: Vec<u8>,
+}
+
+/// The per-event evaluation state: a cache of extracted field values, so that each field slot is
+/// extracted at most once per event across all filters and templates of a ruleset. Extracted
+/// strings stay borrowed from the event and the state (`'a`) instead of being copied.
+///
+/// Made by [`EvalCtx::event`]; dropping it ends the event (its values are forgotten, the
+/// allocation goes back to the [`EvalCtx`]).
+#[derive(Debug)]
+pub struct EventCtx<'c, 'a> {
+    ctx: &'c mut EvalCtx,
+    vals: Vec<Value<'a>>,
 }
 
 /// Reuses a vector's allocation for values of another lifetime (empty vector in, empty vector
@@ -178,32 +233,30 @@ impl EvalCtx {
         let n = slots.len();
         EvalCtx {
             generation: 1,
-            fetched: vec![0; n],
+            slots: vec![SlotState::default(); n],
             memo: vec![(0, false); slots.n_memos],
-            ranges: vec![(MISSING, MISSING); n],
-            vals: Vec::new(),
-            bytes: Vec::new(),
-            recv: Vec::new(),
+            spare: Vec::new(),
             tvals: Vec::new(),
             tbytes: Vec::new(),
             scratch: Vec::new(),
         }
     }
 
-    /// Forgets the cached values of the previous event.
-    pub fn reset(&mut self) {
+    /// Starts a new event: the values and memos of the previous one are forgotten. The values
+    /// extracted during the event borrow from the extractor for `'a`.
+    pub fn event<'a>(&mut self) -> EventCtx<'_, 'a> {
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
-            self.fetched.iter_mut().for_each(|g| *g = 0);
+            self.slots.iter_mut().for_each(|s| s.generation = 0);
             self.memo.iter_mut().for_each(|m| m.0 = 0);
             self.generation = 1;
         }
-        self.vals.clear();
-        self.bytes.clear();
-        if self.bytes.capacity() > ARENA_KEEP {
-            self.bytes.shrink_to(ARENA_KEEP);
+        if self.spare.capacity() > VALS_KEEP {
+            self.spare.shrink_to(VALS_KEEP);
         }
+        let vals = recycle(std::mem::take(&mut self.spare));
         self.begin_temp();
+        EventCtx { ctx: self, vals }
     }
 
     /// Starts a comparison: transformer output of the previous one is no longer needed.
@@ -214,60 +267,76 @@ impl EvalCtx {
             self.tbytes.shrink_to(ARENA_KEEP);
         }
     }
+}
 
+impl Drop for EventCtx<'_, '_> {
+    fn drop(&mut self) {
+        self.ctx.spare = recycle(std::mem::take(&mut self.vals));
+    }
+}
+
+impl<'a> EventCtx<'_, 'a> {
     /// The cached range of a slot's values; extracts on the first use in an event.
     #[inline]
-    fn fetch(&mut self, ex: &dyn Extract, slot: u32, field: &FieldRef) -> Option<(usize, usize)> {
+    pub(crate) fn fetch(
+        &mut self,
+        ex: &'a dyn Extract,
+        slot: u32,
+        field: &FieldRef,
+    ) -> Option<(usize, usize)> {
         let i = slot as usize;
-        let (start, end) = match self.fetched.get(i) {
-            Some(&g) if g == self.generation => self.ranges[i],
+        let (start, end) = match self.ctx.slots.get(i) {
+            Some(s) if s.generation == self.ctx.generation => (s.start, s.end),
             _ => self.extract_slot(ex, i, field),
         };
-        (start != MISSING).then_some((start, end))
+        (start != MISSING).then_some((start as usize, end as usize))
     }
 
-    /// Cache miss: extracts the field's values into the arena (kept out of line so that the
+    /// Cache miss: extracts the field's values into the cache (kept out of line so that the
     /// hit path above stays small enough to inline into the evaluator).
     #[inline(never)]
-    fn extract_slot(&mut self, ex: &dyn Extract, i: usize, field: &FieldRef) -> (usize, usize) {
-        if i >= self.fetched.len() {
+    fn extract_slot(&mut self, ex: &'a dyn Extract, i: usize, field: &FieldRef) -> (u32, u32) {
+        let ctx = &mut *self.ctx;
+        if i >= ctx.slots.len() {
             // A filter compiled against more slots than this context was built for.
-            self.fetched.resize(i + 1, 0);
-            self.ranges.resize(i + 1, (MISSING, MISSING));
+            ctx.slots.resize(i + 1, SlotState::default());
         }
-        self.fetched[i] = self.generation;
-        let mut recv: Vec<Value<'_>> = recycle(std::mem::take(&mut self.recv));
         let start = self.vals.len();
-        if ex.extract(field, &mut recv) {
-            for value in recv.drain(..) {
-                let cval = match value {
-                    Value::Str(s) => {
-                        let start = self.bytes.len();
-                        self.bytes.extend_from_slice(&s);
-                        CVal::Str {
-                            start,
-                            len: s.len(),
-                        }
-                    }
-                    Value::I64(v) => CVal::I64(v),
-                    Value::U64(v) => CVal::U64(v),
-                    Value::Bool(v) => CVal::Bool(v),
-                    Value::Ip(v) => CVal::Ip(v),
-                    Value::Net(v) => CVal::Net(v),
-                };
-                self.vals.push(cval);
+        let range = if ex.extract(field, &mut self.vals) {
+            match (u32::try_from(start), u32::try_from(self.vals.len())) {
+                (Ok(s), Ok(e)) if e != MISSING => (s, e),
+                // Billions of values in one event: treat the field as missing.
+                _ => (MISSING, MISSING),
             }
-            self.ranges[i] = (start, self.vals.len());
         } else {
-            self.ranges[i] = (MISSING, MISSING);
+            (MISSING, MISSING)
+        };
+        if range.0 == MISSING {
+            // The contract says "left as it was"; do not trust it.
+            self.vals.truncate(start);
         }
-        self.recv = recycle(recv);
-        self.ranges[i]
+        ctx.slots[i] = SlotState {
+            generation: ctx.generation,
+            start: range.0,
+            end: range.1,
+        };
+        range
+    }
+
+    /// The extracted values of a slot range.
+    #[inline]
+    pub(crate) fn cached(&self, start: usize, end: usize) -> &[Value<'a>] {
+        self.vals.get(start..end).unwrap_or(&[])
+    }
+
+    /// Starts a comparison that applies transformers.
+    pub(crate) fn begin_temp(&mut self) {
+        self.ctx.begin_temp();
     }
 
     /// The values of an operand (field, then transformers), or `None` when the field has none.
     #[inline]
-    pub(crate) fn load(&mut self, ex: &dyn Extract, op: &COperand) -> Option<Src> {
+    pub(crate) fn load(&mut self, ex: &'a dyn Extract, op: &COperand) -> Option<Src> {
         let (start, end) = self.fetch(ex, op.slot, &op.field)?;
         let mut src = Src::Cache(start, end);
         for &(t, aggregate) in op.transformers.iter() {
@@ -279,57 +348,53 @@ impl EvalCtx {
     #[inline]
     pub(crate) fn vals(&self, src: Src) -> Vals<'_> {
         match src {
-            Src::Cache(s, e) => Vals {
-                vals: &self.vals[s..e],
-                bytes: &self.bytes,
-            },
-            Src::Temp(s, e) => Vals {
-                vals: &self.tvals[s..e],
-                bytes: &self.tbytes,
-            },
+            Src::Cache(s, e) => Vals::Cache(self.cached(s, e)),
+            Src::Temp(s, e) => {
+                Vals::Temp(self.ctx.tvals.get(s..e).unwrap_or(&[]), &self.ctx.tbytes)
+            }
         }
     }
 
     /// Applies one transformer to every value of `src`, appending the results to the scratch
     /// area. Values the transformer cannot handle (wrong type, bad base64) are dropped.
     fn apply(&mut self, t: Transformer, aggregate: bool, src: Src) -> Src {
-        let out_start = self.tvals.len();
+        let ctx = &mut *self.ctx;
+        let out_start = ctx.tvals.len();
         let (in_start, in_end, from_cache) = match src {
             Src::Cache(s, e) => (s, e, true),
             Src::Temp(s, e) => (s, e, false),
         };
         if aggregate {
             let count = i64::try_from(in_end - in_start).unwrap_or(i64::MAX);
-            self.tvals.push(CVal::I64(count));
-            return Src::Temp(out_start, self.tvals.len());
+            ctx.tvals.push(CVal::I64(count));
+            return Src::Temp(out_start, ctx.tvals.len());
         }
         for i in in_start..in_end {
-            let v = if from_cache {
-                self.vals[i]
-            } else {
-                self.tvals[i]
-            };
-            let CVal::Str { start, len } = v else {
-                continue;
-            };
             // Copy the input to scratch so that output may go to the same arena.
-            self.scratch.clear();
-            let arena = if from_cache {
-                &self.bytes
+            ctx.scratch.clear();
+            if from_cache {
+                match self.vals.get(i) {
+                    Some(Value::Str(s)) => ctx.scratch.extend_from_slice(s),
+                    _ => continue,
+                }
             } else {
-                &self.tbytes
-            };
-            self.scratch.extend_from_slice(&arena[start..start + len]);
-            let input = &self.scratch;
+                match ctx.tvals.get(i) {
+                    Some(&CVal::Str { start, len }) => ctx
+                        .scratch
+                        .extend_from_slice(ctx.tbytes.get(start..start + len).unwrap_or(&[])),
+                    _ => continue,
+                }
+            }
+            let input = &ctx.scratch;
             let out = match t {
                 Transformer::Len => CVal::I64(i64::try_from(input.len()).unwrap_or(i64::MAX)),
                 Transformer::ToLower | Transformer::ToUpper | Transformer::Basename => {
-                    let start = self.tbytes.len();
+                    let start = ctx.tbytes.len();
                     match t {
-                        Transformer::ToLower => self
+                        Transformer::ToLower => ctx
                             .tbytes
                             .extend(input.iter().map(|b| b.to_ascii_lowercase())),
-                        Transformer::ToUpper => self
+                        Transformer::ToUpper => ctx
                             .tbytes
                             .extend(input.iter().map(|b| b.to_ascii_uppercase())),
                         _ => {
@@ -337,30 +402,30 @@ impl EvalCtx {
                                 Some(p) => &input[p + 1..],
                                 None => &input[..],
                             };
-                            self.tbytes.extend_from_slice(base);
+                            ctx.tbytes.extend_from_slice(base);
                         }
                     }
                     CVal::Str {
                         start,
-                        len: self.tbytes.len() - start,
+                        len: ctx.tbytes.len() - start,
                     }
                 }
                 Transformer::B64 => {
-                    let start = self.tbytes.len();
+                    let start = ctx.tbytes.len();
                     let trimmed = input.trim_ascii();
-                    if BASE64.decode_vec(trimmed, &mut self.tbytes).is_err() {
-                        self.tbytes.truncate(start);
+                    if BASE64.decode_vec(trimmed, &mut ctx.tbytes).is_err() {
+                        ctx.tbytes.truncate(start);
                         continue;
                     }
                     CVal::Str {
                         start,
-                        len: self.tbytes.len() - start,
+                        len: ctx.tbytes.len() - start,
                     }
                 }
             };
-            self.tvals.push(out);
+            ctx.tvals.push(out);
         }
-        Src::Temp(out_start, self.tvals.len())
+        Src::Temp(out_start, ctx.tvals.len())
     }
 }
 
@@ -370,10 +435,10 @@ const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::n
         .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
 );
 
-/// A compiled condition.
+/// A compiled condition: the evaluation tree lowered to a flat program of short-circuit jumps.
 #[derive(Debug)]
 pub struct Filter {
-    pub(crate) root: Node,
+    pub(crate) code: Box<[Op]>,
     pub(crate) event_types: Option<Vec<u16>>,
     pub(crate) warnings: Vec<CompileError>,
 }
@@ -391,9 +456,10 @@ impl Filter {
         &self.warnings
     }
 
-    /// Evaluates the condition for the current event. Call [`EvalCtx::reset`] between events.
-    pub fn eval(&self, ex: &dyn Extract, ctx: &mut EvalCtx) -> bool {
-        eval_node(&self.root, ex, ctx)
+    /// Evaluates the condition for the current event (the values it extracts stay cached in
+    /// `ctx` for the other filters and templates of the event).
+    pub fn eval<'a>(&self, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -> bool {
+        run(&self.code, ex, ctx)
     }
 }
 
@@ -448,40 +514,247 @@ impl Node {
     }
 }
 
-/// Unwraps the memo nodes whose slot occurs only once across `filters`: the compiler memoizes
-/// every sizeable group because it cannot know which ones later rules will repeat, and a memo
-/// that nothing shares only costs a check and a store per event. Iterative (trees may be deep).
-pub(crate) fn keep_shared_memos(filters: &mut [&mut Filter]) {
-    let mut counts: FxHashMap<u32, u32> = FxHashMap::default();
-    for filter in filters.iter() {
-        let mut stack: Vec<&Node> = vec![&filter.root];
-        while let Some(node) = stack.pop() {
-            match node {
-                Node::Memo { slot, inner } => {
-                    *counts.entry(*slot).or_default() += 1;
-                    stack.push(inner);
+/// One instruction of a lowered condition. The program computes one boolean, the accumulator:
+/// a leaf sets it, `and`/`or` become forward jumps that skip the rest of a group once its
+/// result is known (short-circuit), `not` flips it. Jump targets are indices into the program;
+/// the program's length is "done".
+#[derive(Debug)]
+pub(crate) enum Op {
+    /// Evaluates a leaf node ([`Node::Const`], [`Node::EvtType`], [`Node::Exists`],
+    /// [`Node::Test`], [`Node::Fields`]) into the accumulator.
+    Leaf(Node),
+    /// A leaf followed by its group's short-circuit jump, in one instruction: evaluates `node`,
+    /// then jumps to `to` when the result is `when`.
+    LeafJump {
+        node: Node,
+        when: bool,
+        to: u32,
+    },
+    JumpIfFalse(u32),
+    JumpIfTrue(u32),
+    Not,
+    /// When memo `slot` was computed in this event: load it and jump to `end` (just past the
+    /// subtree's [`Op::MemoStore`]).
+    MemoLoad {
+        slot: u32,
+        end: u32,
+    },
+    /// Records the accumulator as memo `slot`'s result for this event.
+    MemoStore {
+        slot: u32,
+    },
+}
+
+/// Lowers an evaluation tree to a program. Iterative (an explicit work stack): trees may be as
+/// deep as [`crate::compile::MAX_TREE_DEPTH`] and their nodes are moved, not borrowed.
+pub(crate) fn lower(root: Node) -> Box<[Op]> {
+    enum Work {
+        Visit(Node),
+        /// After a group's child other than the last: the short-circuit jump.
+        Jump {
+            is_and: bool,
+        },
+        /// After a group's last child: point its `n` pending jumps here.
+        GroupEnd {
+            n: usize,
+        },
+        Not,
+        /// After a memoized subtree: store it, and point the load at `at` past the store.
+        MemoEnd {
+            at: usize,
+            slot: u32,
+        },
+    }
+    let mut code = Vec::new();
+    let mut pending: Vec<usize> = Vec::new();
+    let mut work = vec![Work::Visit(root)];
+    while let Some(item) = work.pop() {
+        match item {
+            Work::Visit(node @ (Node::And(_) | Node::Or(_))) if matches!(&node, Node::And(items) | Node::Or(items) if items.is_empty()) =>
+            {
+                // Not built by the compiler (it folds empty groups): the neutral element.
+                code.push(Op::Leaf(Node::Const(matches!(node, Node::And(_)))));
+            }
+            Work::Visit(node @ (Node::And(_) | Node::Or(_))) => {
+                let is_and = matches!(node, Node::And(_));
+                let (Node::And(items) | Node::Or(items)) = node else {
+                    continue;
+                };
+                let n = items.len();
+                work.push(Work::GroupEnd { n: n - 1 });
+                for (k, item) in items.into_vec().into_iter().enumerate().rev() {
+                    if k + 1 < n {
+                        work.push(Work::Jump { is_and });
+                    }
+                    work.push(Work::Visit(item));
                 }
-                Node::And(items) | Node::Or(items) => stack.extend(items.iter()),
-                Node::Not(inner) => stack.push(inner),
-                _ => {}
+            }
+            Work::Visit(Node::Not(inner)) => {
+                work.push(Work::Not);
+                work.push(Work::Visit(*inner));
+            }
+            Work::Visit(Node::Memo { slot, inner }) => {
+                work.push(Work::MemoEnd {
+                    at: code.len(),
+                    slot,
+                });
+                code.push(Op::MemoLoad { slot, end: 0 });
+                work.push(Work::Visit(*inner));
+            }
+            Work::Visit(leaf) => code.push(Op::Leaf(leaf)),
+            Work::Jump { is_and } => {
+                pending.push(code.len());
+                code.push(if is_and {
+                    Op::JumpIfFalse(0)
+                } else {
+                    Op::JumpIfTrue(0)
+                });
+            }
+            Work::GroupEnd { n } => {
+                let end = target(code.len());
+                for at in pending.split_off(pending.len() - n) {
+                    if let Some(Op::JumpIfFalse(t) | Op::JumpIfTrue(t)) = code.get_mut(at) {
+                        *t = end;
+                    }
+                }
+            }
+            Work::Not => code.push(Op::Not),
+            Work::MemoEnd { at, slot } => {
+                code.push(Op::MemoStore { slot });
+                let end = target(code.len());
+                if let Some(Op::MemoLoad { end: e, .. }) = code.get_mut(at) {
+                    *e = end;
+                }
             }
         }
     }
-    let shared = |slot: &u32| counts.get(slot).is_some_and(|&n| n >= 2);
-    for filter in filters.iter_mut() {
-        let mut stack: Vec<&mut Node> = vec![&mut filter.root];
-        while let Some(node) = stack.pop() {
-            while matches!(node, Node::Memo { slot, .. } if !shared(slot)) {
-                if let Node::Memo { inner, .. } = std::mem::replace(node, Node::Const(false)) {
-                    *node = *inner;
-                }
-            }
-            match node {
-                Node::Memo { inner, .. } | Node::Not(inner) => stack.push(inner),
-                Node::And(items) | Node::Or(items) => stack.extend(items.iter_mut()),
-                _ => {}
+    thread_jumps(&mut code);
+    fuse_leaf_jumps(code).into_boxed_slice()
+}
+
+/// Removes the instructions flagged in `remove`, retargeting every jump: a target that was
+/// removed becomes the next instruction kept.
+fn compact(code: Vec<Op>, remove: &[bool]) -> Vec<Op> {
+    let mut map = Vec::with_capacity(remove.len() + 1);
+    let mut next = 0u32;
+    for &r in remove {
+        map.push(next);
+        next += u32::from(!r);
+    }
+    map.push(next);
+    let mut code: Vec<Op> = code
+        .into_iter()
+        .zip(remove)
+        .filter(|(_, &r)| !r)
+        .map(|(op, _)| op)
+        .collect();
+    for op in code.iter_mut() {
+        if let Op::JumpIfFalse(t)
+        | Op::JumpIfTrue(t)
+        | Op::MemoLoad { end: t, .. }
+        | Op::LeafJump { to: t, .. } = op
+        {
+            *t = map.get(*t as usize).copied().unwrap_or(next);
+        }
+    }
+    code
+}
+
+/// Merges each leaf with the jump right after it ([`Op::LeafJump`]), unless something jumps to
+/// that jump itself (then it must stay an instruction of its own).
+fn fuse_leaf_jumps(code: Vec<Op>) -> Vec<Op> {
+    let mut targeted = vec![false; code.len() + 1];
+    for op in &code {
+        if let Op::JumpIfFalse(t)
+        | Op::JumpIfTrue(t)
+        | Op::MemoLoad { end: t, .. }
+        | Op::LeafJump { to: t, .. } = op
+        {
+            if let Some(flag) = targeted.get_mut(*t as usize) {
+                *flag = true;
             }
         }
+    }
+    let mut remove = vec![false; code.len()];
+    let mut code = code;
+    for i in 1..code.len() {
+        let (when, to) = match code[i] {
+            Op::JumpIfFalse(t) => (false, t),
+            Op::JumpIfTrue(t) => (true, t),
+            _ => continue,
+        };
+        if targeted[i] || !matches!(code[i - 1], Op::Leaf(_)) {
+            continue;
+        }
+        let Op::Leaf(node) = std::mem::replace(&mut code[i - 1], Op::Not) else {
+            continue;
+        };
+        code[i - 1] = Op::LeafJump { node, when, to };
+        remove[i] = true;
+    }
+    compact(code, &remove)
+}
+
+fn target(index: usize) -> u32 {
+    u32::try_from(index).expect("a program is shorter than 2^32 instructions")
+}
+
+/// Jump threading: a jump that lands on another jump whose outcome it already knows goes
+/// straight to that jump's destination (`a and b or c`: when `a` is false, skip to `c`).
+/// Jumps only go forward, so this terminates.
+fn thread_jumps(code: &mut [Op]) {
+    for i in 0..code.len() {
+        let (mut t, acc) = match code[i] {
+            Op::JumpIfFalse(t) => (t, false),
+            Op::JumpIfTrue(t) => (t, true),
+            Op::LeafJump { when, to, .. } => (to, when),
+            _ => continue,
+        };
+        loop {
+            t = match code.get(t as usize) {
+                Some(Op::JumpIfFalse(u)) if !acc => *u,
+                Some(Op::JumpIfTrue(u)) if acc => *u,
+                Some(Op::JumpIfFalse(_) | Op::JumpIfTrue(_)) => t + 1,
+                _ => break,
+            };
+        }
+        if let Op::JumpIfFalse(old) | Op::JumpIfTrue(old) | Op::LeafJump { to: old, .. } =
+            &mut code[i]
+        {
+            *old = t;
+        }
+    }
+}
+
+/// Removes the memo instructions whose slot occurs only once across `filters`: the compiler
+/// memoizes every sizeable group because it cannot know which ones later rules will repeat, and
+/// a memo that nothing shares only costs a check and a store per event.
+pub(crate) fn keep_shared_memos(filters: &mut [&mut Filter]) {
+    let mut counts: FxHashMap<u32, u32> = FxHashMap::default();
+    for filter in filters.iter() {
+        for op in filter.code.iter() {
+            if let Op::MemoLoad { slot, .. } = op {
+                *counts.entry(*slot).or_default() += 1;
+            }
+        }
+    }
+    let unshared = |slot: &u32| counts.get(slot).is_none_or(|&n| n < 2);
+    for filter in filters.iter_mut() {
+        let remove: Vec<bool> = filter
+            .code
+            .iter()
+            .map(|op| match op {
+                Op::MemoLoad { slot, .. } | Op::MemoStore { slot } => unshared(slot),
+                _ => false,
+            })
+            .collect();
+        if !remove.contains(&true) {
+            continue;
+        }
+        let mut code = compact(std::mem::take(&mut filter.code).into_vec(), &remove);
+        thread_jumps(&mut code);
+        let code = fuse_leaf_jumps(code);
+        filter.code = code.into_boxed_slice();
     }
 }
 
@@ -491,54 +764,79 @@ fn bit_test(bits: &[u64], id: u16) -> bool {
         .is_some_and(|w| w & (1u64 << (id % 64)) != 0)
 }
 
-/// Recursion depth is bounded by the compiler ([`crate::compile::MAX_TREE_DEPTH`]); leaves are
-/// evaluated in [`eval_leaf`] so that this frame stays small.
-fn eval_node(node: &Node, ex: &dyn Extract, ctx: &mut EvalCtx) -> bool {
-    match node {
-        Node::And(items) => {
-            for item in items.iter() {
-                if !eval_node(item, ex, ctx) {
-                    return false;
+/// Runs a lowered condition.
+fn run<'a>(code: &[Op], ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -> bool {
+    let mut acc = false;
+    let mut pc = 0usize;
+    while let Some(op) = code.get(pc) {
+        pc += 1;
+        match op {
+            Op::LeafJump { node, when, to } => {
+                acc = eval_leaf(node, ex, ctx);
+                if acc == *when {
+                    pc = *to as usize;
                 }
             }
-            true
-        }
-        Node::Or(items) => {
-            for item in items.iter() {
-                if eval_node(item, ex, ctx) {
-                    return true;
+            Op::Leaf(node) => acc = eval_leaf(node, ex, ctx),
+            Op::JumpIfFalse(t) => {
+                if !acc {
+                    pc = *t as usize;
                 }
             }
-            false
-        }
-        Node::Not(inner) => !eval_node(inner, ex, ctx),
-        Node::Memo { slot, inner } => {
-            let i = *slot as usize;
-            if i >= ctx.memo.len() {
-                // A filter compiled after this context was built.
-                ctx.memo.resize(i + 1, (0, false));
+            Op::JumpIfTrue(t) => {
+                if acc {
+                    pc = *t as usize;
+                }
             }
-            let (generation, result) = ctx.memo[i];
-            if generation == ctx.generation {
-                return result;
+            Op::Not => acc = !acc,
+            Op::MemoLoad { slot, end } => {
+                let i = *slot as usize;
+                let memo = &mut ctx.ctx.memo;
+                if i >= memo.len() {
+                    // A filter compiled after this context was built.
+                    memo.resize(i + 1, (0, false));
+                }
+                let (generation, result) = memo[i];
+                if generation == ctx.ctx.generation {
+                    acc = result;
+                    pc = *end as usize;
+                }
             }
-            let result = eval_node(inner, ex, ctx);
-            ctx.memo[i] = (ctx.generation, result);
-            result
+            Op::MemoStore { slot } => {
+                let generation = ctx.ctx.generation;
+                if let Some(m) = ctx.ctx.memo.get_mut(*slot as usize) {
+                    *m = (generation, acc);
+                }
+            }
         }
-        leaf => eval_leaf(leaf, ex, ctx),
     }
+    acc
 }
 
-fn eval_leaf(node: &Node, ex: &dyn Extract, ctx: &mut EvalCtx) -> bool {
+#[inline(always)]
+fn eval_leaf<'a>(node: &Node, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -> bool {
     match node {
         Node::Const(v) => *v,
         Node::EvtType(bits) => bit_test(bits, ex.event_type()),
         Node::Exists(op) => {
+            if op.transformers.is_empty() {
+                return ctx.fetch(ex, op.slot, &op.field).is_some();
+            }
             ctx.begin_temp();
             ctx.load(ex, op).is_some()
         }
         Node::Test { lhs, test, all } => {
+            if lhs.transformers.is_empty() {
+                // The common case: test the extracted values where they are.
+                let Some((start, end)) = ctx.fetch(ex, lhs.slot, &lhs.field) else {
+                    return false;
+                };
+                return match ctx.cached(start, end) {
+                    [one] => test.matches(V::of(one)),
+                    many if *all => many.iter().all(|v| test.matches(V::of(v))),
+                    many => many.iter().any(|v| test.matches(V::of(v))),
+                };
+            }
             ctx.begin_temp();
             let Some(src) = ctx.load(ex, lhs) else {
                 return false;
@@ -562,7 +860,8 @@ fn eval_leaf(node: &Node, ex: &dyn Extract, ctx: &mut EvalCtx) -> bool {
             l.iter()
                 .any(|a| r.iter().any(|b| compare_values(*op, a, b)))
         }
-        Node::And(_) | Node::Or(_) | Node::Not(_) | Node::Memo { .. } => eval_node(node, ex, ctx),
+        // Lowering puts only leaves in [`Op::Leaf`].
+        Node::And(_) | Node::Or(_) | Node::Not(_) | Node::Memo { .. } => false,
     }
 }
 
@@ -661,6 +960,7 @@ impl Test {
         }
     }
 
+    #[inline(always)] // once per tested value: the evaluator's innermost step
     pub(crate) fn matches(&self, v: V<'_>) -> bool {
         match (self, v) {
             (Test::StrEq(want), V::Str(s)) => **want == *s,
@@ -1015,6 +1315,161 @@ mod tests {
         let root = PathSet::new([&b"/"[..]]).unwrap();
         assert!(root.matches(b"/anything"));
         assert!(!root.matches(b"relative"));
+    }
+
+    /// The tree semantics the lowered program must reproduce.
+    fn reference(node: &Node) -> bool {
+        match node {
+            Node::Const(v) => *v,
+            Node::And(items) => items.iter().all(reference),
+            Node::Or(items) => items.iter().any(reference),
+            Node::Not(inner) | Node::Memo { inner, .. } => {
+                !matches!(node, Node::Not(_)) == reference(inner)
+            }
+            _ => panic!("only constants in these trees"),
+        }
+    }
+
+    #[test]
+    fn lowered_programs_short_circuit_like_the_tree() {
+        // Shapes that exercise jump threading (a jump landing on a jump), `not` between jumps,
+        // memos inside groups, and empty/single groups; every assignment of the five inputs.
+        let shapes: [fn(&[bool; 5]) -> Node; 6] = [
+            |x| {
+                Node::Or(Box::new([
+                    Node::And(Box::new([
+                        Node::Const(x[0]),
+                        Node::Not(Box::new(Node::Const(x[1]))),
+                    ])),
+                    Node::And(Box::new([
+                        Node::Or(Box::new([Node::Const(x[2]), Node::Const(x[3])])),
+                        Node::Const(x[4]),
+                    ])),
+                ]))
+            },
+            |x| {
+                Node::And(Box::new([
+                    Node::Not(Box::new(Node::Or(Box::new([
+                        Node::And(Box::new([Node::Const(x[0]), Node::Const(x[1])])),
+                        Node::Const(x[2]),
+                    ])))),
+                    Node::Or(Box::new([
+                        Node::Const(x[3]),
+                        Node::Not(Box::new(Node::Const(x[4]))),
+                    ])),
+                ]))
+            },
+            |x| {
+                let shared = || Node::Memo {
+                    slot: 0,
+                    inner: Box::new(Node::And(Box::new([Node::Const(x[0]), Node::Const(x[1])]))),
+                };
+                Node::Or(Box::new([
+                    Node::And(Box::new([shared(), Node::Const(x[2])])),
+                    Node::And(Box::new([Node::Const(x[3]), shared(), Node::Const(x[4])])),
+                    Node::Not(Box::new(shared())),
+                ]))
+            },
+            |x| Node::And(Box::new([Node::Or(Box::new([])), Node::Const(x[0])])),
+            |x| {
+                Node::Or(Box::new([
+                    Node::And(Box::new([])),
+                    Node::And(Box::new([
+                        Node::Const(x[0]),
+                        Node::Const(x[1]),
+                        Node::Const(x[2]),
+                    ])),
+                    Node::Or(Box::new([Node::Const(x[3]), Node::Const(x[4])])),
+                ]))
+            },
+            |x| {
+                Node::Or(Box::new([
+                    Node::And(Box::new([
+                        Node::Memo {
+                            slot: 1,
+                            inner: Box::new(Node::Or(Box::new([
+                                Node::Const(x[0]),
+                                Node::Const(x[1]),
+                                Node::Const(x[2]),
+                            ]))),
+                        },
+                        Node::Not(Box::new(Node::Const(x[3]))),
+                    ])),
+                    Node::Const(x[4]),
+                ]))
+            },
+        ];
+        let ev = crate::testutil::FakeEvent::default();
+        let mut ctx = EvalCtx::new(&FieldSlots::default());
+        for (k, shape) in shapes.iter().enumerate() {
+            for bits in 0u32..32 {
+                let x: [bool; 5] = std::array::from_fn(|i| bits & (1 << i) != 0);
+                let want = reference(&shape(&x));
+                let mut filter = Filter {
+                    code: lower(shape(&x)),
+                    event_types: None,
+                    warnings: Vec::new(),
+                };
+                assert_eq!(
+                    filter.eval(&ev, &mut ctx.event()),
+                    want,
+                    "shape {k}, inputs {x:?}: {:?}",
+                    filter.code
+                );
+                // Without its memos (as for a memo no other rule shares): same result.
+                keep_shared_memos(&mut [&mut filter]);
+                // Shape 2 repeats its memo, which is then shared and kept.
+                assert!(
+                    filter
+                        .code
+                        .iter()
+                        .any(|op| matches!(op, Op::LeafJump { .. })),
+                    "leaves and jumps are fused: {:?}",
+                    filter.code
+                );
+                assert!(
+                    k == 2
+                        || !filter
+                            .code
+                            .iter()
+                            .any(|op| matches!(op, Op::MemoLoad { .. } | Op::MemoStore { .. })),
+                    "an unshared memo is removed"
+                );
+                assert_eq!(
+                    filter.eval(&ev, &mut ctx.event()),
+                    want,
+                    "shape {k} without memos, inputs {x:?}: {:?}",
+                    filter.code
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_value_cache_keeps_its_allocation_across_events() {
+        use crate::compile::Compiler;
+        use crate::parser::parse_condition;
+        let cat = crate::testutil::FakeCatalog::new();
+        let mut compiler = Compiler::new(&cat);
+        let filter = compiler
+            .compile(&parse_condition("proc.name = bash and fd.num = 3").unwrap())
+            .unwrap();
+        let mut ctx = EvalCtx::new(compiler.slots());
+        let ev = crate::testutil::FakeEvent::default();
+        assert!(filter.eval(&ev, &mut ctx.event()));
+        assert!(ctx.spare.capacity() >= 2, "the event's values went back");
+        let allocation = ctx.spare.as_ptr();
+        for _ in 0..3 {
+            let mut event = ctx.event();
+            assert!(filter.eval(&ev, &mut event));
+            assert_eq!(event.vals.len(), 2, "one value per slot");
+            drop(event);
+            assert_eq!(
+                ctx.spare.as_ptr(),
+                allocation,
+                "no new allocation per event"
+            );
+        }
     }
 
     #[test]

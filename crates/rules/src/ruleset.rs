@@ -3,9 +3,10 @@
 //! threshold and `rule_matching`.
 //!
 //! Evaluation visits only the rules indexed under the event's type, in load order, and does
-//! not allocate once `out` and the [`EvalCtx`] have grown to their working size.
+//! not allocate once `out` and the [`EvalCtx`] have grown to their working size (owned values
+//! an extractor computes, such as rendered strings, are the extractor's allocations).
 
-use crate::eval::{EvalCtx, FieldSlots, Filter};
+use crate::eval::{EvalCtx, EventCtx, FieldSlots, Filter};
 use crate::priority::Priority;
 use crate::template::Template;
 use vigil_fields::Extract;
@@ -267,9 +268,19 @@ impl Ruleset {
     }
 
     /// Appends the indices of matching enabled rules (at most one for
-    /// [`RuleMatching::First`], the first in load order). Resets `ctx` for the event.
+    /// [`RuleMatching::First`], the first in load order), as a new event of `ctx`.
     pub fn evaluate(&self, ex: &dyn Extract, ctx: &mut EvalCtx, out: &mut Vec<usize>) {
-        ctx.reset();
+        self.evaluate_event(ex, &mut ctx.event(), out);
+    }
+
+    /// [`Ruleset::evaluate`] within an event the caller started ([`EvalCtx::event`]), so that
+    /// the matching rules' output templates can reuse the values the conditions extracted.
+    pub fn evaluate_event<'a>(
+        &self,
+        ex: &'a dyn Extract,
+        ctx: &mut EventCtx<'_, 'a>,
+        out: &mut Vec<usize>,
+    ) {
         for &i in self.candidates(ex.event_type()) {
             let i = i as usize;
             if self.rules[i].filter.eval(ex, ctx) {

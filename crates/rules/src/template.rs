@@ -6,7 +6,7 @@
 //! already extracted. Missing values print `<NA>`; list fields print as `(a,b,c)`.
 
 use crate::ast::Operand;
-use crate::eval::{COperand, EvalCtx, V};
+use crate::eval::{COperand, EventCtx, V};
 use crate::parser::{span, ParseError, Parser};
 use vigil_fields::{Extract, Value};
 
@@ -46,7 +46,7 @@ pub const NA: &str = "<NA>";
 
 impl Template {
     /// Renders the template for the current event (sharing `ctx`'s cache with the filters).
-    pub fn render(&self, ex: &dyn Extract, ctx: &mut EvalCtx) -> RenderedOutput {
+    pub fn render<'a>(&self, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -> RenderedOutput {
         let mut values: Vec<(String, Option<Value<'static>>)> =
             Vec::with_capacity(self.fields.len());
         for field in &self.fields {
@@ -74,7 +74,11 @@ impl Template {
     }
 }
 
-fn render_field(field: &TField, ex: &dyn Extract, ctx: &mut EvalCtx) -> Option<Value<'static>> {
+fn render_field<'a>(
+    field: &TField,
+    ex: &'a dyn Extract,
+    ctx: &mut EventCtx<'_, 'a>,
+) -> Option<Value<'static>> {
     ctx.begin_temp();
     let src = ctx.load(ex, &field.operand)?;
     let vals = ctx.vals(src);
@@ -144,6 +148,7 @@ pub(crate) fn parse_template(text: &str) -> Result<Vec<Parsed>, ParseError> {
 mod tests {
     use super::*;
     use crate::compile::Compiler;
+    use crate::eval::EvalCtx;
     use crate::testutil::{FakeCatalog, FakeEvent};
     use std::borrow::Cow;
 
@@ -154,8 +159,8 @@ mod tests {
             .compile_template(template)
             .unwrap_or_else(|e| panic!("{template}: {e:?}"));
         let mut ctx = EvalCtx::new(&compiler.finish());
-        ctx.reset();
-        t.render(ev, &mut ctx)
+        let out = t.render(ev, &mut ctx.event());
+        out
     }
 
     #[test]
@@ -206,9 +211,8 @@ mod tests {
             ["proc.aname[2]", "len(proc.args)"]
         );
         let mut ctx = EvalCtx::new(compiler.slots());
-        ctx.reset();
         assert_eq!(
-            t.render(&FakeEvent::default(), &mut ctx).text,
+            t.render(&FakeEvent::default(), &mut ctx.event()).text,
             "init 2 init."
         );
     }

@@ -154,9 +154,8 @@ fn append_and_override() {
     assert_eq!(rule.priority, Priority::Critical);
     assert_eq!(rule.tags, ["a", "b"]);
     let mut ctx = rs.new_ctx();
-    let out = rule
-        .output
-        .render(&event("execveat", &[("proc.name", "fish")]), &mut ctx);
+    let ev = event("execveat", &[("proc.name", "fish")]);
+    let out = rule.output.render(&ev, &mut ctx.event());
     assert_eq!(out.text, "fish more");
 
     // Override replace of a condition.

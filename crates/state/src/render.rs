@@ -8,7 +8,48 @@ use crate::table::Net;
 
 /// `cip:cport->sip:sport` (IPv6 addresses unbracketed, as Falco prints them).
 pub(crate) fn tuple_name(net: &Net, out: &mut String) {
-    let _ = write!(out, "{}:{}->{}:{}", net.cip, net.cport, net.sip, net.sport);
+    // By hand rather than `write!`: every `connect`/`accept` names its socket this way.
+    push_ip(out, net.cip);
+    out.push(':');
+    push_decimal(out, u32::from(net.cport));
+    out.push_str("->");
+    push_ip(out, net.sip);
+    out.push(':');
+    push_decimal(out, u32::from(net.sport));
+}
+
+/// Appends an address as `Display` prints it (IPv4 by hand, IPv6 through `Display`).
+fn push_ip(out: &mut String, ip: std::net::IpAddr) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                push_decimal(out, u32::from(octet));
+            }
+        }
+        std::net::IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut String, mut n: u32) {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
 }
 
 /// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
@@ -238,6 +279,25 @@ mod tests {
         let mut s = String::new();
         time(ts, f, &mut s);
         s
+    }
+
+    #[test]
+    fn tuple_names_print_like_display() {
+        let cases = [
+            ("10.0.0.1", 0u16, "255.255.255.255", 65535u16),
+            ("0.0.0.0", 9, "192.168.100.7", 443),
+            ("::1", 80, "fd00::1:2", 8080),
+        ];
+        for (c, cport, s, sport) in cases {
+            let mut net = Net::unconnected(6, c.contains(':'));
+            net.cip = c.parse().unwrap();
+            net.cport = cport;
+            net.sip = s.parse().unwrap();
+            net.sport = sport;
+            let mut out = String::from("x");
+            tuple_name(&net, &mut out);
+            assert_eq!(out, format!("x{c}:{cport}->{s}:{sport}"));
+        }
     }
 
     #[test]

@@ -30,11 +30,13 @@ pub struct EventView<'a> {
 
 type Out<'b> = Vec<Value<'b>>;
 
+#[inline(always)] // called per extracted value
 fn push_str<'b>(out: &mut Out<'b>, bytes: &'b [u8]) -> bool {
     out.push(Value::Str(Cow::Borrowed(bytes)));
     true
 }
 
+#[inline(always)] // called per extracted value
 fn push_nonempty<'b>(out: &mut Out<'b>, bytes: &'b [u8]) -> bool {
     !bytes.is_empty() && push_str(out, bytes)
 }
@@ -44,6 +46,7 @@ fn push_owned<'b>(out: &mut Out<'b>, text: String) -> bool {
     true
 }
 
+#[inline(always)] // called per extracted value
 fn push_opt<'b>(out: &mut Out<'b>, value: Option<Value<'b>>) -> bool {
     match value {
         Some(v) => {
