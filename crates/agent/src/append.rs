@@ -102,24 +102,21 @@ impl Item {
 
 impl AlertDecorator for Appender {
     fn decorate(&mut self, rule: &Rule, view: &dyn Extract, alert: &mut Alert) {
-        let mut fresh = true;
+        // One evaluation event for every item: values extracted once are reused.
+        let mut ctx = self.ctx.event();
         for item in &self.items {
             if !item.matches(rule) {
                 continue;
             }
-            if fresh {
-                self.ctx.reset();
-                fresh = false;
-            }
             if let Some(template) = &item.extra_output {
-                let rendered = template.render(view, &mut self.ctx);
+                let rendered = template.render(view, &mut ctx);
                 if !rendered.text.is_empty() {
                     alert.output.push(' ');
                     alert.output.push_str(&rendered.text);
                 }
             }
             for (name, template, own_value) in &item.extra_fields {
-                let rendered = template.render(view, &mut self.ctx);
+                let rendered = template.render(view, &mut ctx);
                 let value = if *own_value {
                     rendered.fields.into_iter().next().and_then(|(_, v)| v)
                 } else {

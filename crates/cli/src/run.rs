@@ -181,8 +181,9 @@ impl Pipeline {
     fn alerts_for(&mut self, event: &Event, also: Option<usize>) -> Vec<Alert> {
         self.matches.clear();
         let view = self.state.view(event);
+        let mut ctx = self.ctx.event();
         self.ruleset
-            .evaluate(&view, &mut self.ctx, &mut self.matches);
+            .evaluate_event(&view, &mut ctx, &mut self.matches);
         if let Some(i) = also {
             if !self.matches.contains(&i) {
                 self.matches.push(i);
@@ -191,7 +192,7 @@ impl Pipeline {
         let mut out = Vec::with_capacity(self.matches.len());
         for &index in &self.matches {
             let rule = &self.ruleset.rules()[index];
-            let rendered = rule.output.render(&view, &mut self.ctx);
+            let rendered = rule.output.render(&view, &mut ctx);
             out.push(Alert {
                 time: event.ts,
                 rule: rule.name.clone(),
@@ -258,16 +259,16 @@ impl Handler for Pipeline {
 
     fn judge(&mut self, event: &Event) -> Verdict {
         self.state.apply(event);
-        self.ctx.reset();
         let hit = {
             let view = self.state.view(event);
+            let mut ctx = self.ctx.event();
             self.ruleset
                 .candidates(event.etype.0)
                 .iter()
                 .map(|&i| i as usize)
                 .find(|&i| {
                     self.enforced.get(i).copied().unwrap_or(false)
-                        && self.ruleset.rules()[i].filter().eval(&view, &mut self.ctx)
+                        && self.ruleset.rules()[i].filter().eval(&view, &mut ctx)
                 })
         };
         let Some(rule) = hit else {
