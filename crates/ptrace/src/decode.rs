@@ -155,24 +155,35 @@ pub fn entry_event(pid: i32, tid: i32, tgid: i32, etype: EventType, regs: &Regs)
     match spec.name {
         "read" | "recvfrom" | "recvmsg" => {
             params.push(Param::Int(i64::from(a(0) as u32 as i32)));
-            params.push(Param::Uint(a(2)));
+            // recvmsg's room is its iovecs' total length (its third argument is flags).
+            let size = if spec.name == "recvmsg" {
+                read_msghdr(pid, a(1)).map_or(0, |h| iov_total(pid, h.iov, h.iovlen))
+            } else {
+                a(2)
+            };
+            params.push(Param::Uint(size));
         }
         "write" | "sendto" | "sendmsg" => {
             params.push(Param::Int(i64::from(a(0) as u32 as i32)));
-            let size = if spec.name == "sendmsg" { 0 } else { a(2) };
-            params.push(Param::Uint(size));
-            let mut data = Param::None;
-            if spec.name != "sendmsg" {
+            let data_index = if spec.name == "write" { 2 } else { 3 };
+            let (size, data, cut) = if spec.name == "sendmsg" {
+                read_msg_data(pid, a(1))
+            } else {
+                let size = a(2);
                 let n = usize::try_from(size).unwrap_or(usize::MAX).min(MAX_DATA);
                 let mut buf = vec![0u8; n];
-                if let Ok(got) = sys::read_mem(pid, a(1), &mut buf) {
-                    buf.truncate(got);
-                    if size > got as u64 {
-                        truncated |= 1 << 3;
+                match sys::read_mem(pid, a(1), &mut buf) {
+                    Ok(got) => {
+                        buf.truncate(got);
+                        (size, Param::Bytes(buf), size > got as u64)
                     }
-                    data = Param::Bytes(buf);
+                    Err(_) => (size, Param::None, false),
                 }
+            };
+            if cut {
+                truncated |= 1 << data_index;
             }
+            params.push(Param::Uint(size));
             if spec.name == "write" {
                 params.push(data);
             } else {
@@ -192,6 +203,21 @@ pub fn entry_event(pid: i32, tid: i32, tgid: i32, etype: EventType, regs: &Regs)
         "connect" | "bind" => {
             params.push(Param::Int(i64::from(a(0) as u32 as i32)));
             params.push(read_sockaddr(pid, a(1), a(2)));
+        }
+        "mount" => {
+            params.push(from_reg(pid, ParamKind::Path, a(0), &mut truncated, 0));
+            params.push(from_reg(pid, ParamKind::Path, a(1), &mut truncated, 1));
+            params.push(from_reg(pid, ParamKind::Str, a(2), &mut truncated, 2));
+            // The historical magic in the high 16 bits (`MS_MGC_VAL`) is not a flag.
+            let mut flags = a(3);
+            if flags & 0xffff_0000 == 0xc0ed_0000 {
+                flags &= !0xffff_0000;
+            }
+            params.push(Param::Uint(flags));
+        }
+        "clone3" => {
+            // struct clone_args { u64 flags; … }
+            params.push(read_u64(pid, a(0)).map_or(Param::None, Param::Uint));
         }
         "accept" => {}
         "accept4" => {
@@ -281,44 +307,266 @@ pub fn finish(event: &mut Event, pid: i32, regs_at_entry: &Regs, res: i64) {
             }
         }
         "connect" if res == 0 || res == -115 => {
-            // The local end, from the socket's inode in the process's /proc/net tables.
             let fd = arg(regs_at_entry, 0) as u32 as i32;
             let remote = match event.param_by_name("addr") {
-                Param::Addr(SockAddr::Inet { ip, port }) => Some((*ip, *port)),
+                Param::Addr(a) => Some(a.clone()),
                 _ => None,
             };
-            if let (Some((dst_ip, dst_port)), Ok(meta)) =
-                (remote, std::fs::metadata(format!("/proc/{pid}/fd/{fd}")))
+            let tuple = socket_tuple(event.pid, pid, fd, remote, false);
+            set(event, "tuple", tuple);
+        }
+        "accept" | "accept4" if res >= 0 => {
+            let fd = i32::try_from(res).unwrap_or(-1);
+            let tuple = socket_tuple(event.pid, pid, fd, None, true);
+            set(event, "tuple", tuple);
+            // How full the listener's accept queue is, in percent (after this accept).
+            let listener = arg(regs_at_entry, 0) as u32 as i32;
+            if let Some(pct) = i32::try_from(event.pid)
+                .ok()
+                .and_then(|tgid| sys::listen_queue(tgid, listener).ok().flatten())
+                .map(|(waiting, backlog)| queue_pct(waiting, backlog))
             {
-                if let Some((l4proto, src_ip, src_port)) = local_endpoint(pid, meta.ino(), dst_ip) {
-                    set(
-                        event,
-                        "tuple",
-                        Param::Tuple(SockTuple::Inet {
-                            l4proto,
-                            src_ip,
-                            src_port,
-                            dst_ip,
-                            dst_port,
-                        }),
-                    );
-                }
+                set(event, "queuepct", Param::Uint(pct));
             }
         }
-        "read" | "recvfrom" if res > 0 => {
-            let n = usize::try_from(res).unwrap_or(0).min(MAX_DATA);
-            let mut buf = vec![0u8; n];
-            if let Ok(got) = sys::read_mem(pid, arg(regs_at_entry, 1), &mut buf) {
-                buf.truncate(got);
-                if res as u64 > got as u64 {
-                    let i = spec.param_index("data").unwrap_or(63);
-                    event.truncated |= 1 << i;
+        "sendto" | "sendmsg" if res >= 0 => {
+            let fd = arg(regs_at_entry, 0) as u32 as i32;
+            let remote = if spec.name == "sendto" {
+                read_sockaddr(pid, arg(regs_at_entry, 4), arg(regs_at_entry, 5))
+            } else {
+                read_msghdr(pid, arg(regs_at_entry, 1))
+                    .map_or(Param::None, |h| read_sockaddr(pid, h.name, h.namelen))
+            };
+            let remote = match remote {
+                Param::Addr(a) => Some(a),
+                _ => None,
+            };
+            let tuple = socket_tuple(event.pid, pid, fd, remote, false);
+            set(event, "tuple", tuple);
+        }
+        "read" | "recvfrom" | "recvmsg" if res > 0 => {
+            let fd = arg(regs_at_entry, 0) as u32 as i32;
+            let (data, cut) = if spec.name == "recvmsg" {
+                match read_msghdr(pid, arg(regs_at_entry, 1)) {
+                    Some(h) => {
+                        let (_, data, _) = read_iov_data(pid, h.iov, h.iovlen, res as u64);
+                        (data, res as u64 > MAX_DATA as u64)
+                    }
+                    None => (Param::None, false),
                 }
-                set(event, "data", Param::Bytes(buf));
+            } else {
+                let n = usize::try_from(res).unwrap_or(0).min(MAX_DATA);
+                let mut buf = vec![0u8; n];
+                match sys::read_mem(pid, arg(regs_at_entry, 1), &mut buf) {
+                    Ok(got) => {
+                        buf.truncate(got);
+                        (Param::Bytes(buf), res as u64 > got as u64)
+                    }
+                    Err(_) => (Param::None, false),
+                }
+            };
+            if cut {
+                let i = spec.param_index("data").unwrap_or(63);
+                event.truncated |= 1 << i;
+            }
+            set(event, "data", data);
+            if spec.name != "read" {
+                // The sender's address, written by the kernel (absent for connected sockets).
+                let remote = if spec.name == "recvfrom" {
+                    let len_at = arg(regs_at_entry, 5);
+                    let mut b = [0u8; 4];
+                    if read_exact(pid, len_at, &mut b) {
+                        read_sockaddr(pid, arg(regs_at_entry, 4), u64::from(u32::from_ne_bytes(b)))
+                    } else {
+                        Param::None
+                    }
+                } else {
+                    read_msghdr(pid, arg(regs_at_entry, 1))
+                        .map_or(Param::None, |h| read_sockaddr(pid, h.name, h.namelen))
+                };
+                let remote = match remote {
+                    Param::Addr(a) => Some(a),
+                    _ => None,
+                };
+                let tuple = socket_tuple(event.pid, pid, fd, remote, true);
+                set(event, "tuple", tuple);
             }
         }
         _ => {}
     }
+}
+
+/// `waiting` connections of a `backlog` in percent (0 for a zero backlog).
+fn queue_pct(waiting: u32, backlog: u32) -> u64 {
+    if backlog == 0 {
+        0
+    } else {
+        u64::from(waiting) * 100 / u64::from(backlog)
+    }
+}
+
+/// The fields of a tracee's `struct msghdr` (x86-64 layout) the events use.
+struct MsgHdr {
+    name: u64,
+    namelen: u64,
+    iov: u64,
+    iovlen: u64,
+}
+
+fn read_msghdr(pid: i32, addr: u64) -> Option<MsgHdr> {
+    let mut b = [0u8; 32];
+    if !read_exact(pid, addr, &mut b) {
+        return None;
+    }
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i..i + 8]);
+        u64::from_ne_bytes(w)
+    };
+    Some(MsgHdr {
+        name: word(0),
+        namelen: word(8) & 0xffff_ffff,
+        iov: word(16),
+        iovlen: word(24),
+    })
+}
+
+/// Most iovecs of one message looked at.
+const MAX_IOV: u64 = 1024;
+
+/// The total length of an iovec array and the first bytes of its data (at most
+/// [`MAX_DATA`], and at most `limit` in all): `(size, data, cut)`.
+fn read_iov_data(pid: i32, iov: u64, iovlen: u64, limit: u64) -> (u64, Param, bool) {
+    let mut size = 0u64;
+    let mut data = Vec::new();
+    let mut readable = true;
+    for i in 0..iovlen.min(MAX_IOV) {
+        let at = iov.wrapping_add(i * 16);
+        let (Some(base), Some(len)) = (read_u64(pid, at), read_u64(pid, at.wrapping_add(8))) else {
+            readable = false;
+            break;
+        };
+        size = size.saturating_add(len);
+        let room = (MAX_DATA - data.len()) as u64;
+        let want = len.min(room).min(limit.saturating_sub(data.len() as u64));
+        if want > 0 {
+            let mut buf = vec![0u8; usize::try_from(want).unwrap_or(0)];
+            let got = sys::read_mem(pid, base, &mut buf).unwrap_or(0);
+            buf.truncate(got);
+            data.extend_from_slice(&buf);
+        }
+    }
+    if !readable && data.is_empty() {
+        return (size, Param::None, false);
+    }
+    let cut = size.min(limit) > data.len() as u64;
+    (size, Param::Bytes(data), cut)
+}
+
+/// The total length of an iovec array (without reading the data).
+fn iov_total(pid: i32, iov: u64, iovlen: u64) -> u64 {
+    (0..iovlen.min(MAX_IOV))
+        .map_while(|i| read_u64(pid, iov.wrapping_add(i * 16).wrapping_add(8)))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// `sendmsg`'s size (the sum of its iovec lengths) and data.
+fn read_msg_data(pid: i32, msg: u64) -> (u64, Param, bool) {
+    match read_msghdr(pid, msg) {
+        Some(h) => read_iov_data(pid, h.iov, h.iovlen, u64::MAX),
+        None => (0, Param::None, false),
+    }
+}
+
+/// The connection tuple of socket `fd` of process `tgid` (thread `tid`): its local end and
+/// `remote` (or its peer when `remote` is `None`), oriented client → server: local → remote
+/// for outgoing calls (`connect`, `send*`), remote → local for incoming ones (`accept`,
+/// `recv*`). Read from a copy of the descriptor (`pidfd_getfd`), else from the process's
+/// `/proc/PID/net` tables.
+fn socket_tuple(tgid: i64, tid: i32, fd: i32, remote: Option<SockAddr>, incoming: bool) -> Param {
+    let ends = i32::try_from(tgid)
+        .ok()
+        .and_then(|pid| sys::socket_ends(pid, fd).ok())
+        .map(|ends| {
+            (
+                ends.local.and_then(|b| parse_sockaddr(&b)),
+                ends.peer.and_then(|b| parse_sockaddr(&b)),
+                ends.proto.and_then(|p| u8::try_from(p).ok()).unwrap_or(0),
+            )
+        })
+        .or_else(|| {
+            // No pidfd_getfd (kernel < 5.6): inet sockets from the /proc/net tables.
+            let ino = std::fs::metadata(format!("/proc/{tid}/fd/{fd}"))
+                .ok()?
+                .ino();
+            let (proto, local, peer) = proc_net_ends(tid, ino)?;
+            Some((Some(local), peer, proto))
+        });
+    let Some((local, peer, proto)) = ends else {
+        return Param::None;
+    };
+    let remote = remote.or(peer);
+    match (local, remote) {
+        (
+            Some(SockAddr::Inet {
+                ip: lip,
+                port: lport,
+            }),
+            Some(SockAddr::Inet {
+                ip: rip,
+                port: rport,
+            }),
+        ) => {
+            let ((src_ip, src_port), (dst_ip, dst_port)) = if incoming {
+                ((rip, rport), (lip, lport))
+            } else {
+                ((lip, lport), (rip, rport))
+            };
+            Param::Tuple(SockTuple::Inet {
+                l4proto: proto,
+                src_ip,
+                src_port,
+                dst_ip,
+                dst_port,
+            })
+        }
+        (local, remote) => {
+            // Unix sockets: the named end (the server's path).
+            let path = |a: &Option<SockAddr>| match a {
+                Some(SockAddr::Unix { path }) if !path.is_empty() => Some(path.clone()),
+                _ => None,
+            };
+            match path(&remote).or_else(|| path(&local)) {
+                Some(path) => Param::Tuple(SockTuple::Unix { path }),
+                None => Param::None,
+            }
+        }
+    }
+}
+
+/// Socket inode `ino` in `/proc/PID/net/{tcp,udp}{,6}`: `(l4proto, local, remote)`, the
+/// remote end `None` when unconnected.
+fn proc_net_ends(pid: i32, ino: u64) -> Option<(u8, SockAddr, Option<SockAddr>)> {
+    for (table, proto) in [("tcp", 6u8), ("udp", 17), ("tcp6", 6), ("udp6", 17)] {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+            continue;
+        };
+        if let Some(((lip, lport), (rip, rport))) = find_socket(&text, ino) {
+            let remote = (rport != 0).then_some(SockAddr::Inet {
+                ip: rip,
+                port: rport,
+            });
+            return Some((
+                proto,
+                SockAddr::Inet {
+                    ip: lip,
+                    port: lport,
+                },
+                remote,
+            ));
+        }
+    }
+    None
 }
 
 /// Reads a NULL-terminated array of string pointers (argv, envp), at most [`MAX_STR`] bytes
@@ -347,53 +595,41 @@ pub fn read_str_array(pid: i32, addr: u64) -> (Vec<Vec<u8>>, bool) {
     (out, addr != 0)
 }
 
-/// The local address of socket inode `ino` of process `pid`: `(l4proto, ip, port)`, looked
-/// up in `/proc/PID/net/{tcp,udp}{,6}` (the process's network namespace).
-fn local_endpoint(pid: i32, ino: u64, remote: IpAddr) -> Option<(u8, IpAddr, u16)> {
-    let v6 = remote.is_ipv6();
-    for (table, proto) in [("tcp", 6u8), ("udp", 17u8)] {
-        let name = if v6 {
-            format!("/proc/{pid}/net/{table}6")
-        } else {
-            format!("/proc/{pid}/net/{table}")
-        };
-        let Ok(text) = std::fs::read_to_string(name) else {
-            continue;
-        };
-        if let Some((ip, port)) = find_socket(&text, ino) {
-            return Some((proto, ip, port));
-        }
-    }
-    None
-}
+/// An IP address and port.
+type Endpoint = (IpAddr, u16);
 
-/// Finds inode `ino` in a `/proc/net/tcp`-style table; returns its local address.
-fn find_socket(table: &str, ino: u64) -> Option<(IpAddr, u16)> {
+/// Finds inode `ino` in a `/proc/net/tcp`-style table; returns its local and remote
+/// addresses.
+fn find_socket(table: &str, ino: u64) -> Option<(Endpoint, Endpoint)> {
     for line in table.lines().skip(1) {
         let cols: Vec<&str> = line.split_whitespace().collect();
         if cols.get(9).and_then(|c| c.parse::<u64>().ok()) != Some(ino) {
             continue;
         }
-        let (addr, port) = cols.get(1)?.split_once(':')?;
-        let port = u16::from_str_radix(port, 16).ok()?;
-        // Each 32-bit word is printed as a host-order (little-endian here) number.
-        let mut bytes = Vec::with_capacity(16);
-        for i in (0..addr.len()).step_by(8) {
-            let word = u32::from_str_radix(addr.get(i..i + 8)?, 16).ok()?;
-            bytes.extend_from_slice(&word.to_le_bytes());
-        }
-        let ip = match bytes.len() {
-            4 => IpAddr::V4(Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3])),
-            16 => {
-                let mut b = [0u8; 16];
-                b.copy_from_slice(&bytes);
-                IpAddr::V6(Ipv6Addr::from(b))
-            }
-            _ => return None,
-        };
-        return Some((ip, port));
+        return Some((parse_hex_addr(cols.get(1)?)?, parse_hex_addr(cols.get(2)?)?));
     }
     None
+}
+
+/// `0100007F:E118` (each 32-bit word printed as a host-order, little-endian here, number).
+fn parse_hex_addr(col: &str) -> Option<Endpoint> {
+    let (addr, port) = col.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let mut bytes = Vec::with_capacity(16);
+    for i in (0..addr.len()).step_by(8) {
+        let word = u32::from_str_radix(addr.get(i..i + 8)?, 16).ok()?;
+        bytes.extend_from_slice(&word.to_le_bytes());
+    }
+    let ip = match bytes.len() {
+        4 => IpAddr::V4(Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3])),
+        16 => {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&bytes);
+            IpAddr::V6(Ipv6Addr::from(b))
+        }
+        _ => return None,
+    };
+    Some((ip, port))
 }
 
 /// The current time, nanoseconds since the Unix epoch.
@@ -407,6 +643,230 @@ pub fn now_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
+    use vigil_event::table::by_name;
+
+    fn me() -> i32 {
+        std::process::id() as i32
+    }
+
+    fn addr_of<T>(v: &[T]) -> u64 {
+        v.as_ptr() as u64
+    }
+
+    #[test]
+    fn mount_arguments_are_decoded_without_the_magic() {
+        let (dev, dir, fstype) = (b"vigil-conf\0", b"/mnt/x\0", b"tmpfs\0");
+        let mut regs = sys::zero_regs();
+        regs.rdi = addr_of(dev);
+        regs.rsi = addr_of(dir);
+        regs.rdx = addr_of(fstype);
+        regs.r10 = 0xc0ed_0000 | 0x6;
+        let e = entry_event(me(), me(), me(), by_name("mount").unwrap(), &regs);
+        assert_eq!(
+            e.param_by_name("dev"),
+            &Param::Bytes(b"vigil-conf".to_vec())
+        );
+        assert_eq!(e.param_by_name("dir"), &Param::Bytes(b"/mnt/x".to_vec()));
+        assert_eq!(e.param_by_name("type"), &Param::Bytes(b"tmpfs".to_vec()));
+        assert_eq!(e.param_by_name("flags"), &Param::Uint(6));
+        regs.rdi = 0;
+        let e = entry_event(me(), me(), me(), by_name("mount").unwrap(), &regs);
+        assert_eq!(e.param_by_name("dev"), &Param::None, "a NULL source");
+    }
+
+    #[test]
+    fn clone3_flags_come_from_clone_args() {
+        let args: [u64; 2] = [0x400, 17];
+        let mut regs = sys::zero_regs();
+        regs.rdi = addr_of(&args);
+        let e = entry_event(me(), me(), me(), by_name("clone3").unwrap(), &regs);
+        assert_eq!(e.param_by_name("flags"), &Param::Uint(0x400));
+    }
+
+    /// A `struct msghdr` with these iovecs (and an optional name) in this process's memory.
+    fn msghdr(bufs: &[&[u8]], name: Option<&[u8]>) -> (Vec<u64>, Vec<u64>) {
+        let iov: Vec<u64> = bufs
+            .iter()
+            .flat_map(|b| [addr_of(b), b.len() as u64])
+            .collect();
+        let (name_ptr, name_len) = name.map_or((0, 0), |n| (addr_of(n), n.len() as u64));
+        let hdr = vec![
+            name_ptr,
+            name_len,
+            addr_of(&iov),
+            bufs.len() as u64,
+            0,
+            0,
+            0,
+        ];
+        (hdr, iov)
+    }
+
+    #[test]
+    fn sendmsg_size_and_data_span_the_iovecs() {
+        let (a, b) = (b"hello ".as_slice(), b"world".as_slice());
+        let (hdr, _iov) = msghdr(&[a, b], None);
+        let mut regs = sys::zero_regs();
+        regs.rdi = 4;
+        regs.rsi = addr_of(&hdr);
+        let e = entry_event(me(), me(), me(), by_name("sendmsg").unwrap(), &regs);
+        assert_eq!(e.param_by_name("fd"), &Param::Int(4));
+        assert_eq!(e.param_by_name("size"), &Param::Uint(11));
+        assert_eq!(
+            e.param_by_name("data"),
+            &Param::Bytes(b"hello world".to_vec())
+        );
+        assert_eq!(e.truncated, 0);
+        // More than the snap length: cut and flagged.
+        let big = vec![b'z'; MAX_DATA + 20];
+        let (hdr, _iov) = msghdr(&[&big], None);
+        regs.rsi = addr_of(&hdr);
+        let e = entry_event(me(), me(), me(), by_name("sendmsg").unwrap(), &regs);
+        assert_eq!(e.param_by_name("size"), &Param::Uint(big.len() as u64));
+        assert!(matches!(e.param_by_name("data"), Param::Bytes(d) if d.len() == MAX_DATA));
+        let data = by_name("sendmsg")
+            .unwrap()
+            .spec()
+            .param_index("data")
+            .unwrap();
+        assert!(e.is_truncated(data));
+        let (hdr, _iov) = msghdr(&[a], None);
+        regs.rsi = addr_of(&hdr);
+        let e = entry_event(me(), me(), me(), by_name("recvmsg").unwrap(), &regs);
+        assert_eq!(e.param_by_name("size"), &Param::Uint(6), "recvmsg's room");
+    }
+
+    fn lo(port: u16) -> (IpAddr, u16) {
+        (IpAddr::V4(Ipv4Addr::LOCALHOST), port)
+    }
+
+    fn tuple(proto: u8, src: (IpAddr, u16), dst: (IpAddr, u16)) -> Param {
+        Param::Tuple(SockTuple::Inet {
+            l4proto: proto,
+            src_ip: src.0,
+            src_port: src.1,
+            dst_ip: dst.0,
+            dst_port: dst.1,
+        })
+    }
+
+    #[test]
+    fn tcp_tuples_are_oriented_client_to_server() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let sport = server.local_addr().unwrap().port();
+        let client = std::net::TcpStream::connect(("127.0.0.1", sport)).unwrap();
+        let cport = client.local_addr().unwrap().port();
+        let (accepted, _) = server.accept().unwrap();
+        let pid = i64::from(me());
+        let want = tuple(6, lo(cport), lo(sport));
+        // accept: the peer is the source.
+        assert_eq!(
+            socket_tuple(pid, me(), accepted.as_raw_fd(), None, true),
+            want
+        );
+        // connect/send: the local end is the source.
+        assert_eq!(
+            socket_tuple(pid, me(), client.as_raw_fd(), None, false),
+            want
+        );
+        // The /proc/net fallback agrees.
+        let ino = std::fs::metadata(format!("/proc/self/fd/{}", client.as_raw_fd()))
+            .unwrap()
+            .ino();
+        let (proto, local, remote) = proc_net_ends(me(), ino).unwrap();
+        assert_eq!(proto, 6);
+        assert_eq!(
+            local,
+            SockAddr::Inet {
+                ip: lo(cport).0,
+                port: cport
+            }
+        );
+        assert_eq!(
+            remote,
+            Some(SockAddr::Inet {
+                ip: lo(sport).0,
+                port: sport
+            })
+        );
+        assert_eq!(socket_tuple(pid, me(), -1, None, false), Param::None);
+        // The listener's accept queue: one connection waiting after this accept.
+        let _second = std::net::TcpStream::connect(("127.0.0.1", sport)).unwrap();
+        let mut queue = None;
+        for _ in 0..100 {
+            queue = sys::listen_queue(me(), server.as_raw_fd()).unwrap();
+            if queue.is_some_and(|(waiting, _)| waiting > 0) {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let (waiting, backlog) = queue.expect("a listener has a queue");
+        assert_eq!(waiting, 1);
+        assert!(backlog > 0);
+        assert_eq!(queue_pct(waiting, backlog), 100 / u64::from(backlog));
+        assert_eq!(
+            sys::listen_queue(me(), client.as_raw_fd()).unwrap(),
+            None,
+            "not a listener"
+        );
+        assert_eq!(queue_pct(3, 0), 0);
+        assert_eq!(queue_pct(1, 4), 25);
+    }
+
+    #[test]
+    fn unix_tuples_name_the_server_path() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::env::temp_dir().join(format!("vigil-ptrace-unix-{}", me()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let server = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let client = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        let (accepted, _) = server.accept().unwrap();
+        let want = Param::Tuple(SockTuple::Unix {
+            path: path.as_os_str().as_bytes().to_vec(),
+        });
+        let pid = i64::from(me());
+        assert_eq!(
+            socket_tuple(pid, me(), client.as_raw_fd(), None, false),
+            want
+        );
+        assert_eq!(
+            socket_tuple(pid, me(), accepted.as_raw_fd(), None, true),
+            want
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn udp_tuples_use_the_destination_given() {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (pa, pb) = (
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        );
+        let dst = SockAddr::Inet {
+            ip: lo(pa).0,
+            port: pa,
+        };
+        let pid = i64::from(me());
+        assert_eq!(
+            socket_tuple(pid, me(), b.as_raw_fd(), Some(dst), false),
+            tuple(17, lo(pb), lo(pa))
+        );
+        // Unconnected and no address given: no tuple.
+        assert_eq!(
+            socket_tuple(pid, me(), b.as_raw_fd(), None, false),
+            Param::None
+        );
+        b.connect(("127.0.0.1", pa)).unwrap();
+        assert_eq!(
+            socket_tuple(pid, me(), b.as_raw_fd(), None, false),
+            tuple(17, lo(pb), lo(pa))
+        );
+    }
 
     #[test]
     fn sockaddrs_of_every_family() {
@@ -457,13 +917,19 @@ mod tests {
    0: 0100007F:E118 0100007F:BD9F 01 00000000:00000000 00:00000000 00000000     0        0 4242 1 0 20 4 30 10 -1\n";
         assert_eq!(
             find_socket(tcp, 4242),
-            Some(("127.0.0.1".parse().unwrap(), 0xE118))
+            Some((
+                ("127.0.0.1".parse().unwrap(), 0xE118),
+                ("127.0.0.1".parse().unwrap(), 0xBD9F)
+            ))
         );
         assert_eq!(find_socket(tcp, 1), None);
         let tcp6 = "header\n   0: 00000000000000000000000001000000:0050 00000000000000000000000000000000:0000 0A 0 0 0 0 0 77\n";
         assert_eq!(
             find_socket(tcp6, 77),
-            Some((IpAddr::V6(Ipv6Addr::LOCALHOST), 80))
+            Some((
+                (IpAddr::V6(Ipv6Addr::LOCALHOST), 80),
+                (IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0)
+            ))
         );
         assert_eq!(find_socket("header\n 0: zz:zz a b c d e f g 5\n", 5), None);
     }

@@ -82,8 +82,8 @@ pub trait Handler {
     /// call would get for descriptor-returning calls). A syscall allowed here and also
     /// reported arrives again, completed, at [`Handler::event`]; a denied one does not.
     fn judge(&mut self, event: &Event) -> Verdict;
-    /// A completed event: a reported syscall, a clone/fork/vfork (in the parent), a
-    /// successful exec, or a thread's exit (`procexit`).
+    /// A completed event: a reported syscall, a clone/fork/vfork (in the parent), an exec
+    /// (a failed one only when exec is reported), or a thread's exit (`procexit`).
     fn event(&mut self, event: &Event);
 }
 
@@ -159,7 +159,9 @@ pub const STATE_SYSCALLS: &[u16] = &[
     126, // capset
 ];
 
-/// Syscalls delivered by ptrace events (clone/fork/vfork/exec) rather than by the filter.
+/// Syscalls whose successes ptrace events (clone/fork/vfork/exec) report whatever the filter
+/// says. They stop at the filter only when the rules watch them (the entry arguments and the
+/// failures are then known too); the user-notify mechanism never gets them.
 const EVENT_SYSCALLS: &[u16] = &[56, 57, 58, 435, 59, 322];
 
 /// The syscall numbers the tracing filter returns `SECCOMP_RET_TRACE` for.
@@ -168,9 +170,8 @@ pub fn traced_syscalls(spec: &RunSpec) -> Vec<u16> {
         .report
         .iter()
         .chain(STATE_SYSCALLS)
+        .chain(spec.judged.iter())
         .copied()
-        .filter(|nr| !EVENT_SYSCALLS.contains(nr))
-        .chain(spec.judged.iter().copied())
         .collect();
     // Descriptor-creating socket calls keep the fd table right for network rules.
     if out
@@ -221,7 +222,10 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
     let notified: Vec<u16> = traced
         .iter()
         .copied()
-        .filter(|nr| !notify::HANDSHAKE.contains(nr))
+        .filter(|nr| {
+            !notify::HANDSHAKE.contains(nr)
+                && (!EVENT_SYSCALLS.contains(nr) || spec.judged.contains(nr))
+        })
         .collect();
     let plan = sys::ChildPlan {
         program,
@@ -340,5 +344,32 @@ pub fn exit_like(status: WorkloadStatus) -> ! {
             sys::die_by_signal(signal);
             std::process::exit(128 + signal)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_syscalls_stop_only_when_watched() {
+        let watched = RunSpec {
+            report: vec![59, 56, 2],
+            ..RunSpec::default()
+        };
+        let traced = traced_syscalls(&watched);
+        for nr in [59, 56, 2] {
+            assert!(traced.contains(&nr), "{nr} is watched: {traced:?}");
+        }
+        let unwatched = RunSpec {
+            report: vec![2],
+            ..RunSpec::default()
+        };
+        let traced = traced_syscalls(&unwatched);
+        assert!(
+            EVENT_SYSCALLS.iter().all(|nr| !traced.contains(nr)),
+            "ptrace events report them without a filter stop: {traced:?}"
+        );
+        assert!(STATE_SYSCALLS.iter().all(|nr| traced.contains(nr)));
     }
 }

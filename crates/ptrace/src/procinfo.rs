@@ -87,6 +87,27 @@ pub fn tgid_of(tid: i32) -> Option<i32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The ids of thread `tid` in its innermost pid namespace, `(vtid, vpid)`, from the last
+/// numbers of `NSpid:` and `NStgid:` in `/proc/<tid>/status` (the global ids when the thread
+/// is in the initial namespace).
+pub fn ns_ids(tid: i64) -> Option<(Param, Param)> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    parse_ns_ids(&status)
+}
+
+fn parse_ns_ids(status: &str) -> Option<(Param, Param)> {
+    let last = |key: &str| -> Option<i64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))?
+            .split_whitespace()
+            .last()?
+            .parse()
+            .ok()
+    };
+    Some((Param::Int(last("NSpid:")?), Param::Int(last("NStgid:")?)))
+}
+
 /// The completed `execve`/`execveat` event of process `pid` (now running its new image),
 /// built from `/proc`. `head` holds the entry arguments if they were read at the seccomp
 /// stop; otherwise the filename is the new executable's path.
@@ -218,6 +239,17 @@ mod tests {
         // fds 0..2 are normally open; the answer is a free number in any case.
         let free = lowest_free_fd(me as i32);
         assert!(std::fs::read_link(format!("/proc/{me}/fd/{free}")).is_err());
+    }
+
+    #[test]
+    fn namespace_ids_are_the_innermost() {
+        let status = "Name:\tx\nTgid:\t900\nPid:\t901\nNStgid:\t900\t1\nNSpid:\t901\t2\n";
+        assert_eq!(parse_ns_ids(status), Some((Param::Int(2), Param::Int(1))));
+        assert_eq!(parse_ns_ids("Name:\tx\n"), None);
+        let me = i64::from(std::process::id());
+        let (vtid, vpid) = ns_ids(me).unwrap();
+        assert!(matches!(vtid, Param::Int(n) if n > 0), "{vtid:?}");
+        assert!(matches!(vpid, Param::Int(n) if n > 0), "{vpid:?}");
     }
 
     #[test]

@@ -427,6 +427,101 @@ pub fn pidfd_getfd(pidfd: i32, fd: i32) -> io::Result<i32> {
     Ok(i32::try_from(fd).unwrap_or(-1))
 }
 
+/// What a socket's descriptor tells about its ends (each `None` when unknown: an unconnected
+/// socket has no peer).
+pub struct SocketEnds {
+    /// `getsockname`, as raw `struct sockaddr` bytes.
+    pub local: Option<Vec<u8>>,
+    /// `getpeername`, as raw `struct sockaddr` bytes.
+    pub peer: Option<Vec<u8>>,
+    /// `SO_PROTOCOL` (`IPPROTO_TCP`, `IPPROTO_UDP`, 0 for Unix sockets).
+    pub proto: Option<i32>,
+}
+
+/// The ends of socket `fd` of process `pid` (a thread-group leader), read through a copy of
+/// the descriptor (`pidfd_getfd`, allowed to the process's tracer).
+pub fn socket_ends(pid: i32, fd: i32) -> io::Result<SocketEnds> {
+    let pidfd = pidfd_open(pid)?;
+    let copy = pidfd_getfd(pidfd, fd);
+    close(pidfd);
+    let copy = copy?;
+    let name = |peer: bool| -> Option<Vec<u8>> {
+        // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::sockaddr_storage>();
+        let mut len = libc::socklen_t::try_from(size).unwrap_or(128);
+        let ptr = std::ptr::addr_of_mut!(storage).cast::<libc::sockaddr>();
+        // SAFETY: `ptr` points to a writable sockaddr_storage of `len` bytes; `len` is a
+        // valid, writable socklen_t.
+        let ret = unsafe {
+            if peer {
+                libc::getpeername(copy, ptr, std::ptr::addr_of_mut!(len))
+            } else {
+                libc::getsockname(copy, ptr, std::ptr::addr_of_mut!(len))
+            }
+        };
+        if ret != 0 {
+            return None;
+        }
+        let n = usize::try_from(len).unwrap_or(0).min(size);
+        // SAFETY: `storage` is `size` initialised bytes and `n <= size`.
+        let bytes =
+            unsafe { std::slice::from_raw_parts(std::ptr::addr_of!(storage).cast::<u8>(), n) };
+        Some(bytes.to_vec())
+    };
+    let local = name(false);
+    let peer = name(true);
+    let mut proto: libc::c_int = 0;
+    let mut len = libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>()).unwrap_or(4);
+    // SAFETY: `proto` and `len` are valid, writable and of the sizes given.
+    let ret = unsafe {
+        libc::getsockopt(
+            copy,
+            libc::SOL_SOCKET,
+            libc::SO_PROTOCOL,
+            std::ptr::addr_of_mut!(proto).cast(),
+            std::ptr::addr_of_mut!(len),
+        )
+    };
+    close(copy);
+    Ok(SocketEnds {
+        local,
+        peer,
+        proto: (ret == 0).then_some(proto),
+    })
+}
+
+/// The accept queue of listening TCP socket `fd` of process `pid` (a thread-group leader):
+/// `(connections waiting, backlog)`, from `TCP_INFO` on a copy of the descriptor (for a
+/// listener the kernel puts them in `tcpi_unacked` and `tcpi_sacked`). `None` for other
+/// sockets.
+pub fn listen_queue(pid: i32, fd: i32) -> io::Result<Option<(u32, u32)>> {
+    let pidfd = pidfd_open(pid)?;
+    let copy = pidfd_getfd(pidfd, fd);
+    close(pidfd);
+    let copy = copy?;
+    // struct tcp_info: 8 one-byte fields, then u32 rto, ato, snd_mss, rcv_mss, unacked, sacked.
+    let mut info = [0u8; 104];
+    let mut len = libc::socklen_t::try_from(info.len()).unwrap_or(0);
+    // SAFETY: `info` is writable for `len` bytes; `len` is a valid, writable socklen_t.
+    let ret = unsafe {
+        libc::getsockopt(
+            copy,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            std::ptr::addr_of_mut!(len),
+        )
+    };
+    close(copy);
+    const TCP_LISTEN: u8 = 10;
+    if ret != 0 || len < 32 || info[0] != TCP_LISTEN {
+        return Ok(None);
+    }
+    let word = |i: usize| u32::from_ne_bytes([info[i], info[i + 1], info[i + 2], info[i + 3]]);
+    Ok(Some((word(24), word(28))))
+}
+
 /// Reads exactly 4 bytes (a descriptor number) from a pipe; `None` at EOF.
 pub fn read_i32(fd: i32) -> Option<i32> {
     let mut v = 0i32;

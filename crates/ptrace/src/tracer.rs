@@ -3,8 +3,9 @@
 //! Stops taken, and nothing else:
 //! - the seccomp stop of a traced syscall (arguments read, the judge consulted);
 //! - its syscall-exit stop, only when the syscall is reported (its result is in the event);
-//! - clone/fork/vfork/exec event stops (process tree and new images, without filtering
-//!   those syscalls);
+//! - clone/fork/vfork/exec event stops (process tree and new images, whether or not those
+//!   syscalls are filtered; when the rules watch them they also stop at the filter, for the
+//!   entry arguments, and at their exit, for failures);
 //! - signal-delivery stops (the signal is passed on unchanged) and group-stops
 //!   (`PTRACE_LISTEN`, so job control behaves as without a tracer).
 
@@ -65,6 +66,10 @@ fn flags_of(numbers: &[u16]) -> Vec<bool> {
 
 fn is_exec(nr: u64) -> bool {
     nr == 59 || nr == 322
+}
+
+fn is_clone(nr: u64) -> bool {
+    matches!(nr, 56 | 57 | 58 | 435)
 }
 
 impl<'a> Tracer<'a> {
@@ -262,6 +267,25 @@ impl<'a> Tracer<'a> {
             }
             if let Some(t) = self.tasks.get_mut(&tid) {
                 t.exec_head = Some((etype, head));
+                if report {
+                    // A success arrives as the exec event (which drops this); a failure at
+                    // the exit stop.
+                    t.pending = Some(Pending {
+                        event: Event {
+                            num: 0,
+                            ts: 0,
+                            tid: i64::from(tid),
+                            pid: i64::from(tgid),
+                            etype,
+                            res: 0,
+                            params: Vec::new(),
+                            truncated: 0,
+                        },
+                        regs,
+                    });
+                    let _ = sys::resume_to_exit(tid);
+                    return;
+                }
             }
             let _ = sys::cont(tid, 0);
             return;
@@ -393,6 +417,39 @@ impl<'a> Tracer<'a> {
         if (-516..=-512).contains(&res) {
             return;
         }
+        if is_exec(regs.orig_rax) {
+            // A successful exec was reported by its exec event (which dropped the pending
+            // entry); this is a failure: the caller's unchanged image with the new name.
+            let head = self
+                .tasks
+                .get_mut(&tid)
+                .and_then(|t| t.exec_head.take())
+                .map(|(_, h)| h);
+            if res >= 0 {
+                return;
+            }
+            let mut failed =
+                procinfo::exec_event(i32::try_from(event.pid).unwrap_or(tid), event.etype, head);
+            failed.tid = i64::from(tid);
+            failed.res = res;
+            self.emit_checked(failed);
+            return;
+        }
+        if is_clone(regs.orig_rax) {
+            // Successes are reported by the clone event stop (which dropped the pending
+            // entry), except for `CLONE_UNTRACED` children; a failure only here.
+            let n = event.etype.spec().params.len();
+            event.params.resize(n, Param::None);
+            if res > 0 && n >= 2 {
+                let (vtid, vpid) = procinfo::ns_ids(res).unwrap_or((Param::None, Param::None));
+                event.params[n - 2] = vtid;
+                event.params[n - 1] = vpid;
+            }
+            event.res = res;
+            event.ts = decode::now_ns();
+            self.emit(event);
+            return;
+        }
         decode::finish(&mut event, tid, &regs, res);
         self.emit_checked(event);
     }
@@ -404,6 +461,10 @@ impl<'a> Tracer<'a> {
         let Ok(child) = i32::try_from(child) else {
             return;
         };
+        // The entry stop's pending event (when clone is reported) is superseded by this one.
+        if let Some(t) = self.tasks.get_mut(&tid) {
+            t.pending = None;
+        }
         let regs = sys::get_regs(tid).ok();
         let nr = regs.map_or(56, |r| r.orig_rax);
         let (name, flags) = match nr {
@@ -435,9 +496,11 @@ impl<'a> Tracer<'a> {
             self.fds.fork(i64::from(tgid), i64::from(child_tgid));
         }
         let etype = table::by_name(name).expect("clone-family events are in the table");
+        // The child's ids in its own pid namespace (equal to the global ones outside one).
+        let (vtid, vpid) = procinfo::ns_ids(i64::from(child)).unwrap_or((Param::None, Param::None));
         let params = match name {
-            "fork" | "vfork" => vec![],
-            _ => vec![Param::Uint(flags)],
+            "fork" | "vfork" => vec![vtid, vpid],
+            _ => vec![Param::Uint(flags), vtid, vpid],
         };
         self.emit(Event {
             num: 0,
