@@ -6,6 +6,8 @@
 // The binary is where output goes: the print lints guard the libraries.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod generate;
+
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,6 +22,8 @@ use vigil_rules::{
     Diagnostic, LoadOptions, LoadResult, Priority, RuleMatching, Selection, Severity,
 };
 use vigil_state::StateConfig;
+
+mod watch;
 
 /// Exit code for invalid input: rules, captures, arguments.
 const EXIT_INVALID: u8 = 2;
@@ -45,6 +49,11 @@ enum Command {
         after_help = "Example:\n  vigil replay testdata/demo/events.jsonl -r /etc/falco/falco_rules.yaml --json"
     )]
     Replay(ReplayArgs),
+    /// Watch every process on this host with eBPF (root) and print alerts as they happen.
+    #[command(
+        after_help = "Examples:\n  vigil watch -r /etc/falco/falco_rules.yaml --json\n  vigil watch -w capture.vcap --duration 60 --stats"
+    )]
+    Watch(watch::WatchArgs),
     /// Validate, list and inspect rules files.
     #[command(subcommand)]
     Rules(RulesCommand),
@@ -60,6 +69,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Perform real suspicious system calls that the rules detect (for tests and demos).
+    #[command(subcommand)]
+    Generate(generate::GenerateCommand),
 }
 
 /// The configuration file and its command-line overrides (Falco's `-c` and `-o`).
@@ -243,6 +255,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Replay(args) => replay(args),
+        Command::Watch(args) => watch::watch(args),
         Command::Rules(RulesCommand::Validate { paths }) => validate(&paths),
         Command::Rules(RulesCommand::List { selection, json }) => list(&selection, json),
         Command::Capture(CaptureCommand::Convert { input, output, to }) => {
@@ -250,6 +263,7 @@ fn main() -> ExitCode {
         }
         Command::Config(ConfigCommand::Show { config }) => config_show(&config),
         Command::Fields { json } => fields(json),
+        Command::Generate(command) => generate::generate(command),
     };
     match result {
         Ok(code) => code,
