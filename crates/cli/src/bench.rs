@@ -44,16 +44,6 @@ pub enum BenchCommand {
     Worker(WorkerArgs),
 }
 
-#[derive(Subcommand)]
-pub enum GenerateCommand {
-    /// Falco event-generator's capacity method: rounds of actions, alerts counted per action.
-    #[command(
-        after_help = "Examples:\n  vigil generate bench 'ReadSensitive|WriteBelowBinaryDir' --loop --alerts-file alerts.jsonl --pid $(pidof -s vigil)\n  \
-        vigil generate bench . --loop --listen 127.0.0.1:2801 --rules-set stable --pid $(pidof -s falco)"
-    )]
-    Bench(GenerateBenchArgs),
-}
-
 /// How background agents are started and recognised as ready.
 #[derive(Args, Clone)]
 pub struct AgentArgs {
@@ -316,12 +306,6 @@ pub fn run(command: BenchCommand) -> Result<ExitCode> {
     }
 }
 
-pub fn generate(command: GenerateCommand) -> Result<ExitCode> {
-    match command {
-        GenerateCommand::Bench(args) => generate_bench(args),
-    }
-}
-
 fn overhead(args: OverheadArgs) -> Result<ExitCode> {
     let exe = exe()?;
     let tests = Test::parse_list(&args.tests).map_err(|e| InvalidInput(e.to_string()))?;
@@ -522,7 +506,7 @@ fn worker(args: WorkerArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn generate_bench(args: GenerateBenchArgs) -> Result<ExitCode> {
+pub fn generate_bench(args: GenerateBenchArgs) -> Result<ExitCode> {
     let generator = match &args.generator_cmd {
         Some(cmd) => split_words(cmd),
         None => vec![exe()?.display().to_string(), "generate".into()],

@@ -21,8 +21,10 @@ use vigil_rules::{
 use vigil_state::StateConfig;
 
 mod bench;
-mod run;
+mod generate;
 mod outputs;
+mod run;
+mod watch;
 
 /// Exit code for invalid input: rules, captures, arguments.
 const EXIT_INVALID: u8 = 2;
@@ -53,6 +55,11 @@ enum Command {
         after_help = "Alerts go to stderr (or --alerts FILE); Vigil exits as the workload did.\nExample:\n  vigil run -r /etc/falco/falco_rules.yaml -- cat /etc/shadow"
     )]
     Run(run::RunArgs),
+    /// Watch every process on this host with eBPF (root) and print alerts as they happen.
+    #[command(
+        after_help = "Examples:\n  vigil watch -r /etc/falco/falco_rules.yaml --json\n  vigil watch -w capture.vcap --duration 60 --stats"
+    )]
+    Watch(watch::WatchArgs),
     /// Validate, list and inspect rules files.
     #[command(subcommand)]
     Rules(RulesCommand),
@@ -65,15 +72,16 @@ enum Command {
     /// Benchmarks: agent overhead, exec-rate CPU, capacity (reports in target/bench/).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
-    /// Generate suspicious activity; `generate bench` measures alerts received per action.
-    #[command(subcommand)]
-    Generate(bench::GenerateCommand),
     /// List every supported field with its type and meaning.
     Fields {
         /// Print JSON lines instead of a table.
         #[arg(long)]
         json: bool,
     },
+    /// Perform real suspicious system calls that the rules detect; `generate bench` counts the
+    /// alerts an agent raises for them (Falco event-generator's capacity method).
+    #[command(subcommand)]
+    Generate(generate::GenerateCommand),
 }
 
 /// The configuration file and its command-line overrides (Falco's `-c` and `-o`).
@@ -269,6 +277,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Replay(args) => replay(args),
         Command::Run(args) => run::run(args),
+        Command::Watch(args) => watch::watch(args),
         Command::Rules(RulesCommand::Validate { paths }) => validate(&paths),
         Command::Rules(RulesCommand::List { selection, json }) => list(&selection, json),
         Command::Capture(CaptureCommand::Convert { input, output, to }) => {
@@ -277,7 +286,7 @@ fn main() -> ExitCode {
         Command::Config(ConfigCommand::Show { config }) => config_show(&config),
         Command::Fields { json } => fields(json),
         Command::Bench(command) => bench::run(command),
-        Command::Generate(command) => bench::generate(command),
+        Command::Generate(command) => generate::generate(command),
     };
     match result {
         Ok(code) => code,

@@ -329,8 +329,8 @@ impl Driver for Watch {
                 }
             }
         }
-        // Let the last events through the driver's reordering window, then stop it.
-        std::thread::sleep(Duration::from_millis(1000));
+        // Every trigger has exited (its events are committed); `vigil watch` drains the ring
+        // buffers and its reordering window when it stops.
         let _ = crate::sys::kill(watch.id() as i32, libc::SIGTERM);
         let status = wait_timeout(
             &mut watch,

@@ -5,7 +5,8 @@
 //! thread-group leader; a parent chain by `ppid` for `proc.aname[N]` and friends), the fd table
 //! of each process (files, directories, sockets with their tuples, pipes, memfds…), the user and
 //! group databases ([`UserDb`]), container identity (from cgroup paths) and metadata (from a
-//! capture snapshot), and the field catalog ([`catalog`]) with its extractor ([`EventView`]).
+//! capture snapshot, or from the runtimes' state files: [`runtime`]), and the field catalog
+//! ([`catalog`]) with its extractor ([`EventView`]).
 //!
 //! The engine calls, per event: [`State::apply`] (state the rules must already see: a new fd,
 //! the new image after `execve`, the child after `clone`), then evaluates rules through
@@ -23,6 +24,7 @@ mod fields;
 mod path;
 pub mod procfs;
 mod render;
+pub mod runtime;
 mod schema;
 mod state;
 mod table;
@@ -40,6 +42,7 @@ pub use path::{normalize as normalize_path, resolve as resolve_path};
 pub use procfs::{
     read_snapshot, FakeProc, ProcError, ProcSource, RealProc, SnapshotOptions, SnapshotStats,
 };
+pub use runtime::RuntimeDirs;
 pub use state::{State, StateConfig, StateStats, MAX_ANCESTORS};
 pub use users::{FileUserDb, MemUserDb, UserDb, UserDbError};
 pub use view::EventView;

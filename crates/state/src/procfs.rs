@@ -8,12 +8,13 @@
 //! Processes and threads exit while the table is read: a file that vanished only skips that
 //! process or thread, and everything skipped, cut or denied is counted in [`SnapshotStats`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use vigil_event::{FdInfo, FdKind, Snapshot, ThreadInfo};
+use vigil_event::{FdInfo, FdKind, Snapshot, SockTuple, ThreadInfo};
 
 use crate::container::container_id_from_cgroup;
 
@@ -279,6 +280,7 @@ pub fn read_snapshot(
         argv_max: opts.max_argv_bytes.max(MIN_ARG_BYTES),
         env_max: opts.max_env_bytes.max(MIN_ARG_BYTES),
         stats: &mut stats,
+        net: HashMap::new(),
     };
     let mut taken = 0usize;
     for pid in pids {
@@ -307,6 +309,8 @@ struct Reader<'a> {
     argv_max: usize,
     env_max: usize,
     stats: &'a mut SnapshotStats,
+    /// Socket tables per network namespace (keyed by the `ns/net` link target).
+    net: HashMap<Vec<u8>, NetTable>,
 }
 
 /// Process-wide data, read once from the leader's directory.
@@ -508,6 +512,33 @@ impl Reader<'_> {
         }
     }
 
+    /// The socket table of `pid`'s network namespace, read once per namespace.
+    fn net_table(&mut self, pid: i64) -> Option<&NetTable> {
+        let key = self.opt_link(&format!("{pid}/ns/net")).unwrap_or_default();
+        if !self.net.contains_key(&key) {
+            let mut table = NetTable::default();
+            let read = |file: &str| self.src.read(&format!("{pid}/net/{file}"), NET_FILE).ok();
+            for (file, l4proto, ipv6) in [
+                ("tcp", 6, false),
+                ("tcp6", 6, true),
+                ("udp", 17, false),
+                ("udp6", 17, true),
+            ] {
+                if let Some(raw) = read(file) {
+                    table.add_inet(&raw, l4proto, ipv6);
+                }
+            }
+            if let Some(raw) = read("unix") {
+                table.add_unix(&raw);
+            }
+            if let Some(raw) = read("netlink") {
+                table.add_netlink(&raw);
+            }
+            self.net.insert(key.clone(), table);
+        }
+        self.net.get(&key)
+    }
+
     fn fds(&mut self, pid: i64) -> Vec<FdInfo> {
         let mut nums = match self.src.list(&format!("{pid}/fd")) {
             Ok(n) => n,
@@ -528,7 +559,13 @@ impl Reader<'_> {
             let Some(target) = self.opt_link(&format!("{pid}/fd/{fd}")) else {
                 continue;
             };
-            let (kind, name) = classify_fd_target(&target);
+            let (mut kind, mut name) = classify_fd_target(&target);
+            if let Some(ino) = socket_inode(&target) {
+                if let Some((k, n)) = self.net_table(pid).and_then(|t| t.sockets.get(&ino)) {
+                    kind = k.clone();
+                    name = n.clone();
+                }
+            }
             let flags = self
                 .opt_read(&format!("{pid}/fdinfo/{fd}"), SMALL_FILE)
                 .and_then(|i| parse_fdinfo_flags(&i))
@@ -713,6 +750,142 @@ fn pick_cgroup(raw: &[u8]) -> Vec<u8> {
         .or_else(|| paths.first())
         .map(|(p, _)| p.to_vec())
         .unwrap_or_default()
+}
+
+/// `/proc/<pid>/net/*` tables can be large on busy hosts; beyond this, sockets stay `<NA>`.
+const NET_FILE: usize = 8 << 20;
+
+/// The sockets of one network namespace by inode, from `/proc/<pid>/net/{tcp,udp,unix,…}`.
+#[derive(Debug, Default)]
+struct NetTable {
+    sockets: HashMap<u64, (FdKind, Vec<u8>)>,
+}
+
+/// The inode of a `socket:[N]` fd link target.
+fn socket_inode(target: &[u8]) -> Option<u64> {
+    let inner = target.strip_prefix(b"socket:[")?.strip_suffix(b"]")?;
+    parse_num(inner)
+}
+
+/// An address of `/proc/net/tcp*`: the IPv4 word or four IPv6 words, each in host (little-
+/// endian) byte order, in hex.
+fn parse_net_addr(hex: &[u8], ipv6: bool) -> Option<IpAddr> {
+    let word = |i: usize| -> Option<[u8; 4]> {
+        let s = std::str::from_utf8(hex.get(i * 8..i * 8 + 8)?).ok()?;
+        Some(u32::from_str_radix(s, 16).ok()?.to_le_bytes())
+    };
+    if ipv6 {
+        if hex.len() != 32 {
+            return None;
+        }
+        let mut b = [0u8; 16];
+        for i in 0..4 {
+            b[i * 4..i * 4 + 4].copy_from_slice(&word(i)?);
+        }
+        Some(IpAddr::V6(Ipv6Addr::from(b)))
+    } else {
+        if hex.len() != 8 {
+            return None;
+        }
+        Some(IpAddr::V4(Ipv4Addr::from(word(0)?)))
+    }
+}
+
+/// `ADDR:PORT` of `/proc/net/tcp*`.
+fn parse_endpoint(field: &[u8], ipv6: bool) -> Option<(IpAddr, u16)> {
+    let colon = memchr::memrchr(b':', field)?;
+    let ip = parse_net_addr(&field[..colon], ipv6)?;
+    let port = u16::from_str_radix(std::str::from_utf8(&field[colon + 1..]).ok()?, 16).ok()?;
+    Some((ip, port))
+}
+
+/// TCP state `0A`: listening.
+const TCP_LISTEN: &[u8] = b"0A";
+
+impl NetTable {
+    /// `/proc/net/{tcp,tcp6,udp,udp6}`: established and connected sockets get their tuple
+    /// (client → server: a socket whose local port is a listening port of the table is the
+    /// server side), listening and unconnected ones none.
+    fn add_inet(&mut self, raw: &[u8], l4proto: u8, ipv6: bool) {
+        struct Row {
+            local: (IpAddr, u16),
+            remote: (IpAddr, u16),
+            listening: bool,
+            inode: u64,
+        }
+        let rows: Vec<Row> = raw
+            .split(|&b| b == b'\n')
+            .skip(1)
+            .filter_map(|line| {
+                let f: Vec<&[u8]> = line
+                    .split(|b| b.is_ascii_whitespace())
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                Some(Row {
+                    local: parse_endpoint(f.get(1)?, ipv6)?,
+                    remote: parse_endpoint(f.get(2)?, ipv6)?,
+                    listening: *f.get(3)? == TCP_LISTEN && l4proto == 6,
+                    inode: parse_num(f.get(9)?)?,
+                })
+            })
+            .collect();
+        let listen_ports: Vec<u16> = rows
+            .iter()
+            .filter(|r| r.listening)
+            .map(|r| r.local.1)
+            .collect();
+        for row in rows {
+            if row.inode == 0 {
+                continue;
+            }
+            let connected = !row.listening && row.remote.1 != 0;
+            let tuple = connected.then(|| {
+                let server = l4proto == 6 && listen_ports.contains(&row.local.1);
+                let (client, srv) = if server {
+                    (row.remote, row.local)
+                } else {
+                    (row.local, row.remote)
+                };
+                SockTuple::Inet {
+                    l4proto,
+                    src_ip: client.0,
+                    src_port: client.1,
+                    dst_ip: srv.0,
+                    dst_port: srv.1,
+                }
+            });
+            self.sockets
+                .insert(row.inode, (FdKind::Inet { tuple, ipv6 }, Vec::new()));
+        }
+    }
+
+    /// `/proc/net/unix`: `Num RefCount Protocol Flags Type St Inode [Path]`.
+    fn add_unix(&mut self, raw: &[u8]) {
+        for line in raw.split(|&b| b == b'\n').skip(1) {
+            let f: Vec<&[u8]> = line
+                .split(|b| b.is_ascii_whitespace())
+                .filter(|w| !w.is_empty())
+                .collect();
+            let Some(inode) = f.get(6).and_then(|i| parse_num::<u64>(i)) else {
+                continue;
+            };
+            let path = f.get(7).map(|p| p.to_vec()).unwrap_or_default();
+            self.sockets.insert(inode, (FdKind::Unix, path));
+        }
+    }
+
+    /// `/proc/net/netlink`: the inode is the last column.
+    fn add_netlink(&mut self, raw: &[u8]) {
+        for line in raw.split(|&b| b == b'\n').skip(1) {
+            let inode = line
+                .split(|b| b.is_ascii_whitespace())
+                .rfind(|w| !w.is_empty())
+                .and_then(parse_num::<u64>);
+            if let Some(inode) = inode.filter(|&i| i != 0) {
+                self.sockets.insert(inode, (FdKind::Netlink, Vec::new()));
+            }
+        }
+    }
 }
 
 /// The kind and `fd.name` of an fd from its `/proc/<pid>/fd/N` link target.
@@ -988,6 +1161,99 @@ mod tests {
             parse_exe_link(b"/usr/bin/x"),
             (b"/usr/bin/x".to_vec(), false)
         );
+    }
+
+    #[test]
+    fn socket_fds_resolve_through_the_net_tables() {
+        let mut p = base();
+        add_process(&mut p, 100, "srv");
+        add_process(&mut p, 200, "other-ns");
+        p.link("100/ns/net", "net:[4026531840]");
+        p.link("200/ns/net", "net:[4026532000]");
+        let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+        p.file(
+            "100/net/tcp",
+            format!(
+                "{header}   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 501 1\n\
+                 1: 0100007F:1F90 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 502 1\n\
+                 2: 0100007F:9C41 0200007F:0050 01 00000000:00000000 00:00000000 00000000     0        0 503 1\n"
+            ),
+        );
+        p.file(
+            "100/net/tcp6",
+            format!(
+                "{header}   0: 00000000000000000000000001000000:0016 00000000000000000000000001000000:D431 01 00000000:00000000 00:00000000 00000000     0        0 504 1\n"
+            ),
+        );
+        p.file(
+            "100/net/unix",
+            "Num       RefCount Protocol Flags    Type St Inode Path\n\
+             0000000000000000: 00000002 00000000 00010000 0001 01 505 /run/x.sock\n\
+             0000000000000000: 00000002 00000000 00000000 0001 03 506\n",
+        );
+        p.file(
+            "100/net/netlink",
+            "sk               Eth Pid        Groups   Rmem     Wmem     Dump  Locks    Drops    Inode\n\
+             0000000000000000 0   1          00000000 0        0        0     2        0        507\n",
+        );
+        for (fd, ino) in [
+            (3, 501),
+            (4, 502),
+            (5, 503),
+            (6, 504),
+            (7, 505),
+            (8, 506),
+            (9, 507),
+        ] {
+            p.link(&format!("100/fd/{fd}"), format!("socket:[{ino}]"));
+        }
+        // Another namespace's table does not know inode 503.
+        p.file("200/net/tcp", header);
+        p.link("200/fd/3", "socket:[503]");
+
+        let (snap, _) = read_snapshot(&p, &opts()).unwrap();
+        let fds = &thread(&snap, 100).fds;
+        let kind = |fd: i64| &fds.iter().find(|f| f.fd == fd).unwrap().kind;
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let inet = |src: (IpAddr, u16), dst: (IpAddr, u16), ipv6| FdKind::Inet {
+            tuple: Some(SockTuple::Inet {
+                l4proto: 6,
+                src_ip: src.0,
+                src_port: src.1,
+                dst_ip: dst.0,
+                dst_port: dst.1,
+            }),
+            ipv6,
+        };
+        assert_eq!(
+            kind(3),
+            &FdKind::Inet {
+                tuple: None,
+                ipv6: false
+            },
+            "listening"
+        );
+        assert_eq!(
+            kind(4),
+            &inet((lo, 40000), (lo, 8080), false),
+            "server side"
+        );
+        assert_eq!(
+            kind(5),
+            &inet((lo, 40001), ("127.0.0.2".parse().unwrap(), 80), false),
+            "client side"
+        );
+        let lo6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+        assert_eq!(kind(6), &inet((lo6, 22), (lo6, 54321), true));
+        assert_eq!(kind(7), &FdKind::Unix);
+        assert_eq!(fds.iter().find(|f| f.fd == 7).unwrap().name, b"/run/x.sock");
+        assert_eq!(kind(8), &FdKind::Unix);
+        assert_eq!(kind(9), &FdKind::Netlink);
+        let other = &thread(&snap, 200).fds;
+        assert_eq!(other[0].kind, FdKind::Other, "another namespace");
+        assert_eq!(socket_inode(b"socket:[12]"), Some(12));
+        assert_eq!(socket_inode(b"pipe:[12]"), None);
+        assert_eq!(parse_endpoint(b"zz:1", false), None);
     }
 
     #[test]

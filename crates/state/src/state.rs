@@ -58,6 +58,10 @@ pub struct StateConfig {
     pub max_threads: usize,
     /// Descriptors per fd table beyond this are not tracked (counted).
     pub max_fds_per_table: usize,
+    /// Read container metadata (name, image, Kubernetes pod) from the runtimes' state in
+    /// these directories when a new container id appears (live capture). `None` (the
+    /// default): only what snapshots bring.
+    pub container_runtime: Option<crate::runtime::RuntimeDirs>,
 }
 
 impl Default for StateConfig {
@@ -67,6 +71,7 @@ impl Default for StateConfig {
             user_db: Box::new(MemUserDb::default()),
             max_threads: 1 << 20,
             max_fds_per_table: 1 << 16,
+            container_runtime: None,
         }
     }
 }
@@ -98,6 +103,7 @@ pub struct State {
     pub(crate) fd_tables: FxHashMap<u64, FdTable>,
     next_fd_table: u64,
     pub(crate) containers: ContainerTable,
+    runtime: Option<crate::runtime::RuntimeReader>,
     sys_users: Box<dyn UserDb>,
     snap_users: Option<MemUserDb>,
     snap_groups: Option<MemUserDb>,
@@ -220,6 +226,9 @@ impl State {
             fd_tables: FxHashMap::default(),
             next_fd_table: 1,
             containers: ContainerTable::default(),
+            runtime: config
+                .container_runtime
+                .map(crate::runtime::RuntimeReader::new),
             sys_users: config.user_db,
             snap_users: None,
             snap_groups: None,
@@ -309,6 +318,11 @@ impl State {
         }
         for t in &snap.threads {
             self.load_thread(t);
+        }
+        if let Some(rt) = self.runtime.as_mut() {
+            for p in self.procs.values() {
+                rt.resolve(&p.image.container_id, snap.start_ts, &mut self.containers);
+            }
         }
     }
 
@@ -1339,6 +1353,9 @@ impl State {
                 }
                 !e.cloexec
             });
+        }
+        if let (Some(rt), Some(p)) = (self.runtime.as_mut(), self.procs.get(&pid)) {
+            rt.resolve(&p.image.container_id, evt.ts, &mut self.containers);
         }
     }
 

@@ -1,0 +1,882 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+//
+// Vigil's kernel side: per-syscall tracepoints (attached by user space only for the syscalls in
+// the interest set) and the scheduler's process-lifecycle tracepoints. One record per completed
+// syscall, written to this CPU's ring buffer without a wakeup; user space polls.
+//
+// Record layout (little-endian; mirrored in crates/ebpf/src/record.rs):
+//   struct rec_hdr, then blobs, each `struct blob_hdr` + `len` bytes, 8-byte aligned.
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define REC_SYSCALL 0
+#define REC_EXEC 1
+#define REC_FORK 2
+#define REC_EXIT 3
+
+// Blob tags: 0..5 = the syscall argument of that index (user memory it points to).
+#define TAG_TUPLE 16
+#define TAG_FILENAME 17
+#define TAG_ARGV 18
+#define TAG_ENV 19
+#define TAG_COMM 20
+#define TAG_EXEC_INFO 21
+#define TAG_FORK_INFO 22
+#define TAG_EXIT_INFO 23
+#define TAG_CWD 24
+#define TAG_EXEPATH 25
+#define TAG_CGROUP 26
+#define TAG_MSG 27      // struct msg_info: a msghdr's total iovec length
+#define TAG_MSG_NAME 28 // a msghdr's msg_name (the destination of an unconnected send)
+
+#define BLOB_TRUNCATED 1
+#define BLOB_FAULT 2
+
+// Argument capture kinds (the `spec` map, filled by user space per syscall number).
+#define CAP_NONE 0
+#define CAP_STR 1      // NUL-terminated user string, up to PATH_MAX
+#define CAP_SOCKADDR 2 // user sockaddr, length in the next argument
+#define CAP_MEM8 3     // 8 bytes of user memory (pipe fds, clone_args.flags)
+#define CAP_MEM24 4    // 24 bytes (struct open_how)
+#define CAP_STR_SHORT 5 // short user string (names), up to 256 bytes
+
+#define TUPLE_NONE 0
+#define TUPLE_ARG0 1 // socket fd in args[0]
+#define TUPLE_RES 2  // socket fd is the return value
+
+#define MAX_PATH 4096
+#define MAX_SHORT 256
+#define MAX_ARGS_AREA 4096
+#define MAX_SOCKADDR 128
+#define MAX_IOV 16 // iovecs summed for a msghdr's size (more: flagged truncated)
+#define MAX_DEPTH 32
+#define MAX_COMPONENT 256
+#define OFF_MASK 32767
+#define SCRATCH_SIZE 49152
+
+#define DROP_BUFFER_FULL 0
+#define DROP_READ_FAULT 1
+#define DROP_STASH_FULL 2
+
+struct rec_hdr {
+	__u64 ts;
+	__u32 tid;
+	__u32 pid;
+	__u16 kind;
+	__u16 nr;
+	__u32 len;
+	__s64 res;
+	__u64 args[6];
+};
+
+struct blob_hdr {
+	__u8 tag;
+	__u8 flags;
+	__u16 pad;
+	__u32 len;
+};
+
+struct tuple {
+	__u16 family;
+	__u8 l4proto;
+	__u8 pad;
+	__u16 sport; // host order
+	__u16 dport; // network order
+	__u8 saddr[16];
+	__u8 daddr[16];
+};
+
+struct exec_info {
+	__u32 tid, pid, ptid, uid, gid, euid, egid, loginuid, tty, old_pid;
+	__u64 cap_inheritable, cap_permitted, cap_effective;
+	__u64 exe_ino, exe_ctime, exe_mtime;
+	__u32 vtid, vpid;
+};
+
+struct fork_info {
+	__u64 flags;
+	__u32 child_tid, child_pid, child_vtid, child_vpid;
+};
+
+struct exit_info {
+	__s32 exit_code;
+	__u32 pad;
+};
+
+struct spec {
+	__u8 cap[6];
+	__u8 tuple;
+	__u8 msg; // 1: args[1] is a `struct user_msghdr` (size and msg_name captured)
+};
+
+struct msg_info {
+	__u64 size;
+};
+
+// The pathname argument of an execveat in flight (the new image replaces the memory it was
+// in before sched_process_exec runs), copied at sys_enter_execveat.
+struct exec_name {
+	__s64 n; // bpf_probe_read_user_str's result
+	__u8 s[MAX_PATH + 8];
+};
+
+struct stash {
+	__u64 args[6];
+	__u32 nr;
+	__u32 pad;
+};
+
+struct drops {
+	__u64 n[4];
+};
+
+// Set before load: the agent's thread group, never captured.
+const volatile __u32 agent_tgid = 0;
+
+struct ringbuf_inner {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1); // set to the number of CPUs before load
+	__type(key, __u32);
+	__array(values, struct ringbuf_inner);
+} ringbufs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 512);
+	__type(key, __u32);
+	__type(value, struct spec);
+} specs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct stash);
+} stashes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 512);
+	__type(key, __u32);
+	__type(value, struct exec_name);
+} exec_names SEC(".maps");
+
+// Syscall numbers captured through raw_syscalls (they have no per-syscall tracepoint on this
+// kernel): 1 = captured. The raw programs are attached only while one is watched.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 512);
+	__type(key, __u32);
+	__type(value, __u8);
+} fallback_nrs SEC(".maps");
+
+struct scratch_buf {
+	__u8 b[SCRATCH_SIZE];
+};
+
+// One record under construction per CPU (indexed by CPU: too large for a per-CPU map).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); // set to the number of CPUs before load
+	__type(key, __u32);
+	__type(value, struct scratch_buf);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct drops);
+} drop_counts SEC(".maps");
+
+// Path components collected leaf first while walking up (too big for the BPF stack).
+struct names {
+	const unsigned char *p[MAX_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct names);
+} path_names SEC(".maps");
+
+static __always_inline void count_drop(int reason)
+{
+	__u32 zero = 0;
+	struct drops *d = bpf_map_lookup_elem(&drop_counts, &zero);
+	if (d && reason >= 0 && reason < 4)
+		d->n[reason & 3] += 1;
+}
+
+static __always_inline __u8 *scratch_buf(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	return bpf_map_lookup_elem(&scratch, &cpu);
+}
+
+static __always_inline int excluded(void)
+{
+	return agent_tgid != 0 && (bpf_get_current_pid_tgid() >> 32) == agent_tgid;
+}
+
+static __always_inline __u32 align8(__u32 off)
+{
+	return (off + 7) & ~7u;
+}
+
+// Starts a blob at `off`; returns the offset of its data.
+static __always_inline __u32 blob_begin(__u8 *buf, __u32 off)
+{
+	return (off + sizeof(struct blob_hdr)) & OFF_MASK;
+}
+
+// Closes the blob started at `off` with `len` data bytes; returns the next offset.
+static __always_inline __u32 blob_end(__u8 *buf, __u32 off, __u8 tag, __u8 flags, __u32 len)
+{
+	struct blob_hdr *h = (struct blob_hdr *)&buf[off & OFF_MASK];
+	h->tag = tag;
+	h->flags = flags;
+	h->pad = 0;
+	h->len = len;
+	return align8(off + sizeof(struct blob_hdr) + len) & OFF_MASK;
+}
+
+// A user string of at most `max` bytes (NUL excluded): truncation and faults flagged.
+static __always_inline __u32 put_user_str(__u8 *buf, __u32 off, __u8 tag, const void *src,
+					  __u32 max)
+{
+	__u32 data = blob_begin(buf, off);
+	long n = bpf_probe_read_user_str(&buf[data], max + 1, src);
+	__u8 flags = 0;
+	__u32 len = 0;
+	if (n < 0) {
+		flags = BLOB_FAULT;
+		count_drop(DROP_READ_FAULT);
+	} else if (n > max) {
+		flags = BLOB_TRUNCATED;
+		len = max;
+	} else if (n > 0) {
+		len = n - 1;
+	}
+	return blob_end(buf, off, tag, flags, len);
+}
+
+static __always_inline __u32 put_kernel_str(__u8 *buf, __u32 off, __u8 tag, const void *src,
+					    __u32 max)
+{
+	__u32 data = blob_begin(buf, off);
+	long n = bpf_probe_read_kernel_str(&buf[data], max + 1, src);
+	__u8 flags = 0;
+	__u32 len = 0;
+	if (n < 0) {
+		flags = BLOB_FAULT;
+	} else if (n > max) {
+		flags = BLOB_TRUNCATED;
+		len = max;
+	} else if (n > 0) {
+		len = n - 1;
+	}
+	return blob_end(buf, off, tag, flags, len);
+}
+
+static __always_inline __u32 put_user_mem(__u8 *buf, __u32 off, __u8 tag, const void *src,
+					  __u32 len, __u32 max)
+{
+	__u32 data = blob_begin(buf, off);
+	__u8 flags = 0;
+	if (len > max) {
+		len = max;
+		flags = BLOB_TRUNCATED;
+	}
+	__u64 n = len;
+	// Bound the size in the very register passed to the helper (clang may otherwise clamp a
+	// copy and pass another).
+	asm volatile("%0 &= 8191" : "+r"(n));
+	if (n > 0 && bpf_probe_read_user(&buf[data], n, src) < 0) {
+		flags = BLOB_FAULT;
+		len = 0;
+		count_drop(DROP_READ_FAULT);
+	}
+	return blob_end(buf, off, tag, flags, len);
+}
+
+static __always_inline __u32 put_kernel_mem(__u8 *buf, __u32 off, __u8 tag, const void *src,
+					    __u32 len)
+{
+	__u32 data = blob_begin(buf, off);
+	__u64 n = len;
+	asm volatile("%0 &= 1023" : "+r"(n));
+	if (bpf_probe_read_kernel(&buf[data], n, src) < 0)
+		return blob_end(buf, off, tag, BLOB_FAULT, 0);
+	return blob_end(buf, off, tag, 0, len);
+}
+
+static __always_inline void emit(__u8 *buf, __u32 len)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	void *rb = bpf_map_lookup_elem(&ringbufs, &cpu);
+	if (!rb) {
+		count_drop(DROP_BUFFER_FULL);
+		return;
+	}
+	if (len > SCRATCH_SIZE)
+		return;
+	if (bpf_ringbuf_output(rb, buf, len, BPF_RB_NO_WAKEUP) < 0)
+		count_drop(DROP_BUFFER_FULL);
+}
+
+static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __s64 res)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	h->ts = bpf_ktime_get_boot_ns();
+	h->tid = (__u32)id;
+	h->pid = id >> 32;
+	h->kind = kind;
+	h->nr = nr;
+	h->res = res;
+}
+
+static __always_inline struct file *fd_file(struct task_struct *task, __s64 fd)
+{
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0)
+		return NULL;
+	unsigned int max = BPF_CORE_READ(fdt, max_fds);
+	if ((__u64)fd >= max)
+		return NULL;
+	struct file **arr = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	bpf_probe_read_kernel(&f, sizeof(f), &arr[fd]);
+	return f;
+}
+
+// The inet tuple of socket `fd` (local in saddr/sport, remote in daddr/dport).
+static __always_inline __u32 put_tuple(__u8 *buf, __u32 off, __s64 fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct file *f = fd_file(task, fd);
+	if (!f)
+		return off;
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	if (!sock)
+		return off;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return off;
+	__u32 data = blob_begin(buf, off);
+	struct tuple *t = (struct tuple *)&buf[data];
+	__builtin_memset(t, 0, sizeof(*t));
+	t->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (t->family != 2 && t->family != 10)
+		return off;
+	t->l4proto = BPF_CORE_READ(sk, sk_protocol);
+	t->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	t->dport = BPF_CORE_READ(sk, __sk_common.skc_dport);
+	if (t->family == 2) {
+		bpf_probe_read_kernel(t->saddr, 4, &sk->__sk_common.skc_rcv_saddr);
+		bpf_probe_read_kernel(t->daddr, 4, &sk->__sk_common.skc_daddr);
+	} else {
+		bpf_probe_read_kernel(t->saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_probe_read_kernel(t->daddr, 16, &sk->__sk_common.skc_v6_daddr);
+	}
+	return blob_end(buf, off, TAG_TUPLE, 0, sizeof(*t));
+}
+
+// Path walks run under bpf_loop(): the verifier checks each callback once instead of every
+// unrolled iteration (unrolled, the exec program exceeded the verifier's budget).
+
+static __always_inline struct names *names_buf(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&path_names, &zero);
+}
+
+struct emit_ctx {
+	__u32 data;
+	__u32 pos;
+	__u32 n;
+	__u32 truncated;
+};
+
+static long emit_component(__u64 j, struct emit_ctx *c)
+{
+	if (j >= c->n)
+		return 1;
+	__u8 *buf = scratch_buf();
+	struct names *names = names_buf();
+	if (!buf || !names)
+		return 1;
+	if (c->pos > MAX_PATH - MAX_COMPONENT) {
+		c->truncated = 1;
+		return 1;
+	}
+	buf[(c->data + c->pos) & OFF_MASK] = '/';
+	c->pos++;
+	long r = bpf_probe_read_kernel_str(&buf[(c->data + c->pos) & OFF_MASK], MAX_COMPONENT,
+					   names->p[(c->n - 1 - j) & (MAX_DEPTH - 1)]);
+	if (r > 1)
+		c->pos += r - 1;
+	return 0;
+}
+
+// Writes the collected components (leaf first in `path_names`) as an absolute path.
+static __always_inline __u32 put_components(__u8 *buf, __u32 off, __u8 tag, __u32 n,
+					    __u8 flags)
+{
+	struct emit_ctx c = { .data = blob_begin(buf, off), .pos = 0, .n = n, .truncated = 0 };
+	bpf_loop(MAX_DEPTH, emit_component, &c, 0);
+	if (c.truncated)
+		flags |= BLOB_TRUNCATED;
+	__u32 pos = c.pos;
+	if (pos == 0) {
+		buf[c.data & OFF_MASK] = '/';
+		pos = 1;
+	}
+	return blob_end(buf, off, tag, flags, pos & 8191);
+}
+
+struct walk_ctx {
+	struct dentry *d;
+	struct mount *mnt;
+	__u32 n;
+	__u32 truncated;
+};
+
+static long walk_dentry(__u64 i, struct walk_ctx *c)
+{
+	struct names *names = names_buf();
+	if (!names)
+		return 1;
+	struct dentry *d = c->d;
+	struct mount *mnt = c->mnt;
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	struct dentry *root = BPF_CORE_READ(mnt, mnt.mnt_root);
+	if (d == root || d == parent) {
+		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+		if (!up || up == mnt)
+			return 1;
+		c->d = BPF_CORE_READ(mnt, mnt_mountpoint);
+		c->mnt = up;
+		return 0;
+	}
+	if (c->n >= MAX_DEPTH) {
+		c->truncated = 1;
+		return 1;
+	}
+	names->p[c->n & (MAX_DEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
+	c->n++;
+	c->d = parent;
+	return 0;
+}
+
+// The absolute path of `path` (dentries up to each mount's root, then across mount points).
+static __always_inline __u32 put_path(__u8 *buf, __u32 off, __u8 tag, const struct path *path)
+{
+	struct dentry *d = BPF_CORE_READ(path, dentry);
+	struct vfsmount *vmnt = BPF_CORE_READ(path, mnt);
+	if (!d || !vmnt)
+		return off;
+	struct walk_ctx c = {
+		.d = d,
+		.mnt = container_of(vmnt, struct mount, mnt),
+		.n = 0,
+		.truncated = 0,
+	};
+	bpf_loop(MAX_DEPTH + 8, walk_dentry, &c, 0);
+	return put_components(buf, off, tag, c.n, c.truncated ? BLOB_TRUNCATED : 0);
+}
+
+// `kernfs_node.__parent` (named `parent` before Linux 6.15). A CO-RE fallback for the old name
+// leaves a poisoned instruction in this bpf_loop callback, which the kernel refuses (EINVAL)
+// even though it is unreachable; kernels before 6.15 would need a second program variant.
+static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
+{
+	return BPF_CORE_READ(kn, __parent);
+}
+
+#define MAX_CGROUP_DEPTH 12
+
+// The task's cgroup path in the unified hierarchy (`/system.slice/…`). Unrolled rather than a
+// bpf_loop() callback: the kernel refused the program with the callback (EINVAL, no log).
+static __always_inline __u32 put_cgroup(__u8 *buf, __u32 off, struct task_struct *task)
+{
+	struct names *names = names_buf();
+	if (!names)
+		return off;
+	struct kernfs_node *kn = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn);
+	__u32 n = 0;
+	__u8 flags = 0;
+	#pragma unroll
+	for (int i = 0; i < MAX_CGROUP_DEPTH; i++) {
+		if (!kn)
+			break;
+		struct kernfs_node *parent = kn_parent(kn);
+		if (!parent)
+			break; // the hierarchy's root: no name of its own
+		names->p[i] = (const unsigned char *)BPF_CORE_READ(kn, name);
+		n = i + 1;
+		kn = parent;
+	}
+	if (n == MAX_CGROUP_DEPTH && kn && kn_parent(kn))
+		flags = BLOB_TRUNCATED;
+	return put_components(buf, off, TAG_CGROUP, n, flags);
+}
+
+// ----- syscalls -----
+
+#define NR_EXECVEAT 322
+
+static __always_inline int on_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	if (excluded())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct stash st = {};
+	// Not direct context loads: the kernel refuses to attach a program whose context
+	// accesses go past a tracepoint's record, and syscalls with fewer than six arguments have
+	// shorter records. Extra words are ignored by user space.
+	bpf_probe_read_kernel(st.args, sizeof(st.args), ctx->args);
+	// The syscall number is an `int` (the record of a syscall without arguments ends there).
+	__s32 nr = -1;
+	bpf_probe_read_kernel(&nr, sizeof(nr), &ctx->id);
+	st.nr = (__u32)nr;
+	if (bpf_map_update_elem(&stashes, &tid, &st, BPF_ANY) < 0)
+		count_drop(DROP_STASH_FULL);
+	if (nr == NR_EXECVEAT) {
+		// Staged in this CPU's scratch area, then copied into the map.
+		__u8 *buf = scratch_buf();
+		if (!buf)
+			return 0;
+		struct exec_name *en = (struct exec_name *)buf;
+		en->n = bpf_probe_read_user_str(en->s, MAX_PATH + 1, (const void *)st.args[1]);
+		if (bpf_map_update_elem(&exec_names, &tid, en, BPF_ANY) < 0)
+			count_drop(DROP_STASH_FULL);
+	}
+	return 0;
+}
+
+// The total length of a msghdr's iovecs (at most MAX_IOV of them) and its msg_name.
+static __always_inline __u32 put_msghdr(__u8 *buf, __u32 off, const struct user_msghdr *um)
+{
+	struct user_msghdr m = {};
+	if (bpf_probe_read_user(&m, sizeof(m), um) < 0) {
+		count_drop(DROP_READ_FAULT);
+		return off;
+	}
+	__u64 count = m.msg_iovlen;
+	__u8 flags = 0;
+	if (count > MAX_IOV) {
+		count = MAX_IOV;
+		flags = BLOB_TRUNCATED;
+	}
+	__u64 size = 0;
+	#pragma unroll
+	for (int i = 0; i < MAX_IOV; i++) {
+		if (i >= count)
+			break;
+		__u64 len = 0;
+		if (bpf_probe_read_user(&len, sizeof(len), &m.msg_iov[i].iov_len) < 0) {
+			flags = BLOB_FAULT;
+			break;
+		}
+		size += len;
+	}
+	__u32 data = blob_begin(buf, off);
+	struct msg_info *mi = (struct msg_info *)&buf[data];
+	mi->size = size;
+	off = blob_end(buf, off, TAG_MSG, flags, sizeof(*mi));
+	if (m.msg_name && m.msg_namelen > 0)
+		off = put_user_mem(buf, off, TAG_MSG_NAME, m.msg_name, (__u32)m.msg_namelen,
+				   MAX_SOCKADDR);
+	return off;
+}
+
+static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct stash *st = bpf_map_lookup_elem(&stashes, &tid);
+	if (!st)
+		return 0;
+	__u8 *buf = scratch_buf();
+	// A stash left by another syscall (whose exit was detached meanwhile) is stale.
+	if (!buf || (__u32)(__s32)ctx->id != st->nr) {
+		bpf_map_delete_elem(&stashes, &tid);
+		return 0;
+	}
+	if (st->nr == NR_EXECVEAT) // it failed (a successful one has no exit)
+		bpf_map_delete_elem(&exec_names, &tid);
+	struct rec_hdr *h = (struct rec_hdr *)buf;
+	__u32 nr = st->nr;
+	fill_hdr(h, REC_SYSCALL, (__u16)nr, ctx->ret);
+	#pragma unroll
+	for (int i = 0; i < 6; i++)
+		h->args[i] = st->args[i];
+	bpf_map_delete_elem(&stashes, &tid);
+
+	__u32 off = sizeof(struct rec_hdr);
+	__u32 key = nr & 511;
+	struct spec *sp = bpf_map_lookup_elem(&specs, &key);
+	if (sp) {
+		#pragma unroll
+		for (int i = 0; i < 6; i++) {
+			__u8 cap = sp->cap[i];
+			const void *p = (const void *)h->args[i];
+			if (cap == CAP_NONE || !p)
+				continue;
+			if (cap == CAP_STR)
+				off = put_user_str(buf, off, i, p, MAX_PATH);
+			else if (cap == CAP_STR_SHORT)
+				off = put_user_str(buf, off, i, p, MAX_SHORT);
+			else if (cap == CAP_SOCKADDR && i < 5)
+				off = put_user_mem(buf, off, i, p, (__u32)h->args[i + 1], MAX_SOCKADDR);
+			else if (cap == CAP_MEM8)
+				off = put_user_mem(buf, off, i, p, 8, 8);
+			else if (cap == CAP_MEM24)
+				off = put_user_mem(buf, off, i, p, 24, 24);
+		}
+		if (sp->tuple == TUPLE_ARG0)
+			off = put_tuple(buf, off, (__s64)h->args[0]);
+		else if (sp->tuple == TUPLE_RES && ctx->ret >= 0)
+			off = put_tuple(buf, off, ctx->ret);
+		if (sp->msg && h->args[1])
+			off = put_msghdr(buf, off, (const struct user_msghdr *)h->args[1]);
+	}
+	h->len = off;
+	emit(buf, off);
+	return 0;
+}
+
+SEC("tp/syscalls/sys_enter_openat")
+int vigil_sys_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	return on_enter(ctx);
+}
+
+SEC("tp/syscalls/sys_exit_openat")
+int vigil_sys_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	return on_exit(ctx);
+}
+
+// The fallback for watched syscalls without their own tracepoints: every syscall runs these,
+// so they are attached only while `fallback_nrs` has an entry.
+static __always_inline int is_fallback(long id)
+{
+	if (id < 0 || id >= 512)
+		return 0;
+	__u32 key = (__u32)id;
+	__u8 *on = bpf_map_lookup_elem(&fallback_nrs, &key);
+	return on && *on;
+}
+
+SEC("tp/raw_syscalls/sys_enter")
+int vigil_raw_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	if (!is_fallback(ctx->id))
+		return 0;
+	return on_enter(ctx);
+}
+
+SEC("tp/raw_syscalls/sys_exit")
+int vigil_raw_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	if (!is_fallback(ctx->id))
+		return 0;
+	return on_exit(ctx);
+}
+
+// ----- process lifecycle -----
+
+static __always_inline __u32 ns_nr(struct pid *p)
+{
+	if (!p)
+		return 0;
+	unsigned int level = BPF_CORE_READ(p, level);
+	return BPF_CORE_READ(p, numbers[level & 31].nr);
+}
+
+#define NR_CLONE 56
+#define NR_FORK 57
+#define NR_VFORK 58
+#define NR_EXECVE 59
+#define NR_CLONE3 435
+
+// The clone family completes here, in the parent, before the child can run: the parent's
+// event always precedes the child's first event.
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(vigil_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (excluded())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct stash *st = bpf_map_lookup_elem(&stashes, &tid);
+	if (!st)
+		return 0;
+	__u32 nr = st->nr;
+	if (nr != NR_CLONE && nr != NR_FORK && nr != NR_VFORK && nr != NR_CLONE3)
+		return 0;
+	__u8 *buf = scratch_buf();
+	if (!buf)
+		return 0;
+	struct rec_hdr *h = (struct rec_hdr *)buf;
+	__u32 child_tid = BPF_CORE_READ(child, pid);
+	fill_hdr(h, REC_FORK, (__u16)nr, child_tid);
+	#pragma unroll
+	for (int i = 0; i < 6; i++)
+		h->args[i] = st->args[i];
+	bpf_map_delete_elem(&stashes, &tid);
+
+	__u32 off = sizeof(struct rec_hdr);
+	__u32 data = blob_begin(buf, off);
+	struct fork_info *fi = (struct fork_info *)&buf[data];
+	fi->flags = 0;
+	if (nr == NR_CLONE) {
+		fi->flags = h->args[0];
+	} else if (nr == NR_CLONE3) {
+		bpf_probe_read_user(&fi->flags, 8, (const void *)h->args[0]);
+	}
+	fi->child_tid = child_tid;
+	fi->child_pid = BPF_CORE_READ(child, tgid);
+	fi->child_vtid = ns_nr(BPF_CORE_READ(child, thread_pid));
+	fi->child_vpid = ns_nr(BPF_CORE_READ(child, group_leader, thread_pid));
+	off = blob_end(buf, off, TAG_FORK_INFO, 0, sizeof(*fi));
+	h->len = off;
+	emit(buf, off);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if (excluded())
+		return 0;
+	__u32 key = (__u32)old_pid;
+	struct stash *st = bpf_map_lookup_elem(&stashes, &key);
+	if (!st)
+		return 0;
+	__u32 nr = st->nr;
+	if (nr != NR_EXECVE && nr != NR_EXECVEAT)
+		return 0;
+	__u8 *buf = scratch_buf();
+	if (!buf)
+		return 0;
+	struct rec_hdr *h = (struct rec_hdr *)buf;
+	fill_hdr(h, REC_EXEC, (__u16)nr, 0);
+	#pragma unroll
+	for (int i = 0; i < 6; i++)
+		h->args[i] = st->args[i];
+	bpf_map_delete_elem(&stashes, &key);
+
+	__u32 off = sizeof(struct rec_hdr);
+	off = put_kernel_str(buf, off, TAG_FILENAME, BPF_CORE_READ(bprm, filename), MAX_PATH);
+	if (nr == NR_EXECVEAT) {
+		// The pathname as passed (bprm->filename is `/dev/fd/N/...` for a dirfd-relative one).
+		struct exec_name *en = bpf_map_lookup_elem(&exec_names, &key);
+		if (en) {
+			if (en->n >= 0)
+				off = put_kernel_str(buf, off, 1, en->s, MAX_PATH);
+			else
+				off = blob_end(buf, off, 1, BLOB_FAULT, 0);
+			bpf_map_delete_elem(&exec_names, &key);
+		}
+	}
+
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	unsigned long arg_start = BPF_CORE_READ(mm, arg_start);
+	unsigned long arg_end = BPF_CORE_READ(mm, arg_end);
+	unsigned long env_start = BPF_CORE_READ(mm, env_start);
+	unsigned long env_end = BPF_CORE_READ(mm, env_end);
+	off = put_user_mem(buf, off, TAG_ARGV, (const void *)arg_start,
+			   arg_end > arg_start ? (__u32)(arg_end - arg_start) : 0, MAX_ARGS_AREA);
+	off = put_user_mem(buf, off, TAG_ENV, (const void *)env_start,
+			   env_end > env_start ? (__u32)(env_end - env_start) : 0, MAX_ARGS_AREA);
+
+	off = put_kernel_mem(buf, off, TAG_COMM, &task->comm, 16);
+	struct fs_struct *fs = BPF_CORE_READ(task, fs);
+	if (fs)
+		off = put_path(buf, off, TAG_CWD, &fs->pwd);
+	struct file *exe = BPF_CORE_READ(mm, exe_file);
+	if (exe)
+		off = put_path(buf, off, TAG_EXEPATH, &exe->f_path);
+	off = put_cgroup(buf, off, task);
+
+	__u32 data = blob_begin(buf, off);
+	struct exec_info *ei = (struct exec_info *)&buf[data];
+	__builtin_memset(ei, 0, sizeof(*ei));
+	ei->tid = BPF_CORE_READ(task, pid);
+	ei->pid = BPF_CORE_READ(task, tgid);
+	ei->ptid = BPF_CORE_READ(task, real_parent, tgid);
+	ei->old_pid = old_pid;
+	const struct cred *cred = BPF_CORE_READ(task, cred);
+	ei->uid = BPF_CORE_READ(cred, uid.val);
+	ei->gid = BPF_CORE_READ(cred, gid.val);
+	ei->euid = BPF_CORE_READ(cred, euid.val);
+	ei->egid = BPF_CORE_READ(cred, egid.val);
+	ei->cap_inheritable = BPF_CORE_READ(cred, cap_inheritable.val);
+	ei->cap_permitted = BPF_CORE_READ(cred, cap_permitted.val);
+	ei->cap_effective = BPF_CORE_READ(cred, cap_effective.val);
+	if (bpf_core_field_exists(task->loginuid))
+		ei->loginuid = BPF_CORE_READ(task, loginuid.val);
+	else
+		ei->loginuid = 0xffffffff;
+	struct tty_struct *tty = BPF_CORE_READ(task, signal, tty);
+	if (tty) {
+		__u32 index = BPF_CORE_READ(tty, index);
+		__u32 major = BPF_CORE_READ(tty, driver, major);
+		__u32 minor = BPF_CORE_READ(tty, driver, minor_start) + index;
+		// new_encode_dev, as /proc/<pid>/stat's tty_nr.
+		ei->tty = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
+	}
+	struct inode *ino = BPF_CORE_READ(mm, exe_file, f_inode);
+	if (ino) {
+		ei->exe_ino = BPF_CORE_READ(ino, i_ino);
+		ei->exe_ctime = (__u64)BPF_CORE_READ(ino, i_ctime_sec) * 1000000000ull +
+				BPF_CORE_READ(ino, i_ctime_nsec);
+		ei->exe_mtime = (__u64)BPF_CORE_READ(ino, i_mtime_sec) * 1000000000ull +
+				BPF_CORE_READ(ino, i_mtime_nsec);
+	}
+	ei->vtid = ns_nr(BPF_CORE_READ(task, thread_pid));
+	ei->vpid = ns_nr(BPF_CORE_READ(task, group_leader, thread_pid));
+	off = blob_end(buf, off, TAG_EXEC_INFO, 0, sizeof(*ei));
+	h->len = off;
+	emit(buf, off);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(vigil_exit, struct task_struct *task)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	bpf_map_delete_elem(&stashes, &tid);
+	bpf_map_delete_elem(&exec_names, &tid);
+	if (excluded())
+		return 0;
+	__u8 *buf = scratch_buf();
+	if (!buf)
+		return 0;
+	struct rec_hdr *h = (struct rec_hdr *)buf;
+	fill_hdr(h, REC_EXIT, 0, 0);
+	#pragma unroll
+	for (int i = 0; i < 6; i++)
+		h->args[i] = 0;
+	__u32 off = sizeof(struct rec_hdr);
+	__u32 data = blob_begin(buf, off);
+	struct exit_info *xi = (struct exit_info *)&buf[data];
+	xi->exit_code = BPF_CORE_READ(task, exit_code);
+	xi->pad = 0;
+	off = blob_end(buf, off, TAG_EXIT_INFO, 0, sizeof(*xi));
+	h->len = off;
+	emit(buf, off);
+	return 0;
+}

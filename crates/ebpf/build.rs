@@ -1,0 +1,30 @@
+//! Compiles `bpf/vigil.bpf.c` with clang and generates its libbpf-rs skeleton.
+
+use std::env;
+use std::path::PathBuf;
+
+use libbpf_cargo::SkeletonBuilder;
+
+fn main() {
+    let manifest =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let bpf_dir = manifest.join("../../bpf");
+    let src = bpf_dir.join("vigil.bpf.c");
+    let out =
+        PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("vigil.skel.rs");
+    SkeletonBuilder::new()
+        .source(&src)
+        .clang_args([
+            std::ffi::OsString::from("-I"),
+            bpf_dir.join("include").into_os_string(),
+            std::ffi::OsString::from("-O2"),
+            std::ffi::OsString::from("-g"),
+        ])
+        .build_and_generate(&out)
+        .expect("the BPF program compiles (clang) and its skeleton generates");
+    println!("cargo:rerun-if-changed={}", src.display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        bpf_dir.join("vigil.h").display()
+    );
+}

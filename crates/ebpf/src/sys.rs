@@ -1,0 +1,501 @@
+//! Everything that touches the kernel: the generated skeleton, map set-up, tracepoint
+//! attachment, ring-buffer consumption and the clocks. The only module allowed `unsafe`
+//! (the skeleton's generated code and `clock_gettime`).
+#![allow(unsafe_code)]
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::rc::Rc;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{
+    Link, MapCore, MapFlags, MapHandle, MapType, RingBuffer, RingBufferBuilder, TracepointCategory,
+};
+
+use crate::spec::CaptureSpec;
+use crate::EbpfError;
+
+// Generated code (libbpf-cargo): its unsafe blocks carry no SAFETY comments.
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks,
+    unsafe_code,
+    unused_qualifications
+)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/vigil.skel.rs"));
+}
+
+use skel::{VigilSkel, VigilSkelBuilder};
+
+/// Bytes of each per-CPU ring buffer (the kernel-side inner map template's size).
+pub const RING_BYTES: u32 = 1 << 22;
+
+/// Drop counters kept by the kernel side, per reason (summed over CPUs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelDrops {
+    pub buffer_full: u64,
+    pub read_faults: u64,
+    pub stash_full: u64,
+}
+
+/// The loaded programs, their maps and links, and the ring buffers.
+pub struct Bpf {
+    // Field order matters for drop order: links and the ring buffer go before the skeleton.
+    syscall_links: BTreeMap<u16, (Link, Link)>,
+    /// `raw_syscalls` enter/exit, attached while a watched syscall has no tracepoint.
+    raw_links: Option<(Link, Link)>,
+    /// Syscall numbers captured through `raw_syscalls` (set in `fallback_nrs`).
+    fallback: Vec<u16>,
+    _lifecycle_links: Vec<Link>,
+    ring: RingBuffer<'static>,
+    _rings: Vec<MapHandle>,
+    skel: VigilSkel<'static>,
+    /// Raw records consumed but not yet decoded: `[u32 length][bytes]…`.
+    raw: Rc<RefCell<Vec<u8>>>,
+}
+
+fn load_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> EbpfError {
+    move |source| EbpfError::Load {
+        what,
+        message: source.to_string(),
+    }
+}
+
+impl Bpf {
+    /// Opens, configures and loads the programs; attaches the process-lifecycle programs.
+    /// Syscall tracepoints are attached by [`Bpf::set_syscalls`].
+    pub fn load(agent_tgid: u32) -> Result<Bpf, EbpfError> {
+        let ncpus = libbpf_rs::num_possible_cpus().map_err(load_err("count CPUs"))?;
+        let ncpus = u32::try_from(ncpus.max(1)).unwrap_or(u32::MAX);
+        // The skeleton borrows its object storage for as long as it lives; the source lives
+        // as long as the capture, so the (small) storage is leaked once per source.
+        let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = VigilSkelBuilder::default()
+            .open(storage)
+            .map_err(load_err("open the BPF object"))?;
+        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+            rodata.agent_tgid = agent_tgid;
+        }
+        open.maps
+            .ringbufs
+            .set_max_entries(ncpus)
+            .map_err(load_err("size the ring-buffer array"))?;
+        open.maps
+            .scratch
+            .set_max_entries(ncpus)
+            .map_err(load_err("size the record scratch array"))?;
+        let skel = open.load().map_err(load_err("load the BPF programs"))?;
+
+        let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        let mut rings = Vec::with_capacity(ncpus as usize);
+        for cpu in 0..ncpus {
+            let ring = MapHandle::create(
+                MapType::RingBuf,
+                Some(format!("vigil_rb{cpu}")),
+                0,
+                0,
+                RING_BYTES,
+                &opts,
+            )
+            .map_err(load_err("create a ring buffer"))?;
+            let fd = ring.as_fd().as_raw_fd();
+            skel.maps
+                .ringbufs
+                .update(&cpu.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+                .map_err(load_err("install a ring buffer"))?;
+            rings.push(ring);
+        }
+        let raw: Rc<RefCell<Vec<u8>>> = Rc::new(RefCell::new(Vec::with_capacity(1 << 20)));
+        let mut builder = RingBufferBuilder::new();
+        for ring in &rings {
+            let raw = Rc::clone(&raw);
+            builder
+                .add(ring, move |data: &[u8]| {
+                    let mut raw = raw.borrow_mut();
+                    let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+                    raw.extend_from_slice(&len.to_ne_bytes());
+                    raw.extend_from_slice(data);
+                    0
+                })
+                .map_err(load_err("register a ring buffer"))?;
+        }
+        let ring = builder
+            .build()
+            .map_err(load_err("build the ring-buffer reader"))?;
+        let mut lifecycle = Vec::new();
+        for (name, prog) in [
+            ("sched_process_fork", &skel.progs.vigil_fork),
+            ("sched_process_exec", &skel.progs.vigil_exec),
+            ("sched_process_exit", &skel.progs.vigil_exit),
+        ] {
+            let link = prog.attach().map_err(|e| EbpfError::Attach {
+                name: name.to_owned(),
+                message: e.to_string(),
+            })?;
+            lifecycle.push(link);
+        }
+        Ok(Bpf {
+            syscall_links: BTreeMap::new(),
+            raw_links: None,
+            fallback: Vec::new(),
+            _lifecycle_links: lifecycle,
+            ring,
+            _rings: rings,
+            skel,
+            raw,
+        })
+    }
+
+    /// Attaches the enter/exit tracepoints of exactly `wanted` (syscall name and its capture
+    /// spec, by number), detaching the others. Returns how many are attached.
+    pub fn set_syscalls(
+        &mut self,
+        wanted: &[(u16, &'static str, CaptureSpec)],
+    ) -> Result<usize, EbpfError> {
+        let keep: Vec<u16> = wanted.iter().map(|w| w.0).collect();
+        let gone: Vec<u16> = self
+            .syscall_links
+            .keys()
+            .filter(|nr| !keep.contains(nr))
+            .copied()
+            .collect();
+        let mut detach = Vec::new();
+        for nr in gone {
+            if let Some((enter, exit)) = self.syscall_links.remove(&nr) {
+                detach.push(enter);
+                detach.push(exit);
+            }
+        }
+        release(detach);
+        for &(nr, name, spec) in wanted {
+            if self.syscall_links.contains_key(&nr) {
+                continue;
+            }
+            let value = spec.to_bytes();
+            self.skel
+                .maps
+                .specs
+                .update(&u32::from(nr).to_ne_bytes(), &value, MapFlags::ANY)
+                .map_err(load_err("fill the capture-spec map"))?;
+            let enter_name = format!("sys_enter_{name}");
+            let exit_name = format!("sys_exit_{name}");
+            let attach = |prog: &libbpf_rs::ProgramMut<'static>, tp: &str| {
+                prog.attach_tracepoint(TracepointCategory::Syscalls, tp)
+                    .map_err(|e| EbpfError::Attach {
+                        name: format!("syscalls/{tp}"),
+                        message: e.to_string(),
+                    })
+            };
+            // Exit first: an enter without its exit would only stash and never emit.
+            let exit = attach(&self.skel.progs.vigil_sys_exit, &exit_name)?;
+            let enter = attach(&self.skel.progs.vigil_sys_enter, &enter_name)?;
+            self.syscall_links.insert(nr, (enter, exit));
+        }
+        Ok(self.syscall_links.len())
+    }
+
+    /// Captures exactly the syscalls `wanted` (number and capture spec) through the
+    /// `raw_syscalls` tracepoints, filtered in the kernel by number: for syscalls without a
+    /// tracepoint of their own. The raw programs run for every syscall of the host, so they
+    /// are attached only while `wanted` is not empty.
+    pub fn set_fallback(&mut self, wanted: &[(u16, CaptureSpec)]) -> Result<(), EbpfError> {
+        for &(nr, spec) in wanted {
+            self.skel
+                .maps
+                .specs
+                .update(
+                    &u32::from(nr).to_ne_bytes(),
+                    &spec.to_bytes(),
+                    MapFlags::ANY,
+                )
+                .map_err(load_err("fill the capture-spec map"))?;
+        }
+        let keep: Vec<u16> = wanted.iter().map(|w| w.0).collect();
+        for &nr in self.fallback.iter().filter(|nr| !keep.contains(nr)) {
+            self.skel
+                .maps
+                .fallback_nrs
+                .update(&u32::from(nr).to_ne_bytes(), &[0], MapFlags::ANY)
+                .map_err(load_err("fill the fallback syscall map"))?;
+        }
+        for &nr in &keep {
+            self.skel
+                .maps
+                .fallback_nrs
+                .update(&u32::from(nr).to_ne_bytes(), &[1], MapFlags::ANY)
+                .map_err(load_err("fill the fallback syscall map"))?;
+        }
+        self.fallback = keep;
+        if self.fallback.is_empty() {
+            if let Some((enter, exit)) = self.raw_links.take() {
+                release(vec![enter, exit]);
+            }
+        } else if self.raw_links.is_none() {
+            let attach = |prog: &libbpf_rs::ProgramMut<'static>, tp: &str| {
+                prog.attach_tracepoint(TracepointCategory::RawSyscalls, tp)
+                    .map_err(|e| EbpfError::Attach {
+                        name: format!("raw_syscalls/{tp}"),
+                        message: e.to_string(),
+                    })
+            };
+            let exit = attach(&self.skel.progs.vigil_raw_exit, "sys_exit")?;
+            let enter = attach(&self.skel.progs.vigil_raw_enter, "sys_enter")?;
+            self.raw_links = Some((enter, exit));
+        }
+        Ok(())
+    }
+
+    /// The syscall numbers whose tracepoints are attached.
+    pub fn attached(&self) -> Vec<u16> {
+        self.syscall_links.keys().copied().collect()
+    }
+
+    /// Moves every record the kernel has committed into `out` (`[u32 length][bytes]…`).
+    pub fn consume(&mut self, out: &mut Vec<u8>) -> Result<(), EbpfError> {
+        let n = self.ring.consume_raw();
+        if n < 0 {
+            return Err(EbpfError::Poll {
+                code: n.unsigned_abs(),
+            });
+        }
+        let mut raw = self.raw.borrow_mut();
+        out.append(&mut raw);
+        Ok(())
+    }
+
+    /// The kernel-side drop counters, summed over CPUs.
+    pub fn drops(&self) -> KernelDrops {
+        let mut drops = KernelDrops::default();
+        for cpu in self.drops_per_cpu() {
+            drops.buffer_full += cpu.buffer_full;
+            drops.read_faults += cpu.read_faults;
+            drops.stash_full += cpu.stash_full;
+        }
+        drops
+    }
+
+    /// The kernel-side drop counters of each CPU.
+    pub fn drops_per_cpu(&self) -> Vec<KernelDrops> {
+        let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .drop_counts
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        else {
+            return Vec::new();
+        };
+        per_cpu
+            .iter()
+            .map(|value| {
+                let n = |i: usize| {
+                    value
+                        .get(i * 8..i * 8 + 8)
+                        .and_then(|b| b.try_into().ok())
+                        .map_or(0, u64::from_ne_bytes)
+                };
+                KernelDrops {
+                    buffer_full: n(0),
+                    read_faults: n(1),
+                    stash_full: n(2),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Drop for Bpf {
+    fn drop(&mut self) {
+        let mut links: Vec<Link> = std::mem::take(&mut self._lifecycle_links);
+        if let Some((enter, exit)) = self.raw_links.take() {
+            links.push(enter);
+            links.push(exit);
+        }
+        for (_, (enter, exit)) in std::mem::take(&mut self.syscall_links) {
+            links.push(enter);
+            links.push(exit);
+        }
+        release(links);
+    }
+}
+
+/// Detaches `links` without waiting for the kernel's teardown when it can (a [`Releaser`]
+/// does it), else in parallel threads.
+fn release(links: Vec<Link>) {
+    if links.is_empty() {
+        return;
+    }
+    let fds: Vec<RawFd> = links.iter().map(|l| l.as_fd().as_raw_fd()).collect();
+    match Releaser::start(&fds) {
+        // The releaser holds the last references: dropping ours only disables the events.
+        Some(releaser) => {
+            drop(links);
+            drop(releaser);
+        }
+        None => detach_all(links),
+    }
+}
+
+/// A detached process (a grandchild, reparented to init) that holds copies of the link fds
+/// and closes them once this process has let go of its own (its end of a pipe closes): the
+/// kernel then tears the tracepoints down in that process, and this one is not held up by the
+/// grace periods (~35 ms per syscall tracepoint, seconds with the default interest set).
+struct Releaser {
+    /// Write end of the pipe the releaser waits on; closing it lets the releaser go.
+    go: libc::c_int,
+}
+
+impl Releaser {
+    /// Forks the releaser holding `fds`; `None` if it cannot (the caller detaches itself).
+    fn start(fds: &[RawFd]) -> Option<Releaser> {
+        let mut pipe = [-1 as libc::c_int; 2];
+        // SAFETY: `pipe` is a valid array of two ints for pipe2 to fill.
+        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        let [wait_fd, go] = pipe;
+        let mut keep: Vec<RawFd> = fds.to_vec();
+        keep.push(wait_fd);
+        // Computed before forking: the child only makes system calls.
+        let gaps = close_gaps(&keep);
+        // SAFETY: fork in a possibly multi-threaded process; both children below only make
+        // async-signal-safe system calls (fork, close_range, setsid, read, _exit) and never
+        // return into Rust code.
+        let child = unsafe { libc::fork() };
+        if child < 0 {
+            // SAFETY: closing the two pipe fds this function created.
+            unsafe {
+                libc::close(wait_fd);
+                libc::close(go);
+            }
+            return None;
+        }
+        if child == 0 {
+            // SAFETY: see the fork above: system calls on plain integers, then _exit.
+            unsafe {
+                if libc::fork() != 0 {
+                    libc::_exit(0);
+                }
+                for &(first, last) in &gaps {
+                    libc::syscall(libc::SYS_close_range, first, last, 0);
+                }
+                libc::setsid();
+                let mut byte = 0u8;
+                loop {
+                    let n = libc::read(wait_fd, (&raw mut byte).cast(), 1);
+                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                        break;
+                    }
+                }
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: reaping the intermediate child (it exits at once) and closing our copy of
+        // the pipe's read end.
+        unsafe {
+            let mut status = 0;
+            while libc::waitpid(child, &mut status, 0) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+            libc::close(wait_fd);
+        }
+        Some(Releaser { go })
+    }
+}
+
+impl Drop for Releaser {
+    fn drop(&mut self) {
+        // SAFETY: `go` is the pipe write end this releaser owns; closed once.
+        unsafe {
+            libc::close(self.go);
+        }
+    }
+}
+
+/// The inclusive fd ranges to close to keep exactly `keep` open (the last range is open-ended).
+fn close_gaps(keep: &[RawFd]) -> Vec<(libc::c_uint, libc::c_uint)> {
+    let mut keep: Vec<libc::c_uint> = keep
+        .iter()
+        .filter_map(|&fd| libc::c_uint::try_from(fd).ok())
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut gaps = Vec::with_capacity(keep.len() + 1);
+    let mut next: libc::c_uint = 0;
+    for fd in keep {
+        if fd > next {
+            gaps.push((next, fd - 1));
+        }
+        next = fd + 1;
+    }
+    gaps.push((next, libc::c_uint::MAX));
+    gaps
+}
+
+/// Detaches links in parallel (when no [`Releaser`] can be started). Removing the last
+/// program of a syscall tracepoint waits for RCU grace periods (the kernel's
+/// `perf_trace_event_unreg`), serialized by the kernel: ~35 ms per tracepoint here, so closing
+/// a source with the default interest set takes ~3 s (5.5 s one by one).
+fn detach_all(links: Vec<Link>) {
+    if links.len() <= 1 {
+        drop(links);
+        return;
+    }
+    std::thread::scope(|scope| {
+        for link in links {
+            scope.spawn(move || drop(link));
+        }
+    });
+}
+
+/// `CLOCK_REALTIME - CLOCK_BOOTTIME` in nanoseconds: added to `bpf_ktime_get_boot_ns()` it
+/// gives the wall-clock time of a record.
+pub fn boot_to_wall_offset() -> u64 {
+    let boot = now(libc::CLOCK_BOOTTIME);
+    let wall = now(libc::CLOCK_REALTIME);
+    wall.saturating_sub(boot)
+}
+
+/// `CLOCK_BOOTTIME` now, in nanoseconds (the clock of record timestamps).
+pub fn boot_now() -> u64 {
+    now(libc::CLOCK_BOOTTIME)
+}
+
+fn now(clock: libc::clockid_t) -> u64 {
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; clock_gettime writes only into it.
+        let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+        if rc != 0 {
+            return 0;
+        }
+        (ts.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ts.tv_nsec as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_gaps_keep_exactly_the_given_fds() {
+        assert_eq!(
+            close_gaps(&[7, 3, 4, 7, -1]),
+            vec![(0, 2), (5, 6), (8, libc::c_uint::MAX)]
+        );
+        assert_eq!(close_gaps(&[0]), vec![(1, libc::c_uint::MAX)]);
+        assert_eq!(close_gaps(&[]), vec![(0, libc::c_uint::MAX)]);
+    }
+}

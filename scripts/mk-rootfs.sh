@@ -1,0 +1,51 @@
+#!/bin/sh
+# Builds (once) the root filesystem and runc bundle the container tests and the generator's
+# container actions use: a `debootstrap --variant=minbase bookworm` tree in DIR/rootfs and a
+# `runc spec` configuration in DIR/config.json whose root path is absolute (runc needs that).
+#
+# Usage: scripts/mk-rootfs.sh [DIR]     (default: $VIGIL_ROOTFS or /var/tmp/vigil-rootfs)
+# Cached: nothing is downloaded when DIR/rootfs/etc/debian_version exists.
+# Needs root, debootstrap and runc; MIRROR overrides the Debian mirror.
+set -eu
+
+DIR=${1:-${VIGIL_ROOTFS:-/var/tmp/vigil-rootfs}}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+SUITE=${SUITE:-bookworm}
+# libelf1: the vigil binary (bind-mounted by container actions) links libbpf's libelf.
+INCLUDE=${INCLUDE:-libelf1,zlib1g}
+
+if [ "$(id -u)" != 0 ]; then
+    echo "mk-rootfs: root is needed (debootstrap, runc)" >&2
+    exit 1
+fi
+for tool in debootstrap runc; do
+    command -v "$tool" >/dev/null || { echo "mk-rootfs: $tool is not installed" >&2; exit 1; }
+done
+
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+ROOTFS="$DIR/rootfs"
+
+if [ -f "$ROOTFS/etc/debian_version" ]; then
+    echo "mk-rootfs: $ROOTFS is ready (cached)"
+else
+    # A previous run may have been interrupted: start from scratch in a staging directory and
+    # move it into place only when debootstrap succeeded, so the cache test above stays true.
+    STAGE="$DIR/rootfs.partial"
+    rm -rf "$STAGE"
+    mkdir -p "$STAGE"
+    echo "mk-rootfs: debootstrap --variant=minbase $SUITE into $ROOTFS (a few minutes)"
+    debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$STAGE" "$MIRROR"
+    rm -rf "$ROOTFS"
+    mv "$STAGE" "$ROOTFS"
+fi
+
+# The bundle: runc's default spec with an absolute, read-only root and no terminal.
+if [ ! -f "$DIR/config.json" ]; then
+    TMP=$(mktemp -d)
+    (cd "$TMP" && runc spec)
+    sed -e "s|\"path\": \"rootfs\"|\"path\": \"$ROOTFS\"|" \
+        -e 's|"terminal": true|"terminal": false|' "$TMP/config.json" >"$DIR/config.json"
+    rm -rf "$TMP"
+fi
+echo "mk-rootfs: bundle $DIR (config.json, rootfs)"
