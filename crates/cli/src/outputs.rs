@@ -255,43 +255,187 @@ fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCounts {
     }
 }
 
+/// The long-running side of an evaluation, shared by `vigil replay` and `vigil watch`: the
+/// configured outputs, the metrics registry and its web server, the stats file and Falco's
+/// metrics snapshots, the drop alert, and the signals (stop, SIGHUP reload, SIGUSR1 reopen).
+pub struct Agent {
+    metrics: Metrics,
+    outputs: Outputs,
+    _server: Option<AgentServer>,
+    tick: Tick,
+    signals: Signals,
+    config: Config,
+    hostname: String,
+    eval: Duration,
+}
+
+/// What [`Agent::start`] needs besides the configuration.
+pub struct AgentFlags<'a> {
+    /// Falco's `-s FILE` with `--stats-interval`.
+    pub stats_file: Option<(&'a Path, Duration)>,
+    /// A run that lasts: install the signal handlers and start the web server.
+    pub live: bool,
+}
+
+impl Agent {
+    /// Starts outputs, metrics and (for a live run) the signal handlers and the web server;
+    /// installs `append_output` on `engine`.
+    pub fn start(
+        config: Config,
+        hostname: &str,
+        flags: &AgentFlags<'_>,
+        engine: &mut Engine,
+    ) -> Result<Agent> {
+        init_logging();
+        let metrics = Metrics::new();
+        engine.set_decorator(decorator(&config)?);
+        let outputs = start_outputs(&config, &metrics, hostname)?;
+        let signals = if flags.live {
+            Signals::install().context("cannot install signal handlers")?
+        } else {
+            Signals::detached()
+        };
+        let server = if flags.live && config.webserver.enabled {
+            match AgentServer::start(&config.webserver, &metrics) {
+                Ok(server) => {
+                    eprintln!("vigil: webserver listening on http://{}", server.addr());
+                    Some(server)
+                }
+                // Alerts matter more than the metrics endpoint: keep running, say so.
+                Err(e) => {
+                    eprintln!("vigil: warning: webserver not started: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let tick = Tick::new(&metrics, flags.stats_file)
+            .context("cannot create the stats file")?
+            .with_snapshots(&config.metrics)
+            .context("cannot open metrics.output_file")?;
+        Ok(Agent {
+            metrics,
+            outputs,
+            _server: server,
+            tick,
+            signals,
+            config,
+            hostname: hostname.to_string(),
+            eval: Duration::ZERO,
+        })
+    }
+
+    /// SIGINT/SIGTERM arrived.
+    pub fn stop_requested(&self) -> bool {
+        self.signals.stop_requested()
+    }
+
+    /// Runs `events` through `engine`, delivering alerts to the outputs.
+    pub fn process(&mut self, engine: &mut Engine, events: &[Event]) {
+        let start = Instant::now();
+        let outputs = &mut self.outputs;
+        for event in events {
+            engine.process(event, &mut |alert| outputs.emit(&alert));
+        }
+        self.eval += start.elapsed();
+    }
+
+    /// Between batches: SIGUSR1 reopens the outputs, SIGHUP reloads configuration and rules
+    /// through `reload` (returning the new configuration; errors keep the running one), and
+    /// the stats file and metrics snapshots are written when due.
+    pub fn housekeeping(
+        &mut self,
+        engine: &mut Engine,
+        source: &SourceStats,
+        reload: &mut Reload<'_>,
+    ) -> Result<Option<Config>> {
+        if self.signals.take_reopen() {
+            eprintln!("vigil: SIGUSR1: reopening outputs");
+            self.outputs.reopen();
+        }
+        let mut reloaded = None;
+        if self.signals.take_reload() {
+            match reload_all(reload, engine) {
+                Ok(new_config) => {
+                    let old = std::mem::replace(
+                        &mut self.outputs,
+                        Outputs::with_sinks(Formatter::default(), Vec::new(), &self.metrics)?,
+                    );
+                    old.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
+                    self.outputs = match start_outputs(&new_config, &self.metrics, &self.hostname)
+                    {
+                        Ok(o) => {
+                            self.config = new_config.clone();
+                            reloaded = Some(new_config);
+                            o
+                        }
+                        Err(e) => {
+                            eprintln!(
+                                "vigil: reload: outputs failed ({e:#}); keeping the previous outputs"
+                            );
+                            start_outputs(&self.config, &self.metrics, &self.hostname)?
+                        }
+                    };
+                    eprintln!(
+                        "vigil: SIGHUP: reloaded configuration and {} rules",
+                        engine.ruleset().rules().len()
+                    );
+                }
+                Err(e) => eprintln!(
+                    "vigil: SIGHUP: reload failed, keeping the running configuration: {e:#}"
+                ),
+            }
+        }
+        if self.tick.due() {
+            let c = counts(engine, source, self.eval);
+            self.tick
+                .run(&c, &mut self.outputs, now_ns())
+                .context("cannot write the stats file")?;
+        }
+        Ok(reloaded)
+    }
+
+    /// Writes the last stats line and drains the outputs (within [`SHUTDOWN_DEADLINE`]);
+    /// prints the delivery summary when something was lost or `summary` is set.
+    pub fn finish(mut self, engine: &Engine, source: &SourceStats, summary: bool) -> Result<()> {
+        let c = counts(engine, source, self.eval);
+        let finished = self.tick.finish(&c, &mut self.outputs, now_ns());
+        let report = self.outputs.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
+        finished.context("cannot write the stats file")?;
+        if report.dropped_total() > 0 || summary {
+            for line in report.summary() {
+                eprintln!("vigil: output {line}");
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Evaluates the capture at `path` and delivers alerts through the configured outputs.
 pub fn run(
     path: &Path,
-    mut config: Config,
+    config: Config,
     ruleset: Ruleset,
     engine_for: &dyn Fn(Ruleset) -> Engine,
     flags: &RunFlags,
     reload: &mut Reload<'_>,
 ) -> Result<ExitCode> {
-    init_logging();
-    let metrics = Metrics::new();
     let mut engine = engine_for(ruleset);
-    engine.set_decorator(decorator(&config)?);
     let hostname = engine_hostname();
-    let mut outputs = start_outputs(&config, &metrics, &hostname)?;
-    let signals = if flags.follow {
-        Signals::install().context("cannot install signal handlers")?
-    } else {
-        Signals::detached()
-    };
-    // The web server only makes sense for a run that lasts: `--follow`.
-    let _server = if flags.follow && config.webserver.enabled {
-        let server = AgentServer::start(&config.webserver, &metrics)
-            .map_err(|e| InvalidInput(e.to_string()))?;
-        eprintln!("vigil: webserver listening on http://{}", server.addr());
-        Some(server)
-    } else {
-        None
-    };
     let stats_file = flags
         .stats_file
         .as_deref()
         .map(|p| (p, flags.stats_interval));
-    let mut tick = Tick::new(&metrics, stats_file)
-        .context("cannot create the stats file")?
-        .with_snapshots(&config.metrics)
-        .context("cannot open metrics.output_file")?;
+    let mut agent = Agent::start(
+        config,
+        &hostname,
+        &AgentFlags {
+            stats_file,
+            live: flags.follow,
+        },
+        &mut engine,
+    )?;
     let mut feed = if flags.follow {
         follow(path)?
     } else {
@@ -301,7 +445,6 @@ pub fn run(
         engine.load_snapshot(&snapshot);
         Feed::File(Box::new(source))
     };
-    let mut eval = Duration::ZERO;
     let mut batch = Vec::with_capacity(1024);
     let result = (|| -> Result<()> {
         loop {
@@ -309,49 +452,9 @@ pub fn run(
             let step = feed
                 .next(&mut engine, &mut batch)
                 .with_context(|| format!("cannot replay `{}`", path.display()))?;
-            let start = Instant::now();
-            for event in &batch {
-                engine.process(event, &mut |alert| outputs.emit(&alert));
-            }
-            eval += start.elapsed();
-            if signals.take_reopen() {
-                eprintln!("vigil: SIGUSR1: reopening outputs");
-                outputs.reopen();
-            }
-            if signals.take_reload() {
-                match reload_all(reload, &mut engine) {
-                    Ok(new_config) => {
-                        let old = std::mem::replace(
-                            &mut outputs,
-                            Outputs::with_sinks(Formatter::default(), Vec::new(), &metrics)?,
-                        );
-                        old.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
-                        outputs = match start_outputs(&new_config, &metrics, &hostname) {
-                            Ok(o) => {
-                                config = new_config;
-                                o
-                            }
-                            Err(e) => {
-                                eprintln!("vigil: reload: outputs failed ({e:#}); keeping the previous outputs");
-                                start_outputs(&config, &metrics, &hostname)?
-                            }
-                        };
-                        eprintln!(
-                            "vigil: SIGHUP: reloaded configuration and {} rules",
-                            engine.ruleset().rules().len()
-                        );
-                    }
-                    Err(e) => eprintln!(
-                        "vigil: SIGHUP: reload failed, keeping the running configuration: {e:#}"
-                    ),
-                }
-            }
-            if tick.due() {
-                let c = counts(&engine, &feed.stats(), eval);
-                tick.run(&c, &mut outputs, now_ns())
-                    .context("cannot write the stats file")?;
-            }
-            if signals.stop_requested() {
+            agent.process(&mut engine, &batch);
+            agent.housekeeping(&mut engine, &feed.stats(), reload)?;
+            if agent.stop_requested() {
                 feed.stop();
                 break;
             }
@@ -362,17 +465,12 @@ pub fn run(
         Ok(())
     })();
     feed.stop();
-    let c = counts(&engine, &feed.stats(), eval);
-    let finished = tick.finish(&c, &mut outputs, now_ns());
+    let source_stats = feed.stats();
+    let c = counts(&engine, &source_stats, Duration::ZERO);
     // Alerts produced before an error are still delivered.
-    let report = outputs.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
+    let finished = agent.finish(&engine, &source_stats, flags.follow);
     result?;
-    finished.context("cannot write the stats file")?;
-    if report.dropped_total() > 0 || flags.follow {
-        for line in report.summary() {
-            eprintln!("vigil: output {line}");
-        }
-    }
+    finished?;
     if flags.print_stats {
         let stats = engine.stats();
         eprintln!(
@@ -395,7 +493,7 @@ fn reload_all(reload: &mut Reload<'_>, engine: &mut Engine) -> Result<Config> {
     Ok(config)
 }
 
-fn engine_hostname() -> String {
+pub fn engine_hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default()

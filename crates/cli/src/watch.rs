@@ -1,11 +1,9 @@
 //! `vigil watch`: host-wide capture with eBPF, evaluated live against the rules.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -15,8 +13,9 @@ use vigil_ebpf::{BpfOptions, BpfSource};
 use vigil_engine::Engine;
 use vigil_event::codec::{binary, jsonl, CaptureError};
 use vigil_event::{Event, EventType, Snapshot};
-use vigil_output::JsonOptions;
-use vigil_rules::RuleMatching;
+use vigil_rules::{RuleMatching, Ruleset};
+
+use crate::outputs::{Agent, AgentFlags};
 
 use crate::{load_selection, system_state_config, Matching, RulesSelection};
 
@@ -42,6 +41,18 @@ pub struct WatchArgs {
     /// by reason, alerts).
     #[arg(long)]
     stats: bool,
+    /// Capture watched syscalls that this kernel has no tracepoint for (not implemented here,
+    /// e.g. init_module without module support: they always fail with ENOSYS) through the
+    /// raw_syscalls tracepoints. Costs every syscall on the host a short filter program.
+    #[arg(long)]
+    raw_fallback: bool,
+    /// Write Falco-style stats lines (`sample`, `cur`, `delta`, `drop_pct`) to FILE every
+    /// `--stats-interval` milliseconds, and one at the end.
+    #[arg(short = 's', long = "stats-file", value_name = "FILE")]
+    stats_file: Option<PathBuf>,
+    /// Interval of the stats file lines, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    stats_interval: u64,
 }
 
 /// The capture being written, in either form.
@@ -90,24 +101,35 @@ impl CaptureOut {
     }
 }
 
-pub fn watch(args: WatchArgs) -> Result<ExitCode> {
-    let config = args.selection.config.load()?;
+/// The rules, rule matching and configuration of a watch (again on SIGHUP).
+fn configure(args: &WatchArgs) -> Result<(vigil_config::Config, Ruleset)> {
+    let mut config = args.selection.config.load()?;
     let mut ruleset = load_selection(&args.selection, &config)?;
     ruleset.set_rule_matching(match args.rule_matching {
         Some(Matching::First) => RuleMatching::First,
         Some(Matching::All) => RuleMatching::All,
         None => config.rule_matching,
     });
-    let json = args.json || config.json_output;
+    config.json_output |= args.json;
+    Ok((config, ruleset))
+}
+
+/// The event types the rules watch (every type for a rule without one, with a warning).
+fn rules_interest(ruleset: &Ruleset) -> InterestSet {
     let types = ruleset.event_types();
-    let interest: InterestSet = if types.is_all() {
+    if types.is_all() {
         eprintln!(
             "vigil: warning: a rule without an event type watches every syscall; capture will be costly"
         );
         InterestSet::all()
     } else {
         types.ids().map(EventType).collect()
-    };
+    }
+}
+
+pub fn watch(args: WatchArgs) -> Result<ExitCode> {
+    let (config, ruleset) = configure(&args)?;
+    let interest = rules_interest(&ruleset);
     vigil_ebpf::check_support()?;
     let duration = match args.duration {
         Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
@@ -117,14 +139,9 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         None => None,
     };
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .context("cannot install the signal handlers")?;
-    }
-
     let mut source = BpfSource::open(BpfOptions {
         interest,
+        raw_fallback: args.raw_fallback,
         ..BpfOptions::default()
     })
     .context("cannot start eBPF capture")?;
@@ -139,90 +156,76 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     // Live: container names and images come from the runtimes' state on this host.
     let mut state_config = system_state_config(&hostname);
     state_config.container_runtime = Some(vigil_state::RuntimeDirs::system());
-    let mut engine = Engine::new(ruleset, state_config, hostname);
+    let mut engine = Engine::new(ruleset, state_config, hostname.clone());
     engine.load_snapshot(&snapshot);
-    if !source.fallback_syscalls().is_empty() {
-        eprintln!(
-            "vigil: no tracepoint of their own on this kernel, captured through raw_syscalls \
-             (every syscall pays a short filter while they are watched): {}",
-            source.fallback_syscalls().join(", ")
-        );
-    }
-    if !source.unsupported().is_empty() {
-        eprintln!(
-            "vigil: warning: cannot be captured on this kernel (no tracepoint): {}",
-            source.unsupported().join(", ")
-        );
-    }
+    let stats_file = args
+        .stats_file
+        .as_deref()
+        .map(|p| (p, Duration::from_millis(args.stats_interval.max(1))));
+    let mut agent = Agent::start(
+        config,
+        &hostname,
+        &AgentFlags {
+            stats_file,
+            live: true,
+        },
+        &mut engine,
+    )?;
+    report_coverage(&source, args.raw_fallback);
     eprintln!(
         "vigil: watching {} syscalls on this host ({} processes in the start snapshot)",
         source.attached_syscalls().len() + source.fallback_syscalls().len(),
         source.snapshot_stats().processes
     );
 
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    let json_options = JsonOptions {
-        include_output: config.json_include_output_property,
-        include_tags: config.json_include_tags_property,
-        include_output_fields: config.json_include_output_fields_property,
-    };
     let started = Instant::now();
     let mut batch: Vec<Event> = Vec::with_capacity(4096);
-    let mut write_error: Option<io::Error> = None;
     let mut draining = false;
-    loop {
-        batch.clear();
-        if stop.load(Ordering::Relaxed) || duration.is_some_and(|d| started.elapsed() >= d) {
-            // The end: whatever the kernel committed or the reordering holds back is
-            // processed too, so the last events before the signal are not lost.
-            if draining {
-                break;
+    let result = (|| -> Result<()> {
+        loop {
+            batch.clear();
+            if agent.stop_requested() || duration.is_some_and(|d| started.elapsed() >= d) {
+                // The end: whatever the kernel committed or the reordering holds back is
+                // processed too, so the last events before the signal are not lost.
+                if draining {
+                    break;
+                }
+                draining = true;
+                source.drain(&mut batch).context("eBPF capture failed")?;
+            } else {
+                source
+                    .next_batch(&mut batch, 4096)
+                    .context("eBPF capture failed")?;
             }
-            draining = true;
-            source.drain(&mut batch).context("eBPF capture failed")?;
-        } else {
-            source
-                .next_batch(&mut batch, 4096)
-                .context("eBPF capture failed")?;
-        }
-        for event in &batch {
             if let Some(cap) = capture.as_mut() {
-                cap.event(event).context("cannot write the capture")?;
-            }
-            engine.process(event, &mut |alert| {
-                if write_error.is_some() {
-                    return;
+                for event in &batch {
+                    cap.event(event).context("cannot write the capture")?;
                 }
-                let line = if json {
-                    alert.json_line(&json_options)
-                } else {
-                    alert.text_line()
-                };
-                if let Err(e) = writeln!(out, "{line}") {
-                    write_error = Some(e);
-                }
-            });
-        }
-        if !batch.is_empty() && write_error.is_none() {
-            if let Err(e) = out.flush() {
-                write_error = Some(e);
+            }
+            agent.process(&mut engine, &batch);
+            let reloaded = agent.housekeeping(&mut engine, &source.stats(), &mut || {
+                configure(&args)
+            })?;
+            if reloaded.is_some() {
+                let interest = rules_interest(engine.ruleset());
+                source
+                    .set_interest(&interest)
+                    .context("cannot apply the reloaded rules' event types")?;
+                report_coverage(&source, args.raw_fallback);
             }
         }
-        if let Some(e) = write_error.take() {
-            if e.kind() == io::ErrorKind::BrokenPipe {
-                break;
-            }
-            return Err(e).context("cannot write alerts");
-        }
-    }
-    let _ = out.flush();
+        Ok(())
+    })();
+    let source_stats = source.stats();
+    // Alerts produced before an error are still delivered.
+    let finished = agent.finish(&engine, &source_stats, false);
+    result?;
+    finished?;
     if let (Some(cap), Some(path)) = (capture, &args.write) {
         cap.finish()
             .with_context(|| format!("cannot write `{}`", path.display()))?;
     }
     if args.stats {
-        let source_stats = source.stats();
         let engine_stats = engine.stats();
         let mut dropped = serde_json::Map::new();
         for (reason, n) in &source_stats.dropped {
@@ -240,4 +243,28 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         eprintln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Names on stderr the watched syscalls captured through `raw_syscalls`, and those that
+/// cannot be captured on this kernel.
+fn report_coverage(source: &BpfSource, raw_fallback: bool) {
+    if !source.fallback_syscalls().is_empty() {
+        eprintln!(
+            "vigil: no tracepoint of their own on this kernel, captured through raw_syscalls \
+             (every syscall pays a short filter while they are watched): {}",
+            source.fallback_syscalls().join(", ")
+        );
+    }
+    if !source.unsupported().is_empty() {
+        eprintln!(
+            "vigil: warning: not captured, no tracepoint on this kernel (not implemented here, \
+             calls fail with ENOSYS{}): {}",
+            if raw_fallback {
+                ""
+            } else {
+                "; --raw-fallback captures them at a cost on every syscall"
+            },
+            source.unsupported().join(", ")
+        );
+    }
 }

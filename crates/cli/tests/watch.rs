@@ -271,7 +271,7 @@ fn watched_syscalls_without_a_tracepoint_are_named_at_start() {
     )
     .expect("write rules");
     let out = Command::new(VIGIL)
-        .args(["watch", "--duration", "0", "-r"])
+        .args(["watch", "--raw-fallback", "--duration", "0", "-r"])
         .arg(&rules)
         .output()
         .expect("run vigil watch");

@@ -266,6 +266,9 @@ impl Driver for Watch {
         let capture = base.join("capture.jsonl");
         let mut watch = Command::new(&setup.vigil)
             .arg("watch")
+            // Cases include syscalls this kernel may not implement (init_module without module
+            // support): capture their attempts too.
+            .arg("--raw-fallback")
             .arg("-r")
             .arg(&rules)
             .arg("-w")

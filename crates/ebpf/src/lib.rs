@@ -72,6 +72,11 @@ pub struct BpfOptions {
     pub snapshot: SnapshotOptions,
     /// How long [`Source::next_batch`] waits for events before returning an empty batch.
     pub max_wait: Duration,
+    /// Capture watched syscalls that have no tracepoint of their own on this kernel through
+    /// the `raw_syscalls` tracepoints. Off by default: such a syscall is not implemented by
+    /// the kernel (it always fails with `ENOSYS`), and while the fallback is attached every
+    /// syscall on the host runs a short program, which breaks "pay for what you watch".
+    pub raw_fallback: bool,
 }
 
 impl Default for BpfOptions {
@@ -80,6 +85,7 @@ impl Default for BpfOptions {
             interest: InterestSet::new(),
             snapshot: SnapshotOptions::default(),
             max_wait: Duration::from_millis(5),
+            raw_fallback: false,
         }
     }
 }
@@ -157,6 +163,7 @@ pub struct BpfSource {
     max_wait: Duration,
     unsupported: Vec<&'static str>,
     fallback: Vec<&'static str>,
+    raw_fallback: bool,
 }
 
 impl BpfSource {
@@ -177,7 +184,9 @@ impl BpfSource {
             max_wait: options.max_wait,
             unsupported: Vec::new(),
             fallback: Vec::new(),
+            raw_fallback: false,
         };
+        source.raw_fallback = options.raw_fallback;
         source.attach(&options.interest)?;
         let (snapshot, stats) = vigil_state::read_snapshot(&RealProc::default(), &options.snapshot)
             .map_err(EbpfError::Snapshot)?;
@@ -202,11 +211,10 @@ impl BpfSource {
             let name = spec::tracepoint_name(etype.name());
             if dir.join(format!("sys_enter_{name}")).is_dir() {
                 wanted.push((nr, name, spec::capture_spec(etype)));
-            } else if raw_ok && nr < FALLBACK_NR_LIMIT {
+            } else if self.raw_fallback && raw_ok && nr < FALLBACK_NR_LIMIT {
                 fallback.push((nr, spec::capture_spec(etype)));
                 self.fallback.push(etype.name());
             } else {
-                log::warn!("syscall `{name}` has no tracepoint on this kernel: not captured");
                 self.unsupported.push(etype.name());
             }
         }

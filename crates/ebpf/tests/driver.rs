@@ -17,6 +17,10 @@ const CHILD_ENV: &str = "VIGIL_EBPF_TEST_CHILD";
 
 /// `None` (after printing why) when the live tests cannot run here.
 fn open(interest: &[&str]) -> Option<BpfSource> {
+    open_with(interest, false)
+}
+
+fn open_with(interest: &[&str], raw_fallback: bool) -> Option<BpfSource> {
     if let Err(e) = vigil_ebpf::check_support() {
         if std::env::var("VIGIL_TEST_STRICT").as_deref() == Ok("1") {
             panic!("VIGIL_TEST_STRICT=1 and the eBPF driver cannot run: {e}");
@@ -30,6 +34,7 @@ fn open(interest: &[&str]) -> Option<BpfSource> {
         .collect();
     let options = BpfOptions {
         interest,
+        raw_fallback,
         ..BpfOptions::default()
     };
     Some(BpfSource::open(options).unwrap_or_else(|e| panic!("cannot open the eBPF source: {e}")))
@@ -419,8 +424,28 @@ fn drain_delivers_what_is_still_in_flight() {
 }
 
 #[test]
-fn a_syscall_without_its_own_tracepoint_falls_back_to_raw_syscalls() {
+fn without_the_option_a_syscall_without_its_own_tracepoint_is_named_not_captured() {
     let Some(source) = open(&["init_module", "openat"]) else {
+        return;
+    };
+    assert!(source.fallback_syscalls().is_empty(), "no raw_syscalls unless asked");
+    let own = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .any(|t| {
+            std::path::Path::new(t)
+                .join("events/syscalls/sys_enter_init_module")
+                .is_dir()
+        });
+    assert_eq!(
+        source.unsupported().contains(&"init_module"),
+        !own,
+        "init_module is named unsupported exactly when it has no tracepoint"
+    );
+}
+
+#[test]
+fn a_syscall_without_its_own_tracepoint_falls_back_to_raw_syscalls() {
+    let Some(source) = open_with(&["init_module", "openat"], true) else {
         return;
     };
     let own = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
