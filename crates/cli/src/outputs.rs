@@ -363,8 +363,7 @@ impl Agent {
                         Outputs::with_sinks(Formatter::default(), Vec::new(), &self.metrics)?,
                     );
                     old.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
-                    self.outputs = match start_outputs(&new_config, &self.metrics, &self.hostname)
-                    {
+                    self.outputs = match start_outputs(&new_config, &self.metrics, &self.hostname) {
                         Ok(o) => {
                             self.config = new_config.clone();
                             reloaded = Some(new_config);
