@@ -400,11 +400,7 @@ fn watch_delivers_through_configured_outputs_metrics_and_stats_file() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(
-        http_get(port, "/healthz").is_some(),
-        true,
-        "/healthz answers"
-    );
+    assert!(http_get(port, "/healthz").is_some(), "/healthz answers");
     let pid = watch.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
