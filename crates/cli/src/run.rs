@@ -11,13 +11,14 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use vigil_event::codec::{binary, jsonl};
 use vigil_event::{Event, Param, Snapshot};
 use vigil_fields::Value;
-use vigil_output::{Alert, JsonOptions};
+use vigil_output::{Alert, JsonOptions, Outputs};
 use vigil_ptrace::{Handler, Mechanism, Profile, RunSpec, Verdict};
 use vigil_rules::eval::EvalCtx;
 use vigil_rules::ruleset::wildcard_match;
@@ -152,6 +153,9 @@ struct Pipeline {
     action: EnforceAction,
     hostname: String,
     alerts_out: Box<dyn Write>,
+    /// The configuration's network and process outputs (syslog, program, HTTP), with their
+    /// queues and spools; stdout and file are `alerts_out` (stderr by default).
+    remote: Option<Outputs>,
     json: Option<JsonOptions>,
     capture: Option<CaptureOut>,
     error: Option<anyhow::Error>,
@@ -210,6 +214,9 @@ impl Pipeline {
     fn deliver(&mut self, alerts: Vec<Alert>) {
         for alert in alerts {
             self.alerts += 1;
+            if let Some(remote) = self.remote.as_mut() {
+                remote.emit(&alert);
+            }
             let line = match &self.json {
                 Some(options) => alert.json_line(options),
                 None => alert.text_line(),
@@ -376,6 +383,24 @@ fn enforced_rules(ruleset: &Ruleset, args: &RunArgs) -> Result<(Vec<bool>, Vec<u
     Ok((enforced, judged))
 }
 
+/// The configuration's syslog, program and HTTP outputs, when any is enabled. Alerts of a
+/// wrapped workload go to stderr (or `--alerts`/`file_output`) so the workload's stdout stays
+/// its own; these outputs carry them further (Falcosidekick, a log pipeline).
+fn remote_outputs(config: &vigil_config::Config, hostname: &str) -> Result<Option<Outputs>> {
+    let mut config = config.clone();
+    config.stdout_output.enabled = false;
+    config.file_output.enabled = false;
+    if !(config.syslog_output.enabled
+        || config.program_output.enabled
+        || config.http_output.enabled)
+    {
+        return Ok(None);
+    }
+    let metrics = vigil_output::Metrics::new();
+    let outputs = crate::outputs::start_outputs(&config, &metrics, hostname)?;
+    Ok((!outputs.names().is_empty()).then_some(outputs))
+}
+
 pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let config = args.selection.config.load()?;
     let mut ruleset = load_selection(&args.selection, &config)?;
@@ -429,6 +454,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
+    let remote = remote_outputs(&config, &hostname)?;
     let ctx = ruleset.new_ctx();
     let mut pipeline = Pipeline {
         state: State::new(system_state_config(&hostname)),
@@ -439,6 +465,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         action: args.enforce_action,
         hostname,
         alerts_out,
+        remote,
         json,
         capture,
         error: None,
@@ -492,6 +519,15 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         );
     }
     let _ = pipeline.alerts_out.flush();
+    if let Some(remote) = pipeline.remote.take() {
+        // Pending alerts get the delivery deadline; what is left stays in a configured spool.
+        let report = remote.shutdown(Instant::now() + crate::outputs::SHUTDOWN_DEADLINE);
+        if report.dropped_total() > 0 {
+            for line in report.summary() {
+                eprintln!("vigil: output {line}");
+            }
+        }
+    }
     if let Some(err) = pipeline.error.take() {
         // The workload ran to its end; Vigil's own failure is reported, its status kept.
         eprintln!("vigil: {err:#}");

@@ -598,3 +598,84 @@ fn enforced_exec_is_refused_before_the_new_image_runs() {
     );
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Serves one HTTP POST on a loopback port; the request body arrives on the channel.
+fn one_post_receiver() -> (u16, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Read};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((stream, _)) = listener.accept() else {
+            return;
+        };
+        let mut reader = BufReader::new(stream);
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0u8; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let mut stream = reader.into_inner();
+        let _ =
+            stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+    });
+    (port, rx)
+}
+
+#[test]
+fn alerts_also_reach_the_configured_http_output() {
+    if !can_trace("http_output") {
+        return;
+    }
+    if !is_root() {
+        skip("http_output", "reading /etc/shadow needs root");
+        return;
+    }
+    let (port, rx) = one_post_receiver();
+    let url = format!("http_output.url=http://127.0.0.1:{port}/");
+    // As in Falco, the HTTP body is the JSON object when `json_output` is set.
+    let out = vigil(&[
+        "run",
+        "-o",
+        "json_output=true",
+        "-o",
+        "http_output.enabled=true",
+        "-o",
+        &url,
+        "--",
+        "cat",
+        "/etc/shadow",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let body = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("no POST received; stderr: {}", text(&out.stderr)));
+    let alert: serde_json::Value = serde_json::from_str(&body).expect("Falco JSON body");
+    assert_eq!(
+        alert["rule"], "Sensitive File Read by Unexpected Program",
+        "{alert}"
+    );
+    assert_eq!(alert["output_fields"]["fd.name"], "/etc/shadow", "{alert}");
+    // The console copy still goes to stderr, the workload's stdout stays its own.
+    assert!(text(&out.stderr).contains("Sensitive File Read by Unexpected Program"));
+    assert!(
+        out.stdout.starts_with(b"root:"),
+        "workload stdout untouched"
+    );
+}
