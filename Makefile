@@ -26,10 +26,10 @@ deps:
 build: deps
 	$(CARGO) build --release --bin vigil
 
-# Starts the agent on its embedded default ruleset. Until a live driver lands (eBPF `vigil watch`,
-# kernel-less `vigil run`), the agent evaluates the recorded demo capture.
+# Starts the agent: `vigil watch` on its embedded default ruleset (host-wide, eBPF; root and a
+# BTF kernel). It names what is missing otherwise; `vigil run -- CMD` works without them.
 run: build
-	$(VIGIL) replay testdata/demo/events.jsonl
+	$(VIGIL) watch
 
 lint: deps
 	$(CARGO) fmt --all -- --check
@@ -43,6 +43,7 @@ fmt:
 
 bench: deps
 	$(CARGO) bench -p vigil-engine
+	$(CARGO) bench -p vigil-output
 
 # Runs each fuzz target for FUZZ_SECONDS (needs the nightly toolchain and cargo-fuzz).
 FUZZ_SECONDS ?= 300
