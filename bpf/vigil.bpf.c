@@ -96,7 +96,12 @@ struct exec_info {
 	__u64 cap_inheritable, cap_permitted, cap_effective;
 	__u64 exe_ino, exe_ctime, exe_mtime;
 	__u32 vtid, vpid;
+	__u32 exe_flags; // EXE_* bits
+	__u32 pad;
 };
+
+// exec_info.exe_flags bits (the `exe_flags` event parameter, vigil_event::table::exe_flags).
+#define EXE_FROM_MEMFD 4
 
 struct fork_info {
 	__u64 flags;
@@ -756,6 +761,21 @@ int BPF_PROG(vigil_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+// Whether `exe` is an anonymous memory file (memfd_create): the kernel names its pseudo dentry
+// `memfd:<name>`, and a pseudo dentry has no parent (it is its own `d_parent`), which tells it
+// apart from a regular file that happens to be named `memfd:…`.
+static __always_inline int exe_is_memfd(struct file *exe)
+{
+	struct dentry *d = BPF_CORE_READ(exe, f_path.dentry);
+	if (!d || BPF_CORE_READ(d, d_parent) != d)
+		return 0;
+	char p[8] = {};
+	if (bpf_probe_read_kernel_str(p, sizeof(p), BPF_CORE_READ(d, d_name.name)) < 7)
+		return 0;
+	return p[0] == 'm' && p[1] == 'e' && p[2] == 'm' && p[3] == 'f' && p[4] == 'd' &&
+	       p[5] == ':';
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
@@ -807,8 +827,17 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	if (fs)
 		off = put_path(buf, off, TAG_CWD, &fs->pwd);
 	struct file *exe = BPF_CORE_READ(mm, exe_file);
-	if (exe)
-		off = put_path(buf, off, TAG_EXEPATH, &exe->f_path);
+	__u32 exe_flags = 0;
+	if (exe) {
+		if (exe_is_memfd(exe)) {
+			// No path to walk: the name (`memfd:<name>`) is the executable's path.
+			exe_flags |= EXE_FROM_MEMFD;
+			off = put_kernel_str(buf, off, TAG_EXEPATH,
+					     BPF_CORE_READ(exe, f_path.dentry, d_name.name), MAX_SHORT);
+		} else {
+			off = put_path(buf, off, TAG_EXEPATH, &exe->f_path);
+		}
+	}
 	off = put_cgroup(buf, off, task);
 
 	__u32 data = blob_begin(buf, off);
@@ -848,6 +877,7 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	}
 	ei->vtid = ns_nr(BPF_CORE_READ(task, thread_pid));
 	ei->vpid = ns_nr(BPF_CORE_READ(task, group_leader, thread_pid));
+	ei->exe_flags = exe_flags;
 	off = blob_end(buf, off, TAG_EXEC_INFO, 0, sizeof(*ei));
 	h->len = off;
 	emit(buf, off);

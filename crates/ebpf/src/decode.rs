@@ -484,6 +484,10 @@ fn exec_event(r: &Record<'_>) -> Option<Event> {
             set(&mut evt, name, Param::Uint(v));
         }
     }
+    // `EXE_*` bits (`table::exe_flags`): the kernel side sets `FROM_MEMFD`.
+    if let Some(v) = u32_at(info, 96) {
+        set(&mut evt, "exe_flags", Param::Uint(u64::from(v)));
+    }
     Some(evt)
 }
 
@@ -696,6 +700,34 @@ mod tests {
             &Param::Bytes(b"/usr/bin/cat".to_vec())
         );
         assert!(e.is_truncated(e.etype.spec().param_index("cgroups").unwrap()));
+    }
+
+    #[test]
+    fn exec_of_a_memfd_carries_its_flag_and_name() {
+        let mut info = vec![0u8; 104];
+        info[96..100].copy_from_slice(&4u32.to_le_bytes());
+        let rec = Rec::new(REC_EXEC, 322, 9, 9, 0, [3, 0, 0, 0, 0x1000, 0])
+            .blob(TAG_FILENAME, 0, b"/dev/fd/3")
+            .blob(1, 0, b"")
+            .blob(TAG_EXEPATH, 0, b"memfd:payload")
+            .blob(TAG_EXEC_INFO, 0, &info)
+            .done();
+        let e = Decoder::new(0).decode(&rec).unwrap();
+        assert_eq!(
+            e.param_by_name("exe_flags"),
+            &Param::Uint(table::exe_flags::FROM_MEMFD)
+        );
+        assert_eq!(
+            e.param_by_name("trusted_exepath"),
+            &Param::Bytes(b"memfd:payload".to_vec())
+        );
+        // A record without the flags word (a shorter exec_info) leaves the parameter absent.
+        let rec = Rec::new(REC_EXEC, 59, 9, 9, 0, [0; 6])
+            .blob(TAG_FILENAME, 0, b"/bin/true")
+            .blob(TAG_EXEC_INFO, 0, &[0u8; 96])
+            .done();
+        let e = Decoder::new(0).decode(&rec).unwrap();
+        assert_eq!(e.param_by_name("exe_flags"), &Param::None);
     }
 
     #[test]

@@ -428,7 +428,10 @@ fn without_the_option_a_syscall_without_its_own_tracepoint_is_named_not_captured
     let Some(source) = open(&["init_module", "openat"]) else {
         return;
     };
-    assert!(source.fallback_syscalls().is_empty(), "no raw_syscalls unless asked");
+    assert!(
+        source.fallback_syscalls().is_empty(),
+        "no raw_syscalls unless asked"
+    );
     let own = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
         .iter()
         .any(|t| {
@@ -467,4 +470,121 @@ fn a_syscall_without_its_own_tracepoint_falls_back_to_raw_syscalls() {
         assert!(!source.attached_syscalls().contains(&175));
     }
     assert!(!source.fallback_syscalls().contains(&"openat"));
+}
+
+/// The two raw system calls fileless execution needs (std wraps neither).
+#[allow(unsafe_code)]
+mod memfd {
+    use std::ffi::{c_char, CStr};
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+    /// `memfd_create(name, 0)`.
+    pub fn create(name: &CStr) -> io::Result<OwnedFd> {
+        // SAFETY: `name` is NUL-terminated and outlives the call.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by memfd_create: open, and owned by nothing else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// `execveat(fd, "", argv, {}, AT_EMPTY_PATH)`; returns only on failure.
+    pub fn exec(fd: &OwnedFd, argv: &[&CStr]) -> io::Error {
+        let argv: Vec<*const c_char> = argv
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain(Some(std::ptr::null()))
+            .collect();
+        let envp: [*const c_char; 1] = [std::ptr::null()];
+        // SAFETY: the path is an empty NUL-terminated string, `argv` and `envp` are
+        // NULL-terminated arrays of NUL-terminated strings, all alive across the call (which
+        // replaces the process image on success).
+        unsafe {
+            libc::syscall(
+                libc::SYS_execveat,
+                fd.as_raw_fd(),
+                c"".as_ptr(),
+                argv.as_ptr(),
+                envp.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            )
+        };
+        io::Error::last_os_error()
+    }
+}
+
+const MEMFD_CHILD_ENV: &str = "VIGIL_EBPF_TEST_MEMFD_CHILD";
+
+/// Runs in the child: copies `/bin/true` into a memfd and executes it by descriptor.
+#[test]
+fn memfd_child_actions() {
+    if std::env::var_os(MEMFD_CHILD_ENV).is_none() {
+        return;
+    }
+    let fd = memfd::create(c"vigil-payload").expect("memfd_create");
+    let mut file = std::fs::File::from(fd);
+    let mut exe = std::fs::File::open("/bin/true").expect("open /bin/true");
+    std::io::copy(&mut exe, &mut file).expect("copy /bin/true into the memfd");
+    let fd = std::os::fd::OwnedFd::from(file);
+    let err = memfd::exec(&fd, &[c"vigil-memfd", c"arg"]);
+    panic!("execveat of the memfd failed: {err}");
+}
+
+#[test]
+fn exec_of_a_memfd_carries_the_memfd_flag_and_name() {
+    let Some(mut source) = open(&["execve", "execveat"]) else {
+        return;
+    };
+    let _snapshot = source.snapshot().expect("snapshot");
+    let exe = std::env::current_exe().expect("test binary path");
+    let status_child = Command::new(exe)
+        .args([
+            "--exact",
+            "memfd_child_actions",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(MEMFD_CHILD_ENV, "1")
+        .spawn()
+        .expect("spawn the child");
+    let child = i64::from(status_child.id());
+    let output = status_child.wait_with_output().expect("wait for the child");
+    assert!(output.status.success(), "child failed: {}", output.status);
+    let events = collect(&mut source, |evs| {
+        evs.iter()
+            .any(|e| e.pid == child && name_of(e) == "execveat")
+    });
+    let mine: Vec<&Event> = events.iter().filter(|e| e.pid == child).collect();
+    let exec = mine
+        .iter()
+        .find(|e| name_of(e) == "execveat")
+        .unwrap_or_else(|| panic!("no execveat of the child in {} events", events.len()));
+    assert_eq!(exec.res, 0);
+    assert_eq!(
+        exec.param_by_name("exe_flags"),
+        &Param::Uint(table::exe_flags::FROM_MEMFD)
+    );
+    assert_eq!(
+        bytes(exec.param_by_name("trusted_exepath")),
+        b"memfd:vigil-payload"
+    );
+    assert_eq!(bytes(exec.param_by_name("pathname")), b"");
+    assert_eq!(bytes(exec.param_by_name("exe")), b"vigil-memfd");
+    match exec.param_by_name("flags") {
+        Param::Uint(f) => assert_eq!(*f & 0x1000, 0x1000, "AT_EMPTY_PATH in {f:#x}"),
+        other => panic!("flags: {other:?}"),
+    }
+    // The first exec (the test binary itself, from a regular file): no memfd flag, a real path.
+    let exec1 = mine
+        .iter()
+        .find(|e| name_of(e) == "execve")
+        .unwrap_or_else(|| panic!("no execve of the child in {} events", events.len()));
+    assert_eq!(exec1.param_by_name("exe_flags"), &Param::Uint(0));
+    assert!(
+        bytes(exec1.param_by_name("trusted_exepath")).starts_with(b"/"),
+        "{:?}",
+        exec1.param_by_name("trusted_exepath")
+    );
 }
