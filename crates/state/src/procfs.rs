@@ -626,7 +626,12 @@ fn split_nul_list(raw: &[u8], max: usize) -> (Vec<Vec<u8>>, bool) {
 /// The `exe` link target: the path without ` (deleted)`, and whether it is a memfd.
 fn parse_exe_link(target: &[u8]) -> (Vec<u8>, bool) {
     let path = target.strip_suffix(b" (deleted)").unwrap_or(target);
-    (path.to_vec(), path.starts_with(b"/memfd:"))
+    // A memfd's link reads `/memfd:NAME (deleted)`; the live drivers name it `memfd:NAME`
+    // (the memfd's own name, as its `fd.name`), and so does the snapshot.
+    match path.strip_prefix(b"/") {
+        Some(name) if name.starts_with(b"memfd:") => (name.to_vec(), true),
+        _ => (path.to_vec(), false),
+    }
 }
 
 /// The fields of `/proc/<pid>/stat` we use.
@@ -1155,7 +1160,7 @@ mod tests {
         );
         assert_eq!(
             parse_exe_link(b"/memfd:run (deleted)"),
-            (b"/memfd:run".to_vec(), true)
+            (b"memfd:run".to_vec(), true)
         );
         assert_eq!(
             parse_exe_link(b"/usr/bin/x"),
@@ -1297,7 +1302,7 @@ mod tests {
         assert_eq!(leader.exe, b"/bin/sh");
         assert_eq!(leader.args, vec![b"-c".to_vec(), b"echo hi".to_vec()]);
         assert!(leader.env.is_empty(), "denied environ stays empty");
-        assert_eq!(leader.exepath, b"/memfd:stage2");
+        assert_eq!(leader.exepath, b"memfd:stage2");
         assert!(leader.exe_from_memfd);
         assert_eq!(leader.cwd, b"/tmp");
         assert_eq!(
