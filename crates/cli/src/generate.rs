@@ -95,8 +95,19 @@ fn list(pattern: &str, json: bool) -> Result<ExitCode> {
                     })
                 })
                 .collect();
+            // The rule names per ruleset, the shape `vigil generate bench` reads.
+            let rules_of = |set: vigil_generator::Ruleset| -> Vec<&str> {
+                action
+                    .all_expects()
+                    .iter()
+                    .filter(|e| e.ruleset == set)
+                    .map(|e| e.rule)
+                    .collect()
+            };
             let line = serde_json::json!({
                 "name": action.name,
+                "rules_stable": rules_of(vigil_generator::Ruleset::FalcoStable),
+                "rules_default": rules_of(vigil_generator::Ruleset::Vigil),
                 "description": action.description,
                 "needs_root": action.needs_root,
                 "needs_runc": action.needs_runc(),
