@@ -21,6 +21,7 @@ use vigil_rules::{
 use vigil_state::StateConfig;
 
 mod bench;
+mod capture_out;
 mod generate;
 mod outputs;
 mod run;
@@ -382,9 +383,7 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
         print_stats: args.stats,
     };
     let engine_for = |ruleset| {
-        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_default();
+        let hostname = outputs::host_name();
         Engine::new(ruleset, system_state_config(&hostname), hostname)
     };
     outputs::run(

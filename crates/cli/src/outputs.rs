@@ -421,7 +421,7 @@ pub fn run(
     reload: &mut Reload<'_>,
 ) -> Result<ExitCode> {
     let mut engine = engine_for(ruleset);
-    let hostname = engine_hostname();
+    let hostname = host_name();
     let stats_file = flags
         .stats_file
         .as_deref()
@@ -492,7 +492,8 @@ fn reload_all(reload: &mut Reload<'_>, engine: &mut Engine) -> Result<Config> {
     Ok(config)
 }
 
-pub fn engine_hostname() -> String {
+/// This host's name (empty when unreadable).
+pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default()

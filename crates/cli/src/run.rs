@@ -8,14 +8,13 @@
 //! `file_output`) sends them to a file instead.
 
 use std::ffi::OsString;
-use std::fs::File;
+
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use vigil_event::codec::{binary, jsonl};
 use vigil_event::{Event, Param, Snapshot};
 use vigil_fields::Value;
 use vigil_output::{Alert, JsonOptions, Outputs};
@@ -24,6 +23,8 @@ use vigil_rules::eval::EvalCtx;
 use vigil_rules::ruleset::wildcard_match;
 use vigil_rules::{RuleMatching, Ruleset};
 use vigil_state::State;
+
+use crate::capture_out::CaptureOut;
 
 use super::{load_selection, system_state_config, InvalidInput, Matching, RulesSelection};
 
@@ -92,54 +93,6 @@ enum MechanismArg {
 enum EnforceAction {
     Deny,
     Kill,
-}
-
-enum CaptureOut {
-    Jsonl(jsonl::Writer<BufWriter<File>>),
-    Binary(binary::Writer<BufWriter<File>>),
-}
-
-impl CaptureOut {
-    fn create(path: &Path) -> Result<CaptureOut> {
-        let file =
-            File::create(path).with_context(|| format!("cannot create `{}`", path.display()))?;
-        let out = BufWriter::new(file);
-        let jsonl = matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("jsonl" | "json")
-        );
-        Ok(if jsonl {
-            CaptureOut::Jsonl(jsonl::Writer::new(out))
-        } else {
-            CaptureOut::Binary(binary::Writer::new(out))
-        })
-    }
-
-    fn snapshot(&mut self, snap: &Snapshot) -> Result<(), vigil_event::codec::CaptureError> {
-        match self {
-            CaptureOut::Jsonl(w) => w.write_snapshot(snap),
-            CaptureOut::Binary(w) => w.write_snapshot(snap),
-        }
-    }
-
-    fn event(&mut self, event: &Event) -> Result<(), vigil_event::codec::CaptureError> {
-        match self {
-            CaptureOut::Jsonl(w) => w.write_event(event),
-            CaptureOut::Binary(w) => w.write_event(event),
-        }
-    }
-
-    fn finish(self) -> Result<()> {
-        let out = match self {
-            CaptureOut::Jsonl(w) => w.finish(),
-            CaptureOut::Binary(w) => w.finish(),
-        }
-        .map_err(|e| anyhow::anyhow!("cannot write the capture: {e}"))?;
-        out.into_inner()
-            .map_err(|e| e.into_error())
-            .context("cannot write the capture")?;
-        Ok(())
-    }
 }
 
 /// State + rules over the tracer's events, with the enforcement decision.
@@ -451,9 +404,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         include_tags: config.json_include_tags_property,
         include_output_fields: config.json_include_output_fields_property,
     });
-    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
+    let hostname = crate::outputs::host_name();
     let remote = remote_outputs(&config, &hostname)?;
     let ctx = ruleset.new_ctx();
     let mut pipeline = Pipeline {

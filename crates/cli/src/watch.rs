@@ -1,8 +1,6 @@
 //! `vigil watch`: host-wide capture with eBPF, evaluated live against the rules.
 
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -11,10 +9,10 @@ use clap::Args;
 use vigil_capture::{InterestSet, Source};
 use vigil_ebpf::{BpfOptions, BpfSource};
 use vigil_engine::Engine;
-use vigil_event::codec::{binary, jsonl, CaptureError};
-use vigil_event::{Event, EventType, Snapshot};
+use vigil_event::{Event, EventType};
 use vigil_rules::{RuleMatching, Ruleset};
 
+use crate::capture_out::CaptureOut;
 use crate::outputs::{Agent, AgentFlags};
 
 use crate::{load_selection, system_state_config, Matching, RulesSelection};
@@ -31,7 +29,7 @@ pub struct WatchArgs {
     #[arg(long, value_enum)]
     rule_matching: Option<Matching>,
     /// Also record the start snapshot and every captured event into FILE (JSON lines if the
-    /// name ends in `.jsonl`, else the binary form); `vigil replay FILE` gives the same alerts.
+    /// name ends in `.jsonl` or `.json`, else the binary form); `vigil replay FILE` gives the same alerts.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     write: Option<PathBuf>,
     /// Stop after SECS seconds (default: run until SIGINT or SIGTERM).
@@ -53,52 +51,6 @@ pub struct WatchArgs {
     /// Interval of the stats file lines, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     stats_interval: u64,
-}
-
-/// The capture being written, in either form.
-enum CaptureOut {
-    Binary(binary::Writer<BufWriter<File>>),
-    Jsonl(jsonl::Writer<BufWriter<File>>),
-}
-
-impl CaptureOut {
-    fn create(path: &Path, snapshot: &Snapshot) -> Result<CaptureOut> {
-        let file =
-            File::create(path).with_context(|| format!("cannot create `{}`", path.display()))?;
-        let out = BufWriter::new(file);
-        let mut writer = if path.extension().is_some_and(|e| e == "jsonl") {
-            CaptureOut::Jsonl(jsonl::Writer::new(out))
-        } else {
-            CaptureOut::Binary(binary::Writer::new(out))
-        };
-        writer
-            .snapshot(snapshot)
-            .with_context(|| format!("cannot write `{}`", path.display()))?;
-        Ok(writer)
-    }
-
-    fn snapshot(&mut self, snapshot: &Snapshot) -> Result<(), CaptureError> {
-        match self {
-            CaptureOut::Binary(w) => w.write_snapshot(snapshot),
-            CaptureOut::Jsonl(w) => w.write_snapshot(snapshot),
-        }
-    }
-
-    fn event(&mut self, event: &Event) -> Result<(), CaptureError> {
-        match self {
-            CaptureOut::Binary(w) => w.write_event(event),
-            CaptureOut::Jsonl(w) => w.write_event(event),
-        }
-    }
-
-    fn finish(self) -> Result<()> {
-        let out = match self {
-            CaptureOut::Binary(w) => w.finish()?,
-            CaptureOut::Jsonl(w) => w.finish()?,
-        };
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        Ok(())
-    }
 }
 
 /// The rules, rule matching and configuration of a watch (again on SIGHUP).
@@ -149,7 +101,12 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         .snapshot()
         .context("cannot read the start snapshot")?;
     let mut capture = match &args.write {
-        Some(path) => Some(CaptureOut::create(path, &snapshot)?),
+        Some(path) => Some({
+            let mut cap = CaptureOut::create(path)?;
+            cap.snapshot(&snapshot)
+                .with_context(|| format!("cannot write `{}`", path.display()))?;
+            cap
+        }),
         None => None,
     };
     let hostname = String::from_utf8_lossy(&snapshot.hostname).into_owned();
