@@ -97,6 +97,10 @@ const REORDER_WINDOW_NS: u64 = 2_000_000;
 const FALLBACK_NR_LIMIT: u16 = 512;
 /// Sleep between polls of empty ring buffers.
 const POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// Most decoded events held in user space. Past it the kernel's rings are left alone until
+/// the consumer catches up (the rings are the buffer, so memory stays bounded), and the
+/// oldest events are delivered even when younger than the reorder window.
+const HELD_LIMIT: usize = 16_384;
 
 /// Whether this process can run the eBPF driver here; the error names what is missing.
 pub fn check_support() -> Result<(), EbpfError> {
@@ -157,8 +161,13 @@ pub struct BpfSource {
     snapshot_stats: SnapshotStats,
     raw: Vec<u8>,
     fresh: Vec<Event>,
+    /// Scratch for merging the held events later than the earliest fresh one.
+    tail: Vec<Event>,
     /// Decoded events not yet old enough to deliver, by timestamp.
     held: VecDeque<Event>,
+    /// `CLOCK_BOOTTIME` when the rings were last read: every record stamped a reorder window
+    /// before it has been pulled into `held`.
+    pulled_at: u64,
     delivered: u64,
     max_wait: Duration,
     unsupported: Vec<&'static str>,
@@ -179,7 +188,9 @@ impl BpfSource {
             snapshot_stats: SnapshotStats::default(),
             raw: Vec::with_capacity(1 << 20),
             fresh: Vec::with_capacity(4096),
+            tail: Vec::new(),
             held: VecDeque::with_capacity(4096),
+            pulled_at: 0,
             delivered: 0,
             max_wait: options.max_wait,
             unsupported: Vec::new(),
@@ -269,30 +280,70 @@ impl BpfSource {
     }
 
     /// Moves newly committed records into `held`, sorted by time.
+    ///
+    /// Only the held events later than the earliest fresh one are merged with the fresh
+    /// ones (a short tail: the rings are drained every few milliseconds), so the cost of a
+    /// pull does not grow with the number of events held.
     fn pull(&mut self) -> Result<(), EbpfError> {
         self.raw.clear();
+        self.pulled_at = sys::boot_now();
         self.bpf.consume(&mut self.raw)?;
         if self.raw.is_empty() {
             return Ok(());
         }
         self.decoder.decode_all(&self.raw, &mut self.fresh);
-        self.fresh.sort_by_key(|e| e.ts);
-        let in_order = match (self.held.back(), self.fresh.first()) {
-            (Some(last), Some(first)) => last.ts <= first.ts,
-            _ => true,
-        };
-        self.held.extend(self.fresh.drain(..));
-        if !in_order {
-            self.held.make_contiguous().sort_by_key(|e| e.ts);
-        }
+        insert_sorted(&mut self.held, &mut self.tail, &mut self.fresh);
         Ok(())
     }
 
-    /// How many held events are old enough to deliver (older than the reorder window).
+    /// How many held events to deliver: those a reorder window older than the last pull
+    /// (anything older has been pulled, so nothing can come before them any more), and, at
+    /// [`HELD_LIMIT`], the oldest ones regardless of age (at least one, so a full queue
+    /// always drains).
     fn ready(&self) -> usize {
-        let now = sys::boot_now().saturating_add(self.decoder.boot_offset);
-        let watermark = now.saturating_sub(REORDER_WINDOW_NS);
-        self.held.partition_point(|e| e.ts <= watermark)
+        let pulled = self.pulled_at.saturating_add(self.decoder.boot_offset);
+        deliverable(&self.held, pulled.saturating_sub(REORDER_WINDOW_NS))
+    }
+}
+
+/// How many of `held` (sorted by time) to deliver: those stamped at or before `watermark`,
+/// and at least enough to bring it under [`HELD_LIMIT`].
+fn deliverable(held: &VecDeque<Event>, watermark: u64) -> usize {
+    let old = held.partition_point(|e| e.ts <= watermark);
+    old.max(held.len().saturating_sub(HELD_LIMIT - 1))
+}
+
+/// Moves `fresh` (any order) into `held` (sorted by time), keeping it sorted; events of
+/// equal time keep their order, held ones first. Only the part of `held` later than the
+/// earliest fresh event is touched (through the scratch `tail`).
+fn insert_sorted(held: &mut VecDeque<Event>, tail: &mut Vec<Event>, fresh: &mut Vec<Event>) {
+    fresh.sort_by_key(|e| e.ts);
+    let Some(first) = fresh.first().map(|e| e.ts) else {
+        return;
+    };
+    let split = held.partition_point(|e| e.ts <= first);
+    if split == held.len() {
+        held.extend(fresh.drain(..));
+        return;
+    }
+    tail.extend(held.drain(split..));
+    merge_sorted(held, tail, fresh);
+}
+
+/// Appends to `out` the events of `a` and `b` (each sorted by time) in time order, `a`
+/// first among equal times; empties both.
+fn merge_sorted(out: &mut VecDeque<Event>, a: &mut Vec<Event>, b: &mut Vec<Event>) {
+    let mut a_it = a.drain(..).peekable();
+    let mut b_it = b.drain(..).peekable();
+    loop {
+        let take_a = match (a_it.peek(), b_it.peek()) {
+            (Some(x), Some(y)) => x.ts <= y.ts,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_a { a_it.next() } else { b_it.next() };
+        out.extend(next);
     }
 }
 
@@ -305,8 +356,10 @@ impl Source for BpfSource {
     fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, SourceError> {
         let deadline = Instant::now() + self.max_wait;
         loop {
-            self.pull()
-                .map_err(|e| SourceError::driver("ebpf", e.to_string()))?;
+            if self.held.len() < HELD_LIMIT {
+                self.pull()
+                    .map_err(|e| SourceError::driver("ebpf", e.to_string()))?;
+            }
             let ready = self.ready().min(max);
             if ready > 0 {
                 out.extend(self.held.drain(..ready));
@@ -345,6 +398,93 @@ impl Source for BpfSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vigil_event::EventType;
+
+    fn ev(ts: u64, num: u64) -> Event {
+        Event {
+            num,
+            ts,
+            tid: 1,
+            pid: 1,
+            etype: EventType(0),
+            res: 0,
+            params: Vec::new(),
+            truncated: 0,
+        }
+    }
+
+    #[test]
+    fn merge_keeps_time_order_and_older_first_on_ties() {
+        let mut out: VecDeque<Event> = [ev(1, 0)].into_iter().collect();
+        let mut a = vec![ev(3, 1), ev(5, 2), ev(5, 3)];
+        let mut b = vec![ev(2, 4), ev(5, 5), ev(9, 6)];
+        merge_sorted(&mut out, &mut a, &mut b);
+        let got: Vec<(u64, u64)> = out.iter().map(|e| (e.ts, e.num)).collect();
+        assert_eq!(
+            got,
+            [(1, 0), (2, 4), (3, 1), (5, 2), (5, 3), (5, 5), (9, 6)],
+            "merged order"
+        );
+        assert!(a.is_empty() && b.is_empty(), "inputs are emptied");
+    }
+
+    fn order(held: &VecDeque<Event>) -> Vec<(u64, u64)> {
+        held.iter().map(|e| (e.ts, e.num)).collect()
+    }
+
+    #[test]
+    fn insert_sorted_appends_or_merges_the_tail() {
+        let mut held: VecDeque<Event> = [ev(10, 0), ev(20, 1), ev(30, 2)].into_iter().collect();
+        let mut tail = Vec::new();
+        // Later than everything held: appended, sorted.
+        let mut fresh = vec![ev(50, 4), ev(40, 3)];
+        insert_sorted(&mut held, &mut tail, &mut fresh);
+        assert_eq!(order(&held), [(10, 0), (20, 1), (30, 2), (40, 3), (50, 4)]);
+        // A record of another CPU stamped earlier: merged into the tail; ties keep the held
+        // event first.
+        let mut fresh = vec![ev(45, 6), ev(20, 5), ev(60, 7)];
+        insert_sorted(&mut held, &mut tail, &mut fresh);
+        assert_eq!(
+            order(&held),
+            [
+                (10, 0),
+                (20, 1),
+                (20, 5),
+                (30, 2),
+                (40, 3),
+                (45, 6),
+                (50, 4),
+                (60, 7)
+            ]
+        );
+        assert!(fresh.is_empty() && tail.is_empty(), "scratch emptied");
+        // Nothing fresh: nothing changes.
+        insert_sorted(&mut held, &mut tail, &mut Vec::new());
+        assert_eq!(held.len(), 8, "unchanged");
+    }
+
+    #[test]
+    fn deliverable_waits_for_the_window_but_bounds_the_queue() {
+        let held: VecDeque<Event> = (0..10).map(|i| ev(100 + i, i)).collect();
+        assert_eq!(deliverable(&held, 99), 0, "all too young");
+        assert_eq!(deliverable(&held, 104), 5, "up to the watermark");
+        assert_eq!(deliverable(&held, u64::MAX), 10, "all old");
+        let full: VecDeque<Event> = (0..HELD_LIMIT as u64 + 10)
+            .map(|i| ev(100 + i, i))
+            .collect();
+        assert_eq!(
+            deliverable(&full, 0),
+            11,
+            "a full queue drains below its limit"
+        );
+        assert_eq!(deliverable(&full, 104), 11, "whichever is more");
+        let at_limit: VecDeque<Event> = (0..HELD_LIMIT as u64).map(|i| ev(100 + i, i)).collect();
+        assert_eq!(
+            deliverable(&at_limit, 0),
+            1,
+            "a queue at its limit always moves"
+        );
+    }
 
     #[test]
     fn errors_name_what_is_missing_and_suggest_run() {

@@ -267,7 +267,12 @@ impl Bpf {
             });
         }
         let mut raw = self.raw.borrow_mut();
-        out.append(&mut raw);
+        if out.is_empty() {
+            // No copy: the buffers trade places (and capacities).
+            std::mem::swap(out, &mut *raw);
+        } else {
+            out.append(&mut raw);
+        }
         Ok(())
     }
 
