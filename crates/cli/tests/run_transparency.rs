@@ -375,7 +375,14 @@ fn signals_sent_to_vigil_reach_the_workload() {
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut reader, &mut rest).unwrap();
         let status = child.wait().unwrap();
-        assert_eq!(rest, format!("got {sig}\n"), "signal {sig}");
+        // The status says which side failed if the output is missing: killed by the signal
+        // (Vigil did not forward it), exit 1 (the workload failed), or a Vigil error.
+        assert_eq!(
+            rest,
+            format!("got {sig}\n"),
+            "signal {sig}: exit {:?}",
+            ending(status)
+        );
         assert_eq!(status.code(), Some(sig), "signal {sig}");
     }
     // An unhandled forwarded signal kills the workload, and Vigil dies the same way.
