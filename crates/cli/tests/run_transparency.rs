@@ -360,8 +360,11 @@ fn signals_sent_to_vigil_reach_the_workload() {
     if !can_trace("forwarding") {
         return;
     }
-    let script = "import signal, sys, time\n\
-        def h(s, f):\n    print('got', s, flush=True)\n    sys.exit(s)\n\
+    // The handler writes with os.write: a signal can land while `print('ready', flush=True)`
+    // still holds stdout's buffer (the test reads `ready` as soon as it is written), and a
+    // print from the handler would then fail with CPython's "reentrant call" error.
+    let script = "import os, signal, time\n\
+        def h(s, f):\n    os.write(1, b'got %d\\n' % s)\n    os._exit(s)\n\
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):\n\
         \x20   signal.signal(s, h)\n\
         print('ready', flush=True)\ntime.sleep(60)\n";
