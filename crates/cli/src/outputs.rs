@@ -343,11 +343,12 @@ impl Agent {
 
     /// Between batches: SIGUSR1 reopens the outputs, SIGHUP reloads configuration and rules
     /// through `reload` (returning the new configuration; errors keep the running one), and
-    /// the stats file and metrics snapshots are written when due.
+    /// the stats file and metrics snapshots are written when due (`source` gives the source's
+    /// counters; it is only asked then, since reading them may cost a system call).
     pub fn housekeeping(
         &mut self,
         engine: &mut Engine,
-        source: &SourceStats,
+        source: &dyn Fn() -> SourceStats,
         reload: &mut Reload<'_>,
     ) -> Result<Option<Config>> {
         if self.signals.take_reopen() {
@@ -387,7 +388,7 @@ impl Agent {
             }
         }
         if self.tick.due() {
-            let c = counts(engine, source, self.eval);
+            let c = counts(engine, &source(), self.eval);
             self.tick
                 .run(&c, &mut self.outputs, now_ns())
                 .context("cannot write the stats file")?;
@@ -452,7 +453,7 @@ pub fn run(
                 .next(&mut engine, &mut batch)
                 .with_context(|| format!("cannot replay `{}`", path.display()))?;
             agent.process(&mut engine, &batch);
-            agent.housekeeping(&mut engine, &feed.stats(), reload)?;
+            agent.housekeeping(&mut engine, &|| feed.stats(), reload)?;
             if agent.stop_requested() {
                 feed.stop();
                 break;

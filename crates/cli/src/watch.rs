@@ -161,7 +161,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             }
             agent.process(&mut engine, &batch);
             let reloaded =
-                agent.housekeeping(&mut engine, &source.stats(), &mut || configure(&args))?;
+                agent.housekeeping(&mut engine, &|| source.stats(), &mut || configure(&args))?;
             if reloaded.is_some() {
                 let interest = rules_interest(engine.ruleset());
                 source
