@@ -33,6 +33,7 @@ use super::{load_selection, system_state_config, InvalidInput, Matching, RulesSe
 pub const ENFORCE_TAG: &str = "vigil.enforce";
 
 const EPERM: i32 = 1;
+const ENOENT: i64 = 2;
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -260,6 +261,28 @@ impl Handler for Pipeline {
         }
     }
 
+    /// Skips the exit of an open no rule could match whatever it returns — unless a capture
+    /// is written (it records every event of the interest set). Judged as a failed call,
+    /// whose view names the path from the arguments without adding a descriptor.
+    fn wants_result(&mut self, entry: &Event) -> bool {
+        if self.capture.is_some() {
+            return true;
+        }
+        let mut probe = entry.clone();
+        probe.res = -ENOENT;
+        self.state.apply(&probe);
+        let may = {
+            let view = self.state.view(&probe);
+            self.ruleset.may_match_before_result(&view, &mut self.ctx)
+        };
+        self.state.finish(&probe);
+        may
+    }
+
+    fn learn_fd(&mut self, pid: i64, info: &vigil_event::FdInfo) {
+        self.state.learn_fd(pid, info);
+    }
+
     fn event(&mut self, event: &Event) {
         self.events += 1;
         self.record(event);
@@ -285,6 +308,33 @@ fn report_syscalls(ruleset: &Ruleset) -> (Vec<u16>, bool) {
     nrs.sort_unstable();
     nrs.dedup();
     (nrs, all)
+}
+
+/// Seccomp conditions for syscalls whose successful result is one of their arguments
+/// (`dup2`/`dup3` return `newfd`, the second argument): when every enabled rule watching
+/// one requires `evt.rawres` to be one of some non-negative numbers, only calls with that
+/// argument stop (`dup2(sock, 0..=2)` for a redirection rule; `close(dup2(0, 9))` loops run
+/// free). A negative value (an errno) would make failures of any call match: no condition.
+fn result_arg_conditions(ruleset: &Ruleset) -> Vec<(u16, vigil_ptrace::ArgIn)> {
+    use vigil_fields::Catalog;
+    let Ok(rawres) = vigil_state::catalog().lookup("evt.rawres", None) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, arg) in [("dup2", 1u8), ("dup3", 1)] {
+        let Some(etype) = vigil_event::table::by_name(name) else {
+            continue;
+        };
+        let (Some(nr), Some(values)) = (etype.spec().nr, ruleset.required_values(etype.0, &rawres))
+        else {
+            continue;
+        };
+        let values: Option<Vec<u32>> = values.iter().map(|&v| u32::try_from(v).ok()).collect();
+        if let Some(values) = values.filter(|v| !v.is_empty()) {
+            out.push((nr, vigil_ptrace::ArgIn { arg, values }));
+        }
+    }
+    out
 }
 
 /// Which enabled rules block, and the syscalls they judge at entry.
@@ -364,6 +414,12 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     });
     let (enforced, judged) = enforced_rules(&ruleset, &args)?;
     let (report, all) = report_syscalls(&ruleset);
+    let report_when = if args.write.is_some() {
+        // A capture records every event of the interest set.
+        Vec::new()
+    } else {
+        result_arg_conditions(&ruleset)
+    };
     if all {
         eprintln!(
             "vigil: warning: a rule does not restrict evt.type: every syscall of the workload \
@@ -428,6 +484,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let spec = RunSpec {
         program: command.next().unwrap_or_default(),
         args: command.collect(),
+        report_when,
         report,
         judged,
         learn: args.learn.is_some(),
@@ -455,12 +512,14 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         let s = &outcome.stats;
         eprintln!(
             "vigil: traced_syscalls={} stops={} seccomp_stops={} exit_stops={} tasks={} \
-             events={} alerts={} judged={} blocked={} killed={} read_faults={}",
+             skipped_exits={} events={} alerts={} judged={} blocked={} killed={} \
+             read_faults={}",
             traced,
             s.stops,
             s.seccomp_stops,
             s.exit_stops,
             s.tasks,
+            s.skipped_exits,
             pipeline.events,
             pipeline.alerts,
             s.judged,

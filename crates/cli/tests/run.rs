@@ -531,6 +531,71 @@ fn descriptors_reused_by_untraced_calls_are_not_misnamed() {
         .unwrap_or_else(|| panic!("no fchmod alert: {stderr}"));
     assert!(!line.contains("/etc/hostname"), "stale fd name: {line}");
     assert!(!line.contains("type=file"), "stale fd type: {line}");
+    // The reused number is described from /proc when it is used.
+    assert!(line.contains("type=pipe"), "learned fd type: {line}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Opens no rule can match whatever they return run without their exit stop; a descriptor
+/// opened that way is described from /proc when a later call uses it, so an `openat`
+/// relative to it still names the right file and alerts.
+#[test]
+fn unneeded_open_exits_are_skipped_and_their_descriptors_learnt() {
+    if !can_trace("skip_exits") {
+        return;
+    }
+    let dir = scratch("skip_exits");
+    let sub = dir.join("keys");
+    fs::create_dir_all(&sub).unwrap();
+    fs::write(sub.join("id_rsa"), "secret").unwrap();
+    let target = sub.join("id_rsa");
+    let rules = dir.join("open.yaml");
+    fs::write(
+        &rules,
+        format!(
+            "- rule: Key opened\n  desc: t\n  condition: evt.type in (open, openat) and \
+             evt.rawres >= 0 and fd.name = {}\n  output: \"key fd=%fd.num name=%fd.name\"\n  \
+             priority: NOTICE\n",
+            target.display()
+        ),
+    )
+    .unwrap();
+    // The directory's open matches nothing (skipped); the key's open is relative to it.
+    let py = format!(
+        "import os\nd = os.open('{}', os.O_RDONLY | os.O_DIRECTORY)\n\
+         fd = os.open('id_rsa', os.O_RDONLY, dir_fd=d)\nprint(fd)\n",
+        sub.display()
+    );
+    let out = vigil(&[
+        "run",
+        "--stats",
+        "-r",
+        rules.to_str().unwrap(),
+        "--",
+        "python3",
+        "-c",
+        &py,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let fd = text(&out.stdout).trim().to_string();
+    let alerts: Vec<&str> = stderr.lines().filter(|l| l.contains("key fd=")).collect();
+    assert_eq!(alerts.len(), 1, "one alert: {stderr}");
+    assert!(
+        alerts[0].contains(&format!("key fd={fd} name={}", target.display())),
+        "the relative open is resolved through the learnt directory fd: {stderr}"
+    );
+    let stats = stderr
+        .lines()
+        .find(|l| l.starts_with("vigil: traced_syscalls="))
+        .unwrap_or_else(|| panic!("no stats line: {stderr}"));
+    let skipped: u64 = stats
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("skipped_exits="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no skipped_exits in {stats}"));
+    // Python's own start-up opens (modules, locale) plus the directory: none can match.
+    assert!(skipped >= 2, "{stats}");
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -677,5 +742,51 @@ fn alerts_also_reach_the_configured_http_output() {
     assert!(
         out.stdout.starts_with(b"root:"),
         "workload stdout untouched"
+    );
+}
+
+/// The default redirection rule needs `evt.rawres in (0, 1, 2)` on dup2/dup3, whose result is
+/// their second argument: the seccomp filter stops only for those, so a dup2 onto another
+/// descriptor (and plain dup, not watched) never reaches the tracer, and the real
+/// redirection still alerts.
+#[test]
+fn dup2_onto_other_descriptors_never_stops() {
+    if !can_trace("dup2_filter") {
+        return;
+    }
+    let stops = |loops: u32| -> (u64, String) {
+        let py = format!(
+            "import os, socket\nfor i in range({loops}):\n    os.close(os.dup(0))\n    \
+             os.dup2(0, 9)\n    os.close(9)\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\n\
+             s.listen(1)\nc = socket.create_connection(s.getsockname())\n\
+             saved = os.dup(1)\nos.dup2(c.fileno(), 1)\nos.dup2(saved, 1)\n"
+        );
+        let out = vigil(&["run", "--stats", "--", "python3", "-c", &py]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let n = stderr
+            .lines()
+            .find(|l| l.starts_with("vigil: traced_syscalls="))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix("seccomp_stops="))
+            })
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no seccomp_stops in {stderr}"));
+        (n, stderr)
+    };
+    let (few, _) = stops(0);
+    let (many, stderr) = stops(3000);
+    assert!(
+        many < few + 300,
+        "3000 dup/dup2(…, 9) pairs stopped the tracer: {few} stops without, {many} with"
+    );
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("redirected to a network connection") && l.contains("newfd=1"))
+            .count(),
+        1,
+        "the dup2 of the socket onto stdout alerts once: {stderr}"
     );
 }

@@ -235,6 +235,15 @@ pub trait Catalog {
     /// The id of the field that holds the event type (`evt.type`), which the rules engine
     /// analyses to index rules by event type.
     fn evt_type_field(&self) -> FieldId;
+    /// Whether `field` can only be known once a syscall has returned: its result, and what
+    /// the result created (the new descriptor's number and kind), as opposed to what its
+    /// arguments and the state before it say. A kernel-less driver evaluates rules at syscall
+    /// entry with such fields treated as unknown, to decide whether it must wait for the
+    /// result at all. `false` (the default) keeps a field as an entry-time fact.
+    fn depends_on_result(&self, field: &FieldRef) -> bool {
+        let _ = field;
+        false
+    }
 }
 
 /// The values of fields for one event. Implemented by `vigil-state` over (event, state).

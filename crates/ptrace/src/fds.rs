@@ -6,12 +6,22 @@
 //! while the tracee is stopped; if it is not the remembered one (the fd was closed and
 //! reused by an untraced call), a synthetic `close` of it is delivered first, so the state
 //! forgets the stale entry: `fd.*` fields then read as unknown instead of describing the
-//! wrong object.
+//! wrong object. The new object is then read from `/proc` ([`Fix::Learn`]), so the state
+//! engine knows descriptors whose creating call it never saw (an open whose exit stop was
+//! not needed, an untraced `dup`) the way a `/proc` snapshot describes them.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 
-use vigil_event::{table, Event, Param, ParamKind};
+use vigil_event::{table, Event, FdInfo, Param, ParamKind};
+
+/// What to tell the state engine before an event, so its descriptor table is right.
+pub(crate) enum Fix {
+    /// Forget the descriptor (a synthetic `close`).
+    Close(Event),
+    /// Process `.0` has this descriptor now (read from `/proc`).
+    Learn(i64, FdInfo),
+}
 
 /// `(process, fd)` → `(dev, ino)` of the object the state engine knows for it.
 #[derive(Default)]
@@ -53,8 +63,10 @@ impl Ledger {
         }
     }
 
-    /// The synthetic `close` events to deliver before `event`.
-    pub(crate) fn stale_before(&mut self, event: &Event) -> Vec<Event> {
+    /// The fixes to deliver before `event`: for each descriptor it uses that is not the
+    /// object last told, a synthetic `close`, then (when it is open) the object it is now.
+    /// Sockets are not learnt this way (their tuples come from the traced calls).
+    pub(crate) fn stale_before(&mut self, event: &Event) -> Vec<Fix> {
         let mut out = Vec::new();
         let Some(close) = table::by_name("close") else {
             return out;
@@ -74,7 +86,7 @@ impl Ledger {
                     self.known.remove(&(event.pid, fd));
                 }
             }
-            out.push(Event {
+            out.push(Fix::Close(Event {
                 num: 0,
                 ts: event.ts,
                 tid: event.tid,
@@ -83,7 +95,14 @@ impl Ledger {
                 res: 0,
                 params: vec![Param::Int(fd)],
                 truncated: 0,
-            });
+            }));
+            if now.is_some() {
+                if let Some(info) =
+                    vigil_state::read_fd(event.pid, fd).filter(|i| !i.name.starts_with(b"socket:"))
+                {
+                    out.push(Fix::Learn(event.pid, info));
+                }
+            }
         }
         out
     }
@@ -179,10 +198,18 @@ mod tests {
         drop(a);
         let b = std::fs::File::open("/etc/hostname").unwrap();
         assert_eq!(i64::from(b.as_raw_fd()), fd, "the number is reused");
-        let closes = ledger.stale_before(&use_it);
-        assert_eq!(closes.len(), 1);
-        assert_eq!(closes[0].etype.name(), "close");
-        assert_eq!(closes[0].params, vec![Param::Int(fd)]);
+        let fixes = ledger.stale_before(&use_it);
+        assert_eq!(fixes.len(), 2, "a close, then the new object");
+        let Fix::Close(close) = &fixes[0] else {
+            panic!("the stale entry is closed first")
+        };
+        assert_eq!(close.etype.name(), "close");
+        assert_eq!(close.params, vec![Param::Int(fd)]);
+        let Fix::Learn(pid, info) = &fixes[1] else {
+            panic!("then the descriptor is described from /proc")
+        };
+        assert_eq!((*pid, info.fd), (me, fd));
+        assert_eq!(info.name, b"/etc/hostname".to_vec());
         // Once reported, the new object is the known one.
         assert!(ledger.stale_before(&use_it).is_empty());
         // AT_FDCWD and results are not "used" descriptors.
@@ -196,9 +223,16 @@ mod tests {
         assert_eq!(ledger.known.get(&(me, fd)), Some(&(1, 2)));
         assert_eq!(
             ledger.stale_before(&use_it).len(),
-            1,
+            2,
             "(1, 2) is not the real object"
         );
+        // A descriptor the ledger never heard of is described, not only closed.
+        let unknown = ev("fchdir", me, 0, vec![Param::Int(fd)]);
+        ledger.known.clear();
+        assert!(matches!(
+            ledger.stale_before(&unknown).as_slice(),
+            [Fix::Close(_), Fix::Learn(..)]
+        ));
         ledger.fork(me, me + 1_000_000);
         ledger.exit(me);
         assert!(ledger.known.keys().all(|(p, _)| *p != me));

@@ -46,9 +46,36 @@ pub const fn ret_errno(errno: u16) -> u32 {
     RET_ERRNO | errno as u32
 }
 
+/// A condition on one argument register, decided in the filter: the low 32 bits of argument
+/// `arg` (0-based) equal one of `values`. Exact for arguments the kernel reads as 32-bit
+/// integers (descriptors), which is what it is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgIn {
+    pub arg: u8,
+    pub values: Vec<u32>,
+}
+
+/// At most this many values per [`ArgIn`] (keeps every jump short).
+pub const MAX_ARG_VALUES: usize = 64;
+
+/// `struct seccomp_data.args[i]`, low 32 bits (x86-64 is little-endian).
+const fn off_arg_low(i: u8) -> u32 {
+    16 + 8 * i as u32
+}
+
 /// A program returning `action` for each listed syscall (the first entry for a number wins)
 /// and `default` for every other x86-64 syscall.
 pub fn build(entries: &[(u16, u32)], default: u32) -> Vec<SockFilter> {
+    let conditional: Vec<(u16, u32, Option<ArgIn>)> =
+        entries.iter().map(|&(nr, a)| (nr, a, None)).collect();
+    build_conditional(&conditional, default)
+}
+
+/// [`build`] where an entry may carry a condition: that syscall gets `action` only when the
+/// condition holds, `default` otherwise (no later entry is consulted for its number).
+/// A condition with no values, or more than [`MAX_ARG_VALUES`], or on an argument beyond the
+/// sixth, is ignored (the action applies unconditionally).
+pub fn build_conditional(entries: &[(u16, u32, Option<ArgIn>)], default: u32) -> Vec<SockFilter> {
     let mut prog = Vec::with_capacity(6 + 2 * entries.len());
     prog.push(bpf_stmt(BPF_LD_W_ABS, OFF_ARCH));
     prog.push(bpf_jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, 1, 0));
@@ -57,22 +84,51 @@ pub fn build(entries: &[(u16, u32)], default: u32) -> Vec<SockFilter> {
     prog.push(bpf_jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1));
     prog.push(bpf_stmt(BPF_RET_K, RET_ERRNO | ENOSYS));
     let mut seen = Vec::new();
-    for &(nr, action) in entries {
+    for (nr, action, when) in entries {
+        let (nr, action) = (*nr, *action);
         if action == default || seen.contains(&nr) {
             continue;
         }
         seen.push(nr);
-        prog.push(bpf_jump(BPF_JEQ_K, u32::from(nr), 0, 1));
-        prog.push(bpf_stmt(BPF_RET_K, action));
+        match when
+            .as_ref()
+            .filter(|w| !w.values.is_empty() && w.values.len() <= MAX_ARG_VALUES && w.arg < 6)
+        {
+            None => {
+                prog.push(bpf_jump(BPF_JEQ_K, u32::from(nr), 0, 1));
+                prog.push(bpf_stmt(BPF_RET_K, action));
+            }
+            Some(w) => {
+                // jeq nr ? next : past the block
+                // ld args[arg].low; jeq v_i ? ret action : next …; ret default; ret action
+                let n = w.values.len();
+                let block = u8::try_from(n + 3).expect("at most MAX_ARG_VALUES values");
+                prog.push(bpf_jump(BPF_JEQ_K, u32::from(nr), 0, block));
+                prog.push(bpf_stmt(BPF_LD_W_ABS, off_arg_low(w.arg)));
+                for (i, &v) in w.values.iter().enumerate() {
+                    let to_action = u8::try_from(n - i).expect("at most MAX_ARG_VALUES values");
+                    prog.push(bpf_jump(BPF_JEQ_K, v, to_action, 0));
+                }
+                prog.push(bpf_stmt(BPF_RET_K, default));
+                prog.push(bpf_stmt(BPF_RET_K, action));
+            }
+        }
     }
     prog.push(bpf_stmt(BPF_RET_K, default));
     prog
 }
 
-/// The tracing filter: `SECCOMP_RET_TRACE` for `traced`, `ALLOW` for the rest.
-pub fn trace_only(traced: &[u16]) -> Vec<SockFilter> {
-    let entries: Vec<(u16, u32)> = traced.iter().map(|&nr| (nr, RET_TRACE)).collect();
-    build(&entries, RET_ALLOW)
+/// The tracing filter with conditions: `SECCOMP_RET_TRACE` for `traced` (only where the
+/// syscall's [`ArgIn`] in `when` holds, for those listed there), `ALLOW` for the rest.
+pub fn trace_where(traced: &[u16], when: &[(u16, ArgIn)]) -> Vec<SockFilter> {
+    let entries: Vec<(u16, u32, Option<ArgIn>)> = traced
+        .iter()
+        .map(|&nr| {
+            let cond = when.iter().find(|(n, _)| *n == nr).map(|(_, c)| c.clone());
+            (nr, RET_TRACE, cond)
+        })
+        .collect();
+    build_conditional(&entries, RET_ALLOW)
 }
 
 /// The user-notify filter: `SECCOMP_RET_USER_NOTIF` for `notified`, `ALLOW` for the rest.
@@ -93,6 +149,11 @@ pub(crate) mod tests {
     /// A classic-BPF interpreter for the instructions [`build`] emits, over a
     /// `seccomp_data` with `nr` and `arch`.
     pub(crate) fn run(prog: &[SockFilter], nr: u32, arch: u32) -> u32 {
+        run_args(prog, nr, arch, &[0; 6])
+    }
+
+    /// [`run`] with argument registers.
+    pub(crate) fn run_args(prog: &[SockFilter], nr: u32, arch: u32, args: &[u64; 6]) -> u32 {
         let mut acc = 0u32;
         let mut pc = 0usize;
         loop {
@@ -103,6 +164,9 @@ pub(crate) mod tests {
                     acc = match ins.k {
                         OFF_NR => nr,
                         OFF_ARCH => arch,
+                        k if (16..64).contains(&k) && k % 8 == 0 => {
+                            args[((k - 16) / 8) as usize] as u32
+                        }
                         other => panic!("load from unexpected offset {other}"),
                     }
                 }
@@ -116,7 +180,7 @@ pub(crate) mod tests {
 
     #[test]
     fn traces_exactly_the_listed_syscalls() {
-        let prog = trace_only(&[257, 2, 59, 257]);
+        let prog = trace_where(&[257, 2, 59, 257], &[]);
         for nr in 0..460u32 {
             let expected = if [2, 59, 257].contains(&nr) {
                 RET_TRACE
@@ -130,7 +194,7 @@ pub(crate) mod tests {
 
     #[test]
     fn foreign_abis_are_refused() {
-        let prog = trace_only(&[2]);
+        let prog = trace_where(&[2], &[]);
         // i386 `open` is 5; the filter must not let it through as x86-64 `fstat`.
         assert_eq!(run(&prog, 5, 0x4000_0003), RET_ERRNO | ENOSYS);
         assert_eq!(
@@ -151,9 +215,49 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn argument_conditions_trace_only_matching_calls() {
+        let when = [(
+            33u16,
+            ArgIn {
+                arg: 1,
+                values: vec![0, 1, 2],
+            },
+        )];
+        let prog = trace_where(&[2, 33, 257], &when);
+        let call = |nr: u32, a1: u64| run_args(&prog, nr, AUDIT_ARCH_X86_64, &[7, a1, 0, 0, 0, 0]);
+        for newfd in 0..3 {
+            assert_eq!(call(33, newfd), RET_TRACE, "dup2(7, {newfd})");
+        }
+        assert_eq!(call(33, 3), RET_ALLOW, "dup2 onto a non-standard fd");
+        assert_eq!(
+            call(33, 1 << 32),
+            RET_TRACE,
+            "the kernel reads newfd as 32 bits"
+        );
+        // Unconditional entries before and after the block still work.
+        assert_eq!(call(2, 9), RET_TRACE);
+        assert_eq!(call(257, 9), RET_TRACE);
+        assert_eq!(call(32, 0), RET_ALLOW, "dup is not listed");
+        assert_eq!(run(&prog, 5, 0x4000_0003), RET_ERRNO | ENOSYS);
+        // Too many values: the condition is dropped, not the syscall.
+        let many = [(
+            33u16,
+            ArgIn {
+                arg: 1,
+                values: (0..=MAX_ARG_VALUES as u32).collect(),
+            },
+        )];
+        let prog = trace_where(&[33], &many);
+        assert_eq!(
+            run_args(&prog, 33, AUDIT_ARCH_X86_64, &[0, 999, 0, 0, 0, 0]),
+            RET_TRACE
+        );
+    }
+
+    #[test]
     fn large_sets_keep_short_jumps() {
         let all: Vec<u16> = (0..460).collect();
-        let prog = trace_only(&all);
+        let prog = trace_where(&all, &[]);
         assert!(prog.iter().all(|i| i.jt <= 1 && i.jf <= 1));
         assert_eq!(run(&prog, 459, AUDIT_ARCH_X86_64), RET_TRACE);
         assert_eq!(run(&prog, 460, AUDIT_ARCH_X86_64), RET_ALLOW);

@@ -29,6 +29,7 @@ pub mod profile;
 mod sys;
 mod tracer;
 
+pub use filter::ArgIn;
 pub use profile::{learned_profile, Profile, ProfileError};
 
 /// What to run and what to watch.
@@ -41,6 +42,10 @@ pub struct RunSpec {
     pub report: Vec<u16>,
     /// Syscall numbers the handler judges at entry, before they run ([`Handler::judge`]).
     pub judged: Vec<u16>,
+    /// Reported syscalls that only matter when an argument register has one of some values
+    /// (decided in the seccomp filter: the others never stop). Ignored for judged and state
+    /// syscalls, and when learning.
+    pub report_when: Vec<(u16, ArgIn)>,
     /// Learning mode: every syscall stops once at entry and is recorded in
     /// [`Outcome::used_syscalls`].
     pub learn: bool,
@@ -85,6 +90,19 @@ pub trait Handler {
     /// A completed event: a reported syscall, a clone/fork/vfork (in the parent), an exec
     /// (a failed one only when exec is reported), or a thread's exit (`procexit`).
     fn event(&mut self, event: &Event);
+    /// A reported open-like syscall (`open`, `openat`, `openat2`, `creat`) at entry, built
+    /// from its arguments (`res` is meaningless): `false` when no result could make it
+    /// matter, so the tracer lets it run without its exit stop and delivers no event for
+    /// it. The default keeps every event.
+    fn wants_result(&mut self, entry: &Event) -> bool {
+        let _ = entry;
+        true
+    }
+    /// Process `pid` has descriptor `info.fd` (read from `/proc`), whose creating call was
+    /// not delivered: the state should describe it so.
+    fn learn_fd(&mut self, pid: i64, info: &vigil_event::FdInfo) {
+        let _ = (pid, info);
+    }
 }
 
 /// How the workload ended.
@@ -109,6 +127,9 @@ pub struct RunStats {
     pub killed: u64,
     /// Threads and processes traced.
     pub tasks: u64,
+    /// Reported open-like syscalls let run without their exit stop because no result could
+    /// make a rule match ([`Handler::wants_result`]); they produce no event.
+    pub skipped_exits: u64,
     /// Argument reads that failed (the parameter is left empty).
     pub read_faults: u64,
 }
@@ -207,7 +228,13 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
         filters.push(if spec.learn {
             filter::trace_all()
         } else {
-            filter::trace_only(&traced)
+            let when: Vec<(u16, ArgIn)> = spec
+                .report_when
+                .iter()
+                .filter(|(nr, _)| !spec.judged.contains(nr) && !STATE_SYSCALLS.contains(nr))
+                .cloned()
+                .collect();
+            filter::trace_where(&traced, &when)
         });
     }
     if let Some(p) = &spec.profile {

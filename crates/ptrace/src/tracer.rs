@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use vigil_event::{table, Event, EventType, Param};
 
 use crate::decode;
-use crate::fds::Ledger;
+use crate::fds::{Fix, Ledger};
 use crate::procinfo;
 use crate::sys::{self, status, Regs, Wait};
 use crate::{Handler, RunError, RunSpec, RunStats, Verdict, WorkloadStatus};
@@ -68,6 +68,12 @@ fn is_exec(nr: u64) -> bool {
     nr == 59 || nr == 322
 }
 
+/// `open`, `openat`, `openat2`, `creat`: their exit adds the result and the new descriptor's
+/// identity, nothing the arguments did not already say.
+fn is_open(nr: u64) -> bool {
+    matches!(nr, 2 | 257 | 437 | 85)
+}
+
 fn is_clone(nr: u64) -> bool {
     matches!(nr, 56 | 57 | 58 | 435)
 }
@@ -113,12 +119,20 @@ impl<'a> Tracer<'a> {
         }
     }
 
-    /// Delivers `event`, preceded by the `close` of any stale descriptor it uses.
+    /// Delivers `event`, preceded by the fixes of any stale or unknown descriptor it uses.
     fn emit_checked(&mut self, event: Event) {
-        for close in self.fds.stale_before(&event) {
-            self.emit(close);
-        }
+        self.fix_fds(&event);
         self.emit(event);
+    }
+
+    /// Brings the state's view of the descriptors `event` uses up to date.
+    fn fix_fds(&mut self, event: &Event) {
+        for fix in self.fds.stale_before(event) {
+            match fix {
+                Fix::Close(close) => self.emit(close),
+                Fix::Learn(pid, info) => self.handler.learn_fd(pid, &info),
+            }
+        }
     }
 
     fn emit(&mut self, mut event: Event) {
@@ -300,6 +314,16 @@ impl<'a> Tracer<'a> {
                 return;
             }
         }
+        if report && is_open(nr) {
+            self.fix_fds(&event);
+            // Numbered like the event it would become (`evt.num` is never 0 in a stream).
+            event.num = self.num + 1;
+            if !self.handler.wants_result(&event) {
+                self.stats.skipped_exits += 1;
+                let _ = sys::cont(tid, 0);
+                return;
+            }
+        }
         if report {
             event.tid = i64::from(tid);
             if let Some(t) = self.tasks.get_mut(&tid) {
@@ -314,9 +338,7 @@ impl<'a> Tracer<'a> {
     /// Consults the handler; `true` when the syscall was denied or the process killed (the
     /// tracee has been dealt with).
     fn judge(&mut self, tid: i32, tgid: i32, regs: &mut Regs, mut predicted: Event) -> bool {
-        for close in self.fds.stale_before(&predicted) {
-            self.emit(close);
-        }
+        self.fix_fds(&predicted);
         self.stats.judged += 1;
         self.num += 1;
         predicted.num = self.num;

@@ -111,11 +111,61 @@ impl<'c> Compiler<'c> {
                     .collect(),
             )
         };
+        let entry_code = if self.tests_result(&root) {
+            Some(crate::eval::lower(self.relax(&root, true)))
+        } else {
+            None
+        };
+        let mut required = Vec::new();
+        required_numbers(&root, &mut required);
         Ok(Filter {
             code: crate::eval::lower(root),
+            entry_code,
+            required,
             event_types,
             warnings,
         })
+    }
+
+    fn is_result_operand(&self, op: &COperand) -> bool {
+        self.catalog.depends_on_result(&op.field)
+    }
+
+    /// Whether a leaf of `node` tests a result-dependent field.
+    fn tests_result(&self, node: &Node) -> bool {
+        match node {
+            Node::Const(_) | Node::EvtType(_) => false,
+            Node::Exists(op) | Node::Test { lhs: op, .. } => self.is_result_operand(op),
+            Node::Fields { lhs, rhs, .. } => {
+                self.is_result_operand(lhs) || self.is_result_operand(rhs)
+            }
+            Node::Not(inner) | Node::Memo { inner, .. } => self.tests_result(inner),
+            Node::And(items) | Node::Or(items) => items.iter().any(|n| self.tests_result(n)),
+        }
+    }
+
+    /// `node` with each leaf testing a result-dependent field replaced by the constant that
+    /// can only widen what the whole condition matches: `true` in `positive` position, `false`
+    /// under an odd number of `not`s. The result is an over-approximation: whenever `node`
+    /// holds for some result, the relaxed tree holds at entry. Memo nodes are dropped (their
+    /// slots belong to the exact tree).
+    fn relax(&self, node: &Node, positive: bool) -> Node {
+        match node {
+            Node::Const(_) | Node::EvtType(_) => node.clone(),
+            Node::Exists(op) | Node::Test { lhs: op, .. } if self.is_result_operand(op) => {
+                Node::Const(positive)
+            }
+            Node::Fields { lhs, rhs, .. }
+                if self.is_result_operand(lhs) || self.is_result_operand(rhs) =>
+            {
+                Node::Const(positive)
+            }
+            Node::Exists(_) | Node::Test { .. } | Node::Fields { .. } => node.clone(),
+            Node::Not(inner) => Node::Not(Box::new(self.relax(inner, !positive))),
+            Node::Memo { inner, .. } => self.relax(inner, positive),
+            Node::And(items) => Node::And(items.iter().map(|n| self.relax(n, positive)).collect()),
+            Node::Or(items) => Node::Or(items.iter().map(|n| self.relax(n, positive)).collect()),
+        }
     }
 
     /// Compiles an output template (`%field`, `%field[arg]`, `%transformer(field)`, `%%`).
@@ -756,6 +806,32 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The `field = N` / `field in (N, …)` conjuncts of `node`'s top-level `and` (through memo
+/// wrappers), on untransformed fields.
+fn required_numbers(node: &Node, out: &mut Vec<(FieldRef, Box<[i128]>)>) {
+    match node {
+        Node::And(items) => items.iter().for_each(|n| required_numbers(n, out)),
+        Node::Memo { inner, .. } => required_numbers(inner, out),
+        Node::Test {
+            lhs,
+            test,
+            all: false,
+        } if lhs.transformers.is_empty() => {
+            let values: Box<[i128]> = match test {
+                Test::Num(CmpOp::Eq, v) => Box::new([*v]),
+                Test::NumSet(set) => {
+                    let mut v: Vec<i128> = set.iter().copied().collect();
+                    v.sort_unstable();
+                    v.into()
+                }
+                _ => return,
+            };
+            out.push((lhs.field.clone(), values));
+        }
+        _ => {}
+    }
+}
+
 /// The event types `node` can match (with `negated`: the types for which `not node` can match),
 /// as a bit set of `words` words; an over-approximation, exact for `evt.type` tests.
 fn event_types(node: &Node, negated: bool, words: usize, n_types: usize) -> Vec<u64> {
@@ -1323,5 +1399,78 @@ mod tests {
             .unwrap();
         let mut ctx = EvalCtx::new(c.slots());
         assert!(f.eval(&FakeEvent::default(), &mut ctx.event()));
+    }
+
+    /// The entry-time filter never says "cannot match" when some result would make the exact
+    /// condition match (soundness), and for conditions testing the result once it is exactly
+    /// "some result matches".
+    #[test]
+    fn entry_filters_over_approximate_the_result() {
+        use vigil_fields::Value;
+        let conditions = [
+            "fd.num >= 0 and fd.name = /etc/passwd",
+            "not fd.num in (0, 1, 2) and proc.name = bash",
+            "fd.num = 3 or proc.name = zsh",
+            "not (fd.num = 3 and proc.name = bash)",
+            "evt.type = openat and not (proc.name = zsh or fd.num < 0) and fd.name startswith /etc",
+            "fd.num exists and proc.name in (bash, sh)",
+        ];
+        let cat = FakeCatalog::new();
+        for src in conditions {
+            let expr = parse_condition(src).unwrap_or_else(|e| panic!("parse {src:?}: {e}"));
+            let mut compiler = Compiler::new(&cat);
+            let filter = compiler
+                .compile(&expr)
+                .unwrap_or_else(|e| panic!("compile {src:?}: {e:?}"));
+            assert!(filter.depends_on_result(), "{src}: tests fd.num");
+            let mut ctx = EvalCtx::new(&compiler.finish());
+            for name in ["bash", "zsh"] {
+                for path in ["/etc/passwd", "/tmp/x"] {
+                    let event = |fd: Option<i64>| {
+                        let mut ev = FakeEvent::default();
+                        ev.set_str("proc.name", name);
+                        ev.set_str("fd.name", path);
+                        ev.set("fd.num", fd.map(Value::I64).into_iter().collect());
+                        ev
+                    };
+                    let some_result_matches = [None, Some(-2), Some(0), Some(1), Some(3), Some(7)]
+                        .into_iter()
+                        .any(|fd| filter.eval(&event(fd), &mut ctx.event()));
+                    // The entry view does not know the result.
+                    let entry = filter.eval_before_result(&event(None), &mut ctx.event());
+                    assert_eq!(
+                        entry, some_result_matches,
+                        "{src} with proc.name={name} fd.name={path}"
+                    );
+                }
+            }
+        }
+        // A condition without result fields has no separate entry program.
+        let expr = parse_condition("proc.name = bash").unwrap();
+        let filter = Compiler::new(&cat).compile(&expr).unwrap();
+        assert!(!filter.depends_on_result());
+    }
+
+    #[test]
+    fn required_values_come_from_top_level_conjuncts() {
+        let cat = FakeCatalog::new();
+        let fd_num = cat.lookup("fd.num", None).unwrap();
+        let cases: [(&str, Option<&[i128]>); 7] = [
+            ("fd.num in (2, 0, 1) and proc.name = bash", Some(&[0, 1, 2])),
+            (
+                "proc.name = bash and (fd.num = 5 and proc.pid = 3)",
+                Some(&[5]),
+            ),
+            ("fd.num = 3 or proc.name = zsh", None),
+            ("not fd.num in (1) and proc.name = bash", None),
+            ("fd.num >= 0 and proc.name = bash", None),
+            ("proc.name = bash", None),
+            ("fd.num in (1, 2) and fd.num = 2", Some(&[1, 2])),
+        ];
+        for (src, want) in cases {
+            let expr = parse_condition(src).unwrap();
+            let filter = Compiler::new(&cat).compile(&expr).unwrap();
+            assert_eq!(filter.required_values(&fd_num), want, "{src}");
+        }
     }
 }

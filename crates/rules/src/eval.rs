@@ -439,6 +439,14 @@ const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::n
 #[derive(Debug)]
 pub struct Filter {
     pub(crate) code: Box<[Op]>,
+    /// The condition with every test of a result-dependent field
+    /// ([`vigil_fields::Catalog::depends_on_result`]) replaced by "could be either": true
+    /// where a true test helps the condition match, false under a `not`. `None` when the
+    /// condition tests no such field (then it is `code` itself).
+    pub(crate) entry_code: Option<Box<[Op]>>,
+    /// Necessary conditions of the form `field = N` / `field in (N, …)`: conjuncts of the
+    /// top-level `and` (the condition cannot hold unless the field takes one of the values).
+    pub(crate) required: Vec<(FieldRef, Box<[i128]>)>,
     pub(crate) event_types: Option<Vec<u16>>,
     pub(crate) warnings: Vec<CompileError>,
 }
@@ -461,10 +469,34 @@ impl Filter {
     pub fn eval<'a>(&self, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -> bool {
         run(&self.code, ex, ctx)
     }
+
+    /// Evaluates the condition on a syscall's entry, before its result exists: `false`
+    /// means no result can make the condition true (given the arguments and the state the
+    /// event shows), `true` that some result may. Exact when the condition tests no
+    /// result-dependent field. Uses no memo slot, so it may share `ctx` with nothing else
+    /// than other `eval_before_result` calls on the same event.
+    pub fn eval_before_result<'a>(&self, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -> bool {
+        run(self.entry_code.as_deref().unwrap_or(&self.code), ex, ctx)
+    }
+
+    /// The numbers `field` must equal for the condition to hold, when a top-level conjunct
+    /// says so (`evt.rawres in (0, 1, 2) and …`); `None` when no conjunct constrains it so.
+    /// Lets a driver filter before capture (a seccomp filter on a register).
+    pub fn required_values(&self, field: &FieldRef) -> Option<&[i128]> {
+        self.required
+            .iter()
+            .find(|(f, _)| f == field)
+            .map(|(_, values)| &values[..])
+    }
+
+    /// Whether the condition tests a result-dependent field.
+    pub fn depends_on_result(&self) -> bool {
+        self.entry_code.is_some()
+    }
 }
 
 /// The evaluation tree.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Node {
     Const(bool),
     And(Box<[Node]>),
@@ -915,7 +947,7 @@ fn icontains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// A test of one value against compiled literal(s).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Test {
     StrEq(Box<[u8]>),
     StrNe(Box<[u8]>),
@@ -1158,7 +1190,7 @@ impl Glob {
 }
 
 /// A set of byte strings that rejects most non-members by length before hashing.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct StrSet {
     items: FxHashSet<Box<[u8]>>,
     /// Bit `n` is set when an item is `n` bytes long (`n < 128`).
@@ -1199,7 +1231,7 @@ impl<'i> FromIterator<&'i [u8]> for StrSet {
 }
 
 /// The item set of a `pmatch` operator.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct PathSet {
     exact: StrSet,
     /// `/` is an item: every absolute path matches.
@@ -1407,6 +1439,8 @@ mod tests {
                 let want = reference(&shape(&x));
                 let mut filter = Filter {
                     code: lower(shape(&x)),
+                    entry_code: None,
+                    required: Vec::new(),
                     event_types: None,
                     warnings: Vec::new(),
                 };

@@ -267,6 +267,35 @@ impl Ruleset {
             .map_or(&self.unrestricted[..], Vec::as_slice)
     }
 
+    /// The values `field` must take for some enabled rule to match an event of type
+    /// `event_type` (the union of every candidate rule's [`Filter::required_values`]), sorted;
+    /// `None` when some candidate rule does not constrain the field that way.
+    pub fn required_values(
+        &self,
+        event_type: u16,
+        field: &vigil_fields::FieldRef,
+    ) -> Option<Vec<i128>> {
+        let mut out = Vec::new();
+        for &i in self.candidates(event_type) {
+            out.extend_from_slice(self.rules[i as usize].filter.required_values(field)?);
+        }
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+
+    /// Whether some enabled rule may match `ex` once its syscall has returned, judged at the
+    /// syscall's entry ([`Filter::eval_before_result`]): `false` means no result can make
+    /// any rule match. Starts a new event of `ctx`.
+    pub fn may_match_before_result(&self, ex: &dyn Extract, ctx: &mut EvalCtx) -> bool {
+        let mut ev = ctx.event();
+        self.candidates(ex.event_type()).iter().any(|&i| {
+            self.rules[i as usize]
+                .filter
+                .eval_before_result(ex, &mut ev)
+        })
+    }
+
     /// Appends the indices of matching enabled rules (at most one for
     /// [`RuleMatching::First`], the first in load order), as a new event of `ctx`.
     pub fn evaluate(&self, ex: &dyn Extract, ctx: &mut EvalCtx, out: &mut Vec<usize>) {

@@ -123,6 +123,11 @@ impl Catalog for FakeCatalog {
     fn evt_type_field(&self) -> FieldId {
         id_of("evt.type").expect("evt.type is defined")
     }
+
+    /// `fd.num` stands for the fields only a syscall's result tells.
+    fn depends_on_result(&self, field: &FieldRef) -> bool {
+        Some(field.id) == id_of("fd.num")
+    }
 }
 
 /// One event's field values, keyed by (field name, argument). Fields absent from the map have

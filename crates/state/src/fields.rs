@@ -297,6 +297,28 @@ impl Catalog for FieldCatalog {
         DEFS.get(id.0 as usize).unwrap_or(&DEFS[0])
     }
 
+    /// The result and what it describes: `evt.res`/`evt.rawres`/`evt.failed`, the rendered
+    /// argument lists, the `res`/`fd`/`dev`/`ino` arguments (and positional ones), the
+    /// process's open descriptor count, and every `fd.*` field except the four an open-like
+    /// call's path arguments already give (`fd.name`, `fd.nameraw`, `fd.directory`,
+    /// `fd.filename`: the same for a failed call, resolved from the arguments, as for a
+    /// successful one, read from the new descriptor).
+    fn depends_on_result(&self, field: &FieldRef) -> bool {
+        let name = self.def(field.id).name;
+        if name == "evt.arg" {
+            return match &field.arg {
+                FieldArg::Key(k) => matches!(k.as_str(), "res" | "fd" | "dev" | "ino"),
+                _ => true,
+            };
+        }
+        match name {
+            "evt.res" | "evt.rawres" | "evt.failed" | "evt.args" | "evt.info"
+            | "proc.fdopencount" => true,
+            "fd.name" | "fd.nameraw" | "fd.directory" | "fd.filename" => false,
+            _ => name.starts_with("fd."),
+        }
+    }
+
     fn n_event_types(&self) -> usize {
         table::events().len()
     }

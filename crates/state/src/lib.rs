@@ -40,7 +40,8 @@ pub use container::container_id_from_cgroup;
 pub use fields::{catalog, FieldCatalog};
 pub use path::{normalize as normalize_path, resolve as resolve_path};
 pub use procfs::{
-    read_snapshot, FakeProc, ProcError, ProcSource, RealProc, SnapshotOptions, SnapshotStats,
+    read_fd, read_snapshot, FakeProc, ProcError, ProcSource, RealProc, SnapshotOptions,
+    SnapshotStats,
 };
 pub use runtime::RuntimeDirs;
 pub use state::{State, StateConfig, StateStats, MAX_ANCESTORS};

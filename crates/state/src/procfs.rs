@@ -893,6 +893,25 @@ impl NetTable {
     }
 }
 
+/// One descriptor of a live process, read from `/proc/<pid>/fd/<fd>` and its `fdinfo` (as the
+/// snapshot describes descriptors; sockets are not resolved to their tuples here). `None` when
+/// the descriptor is not open (or the process is gone).
+pub fn read_fd(pid: i64, fd: i64) -> Option<FdInfo> {
+    use std::os::unix::ffi::OsStrExt;
+    let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let (kind, name) = classify_fd_target(target.as_os_str().as_bytes());
+    let flags = std::fs::read(format!("/proc/{pid}/fdinfo/{fd}"))
+        .ok()
+        .and_then(|i| parse_fdinfo_flags(&i))
+        .unwrap_or(0);
+    Some(FdInfo {
+        fd,
+        kind,
+        name,
+        flags,
+    })
+}
+
 /// The kind and `fd.name` of an fd from its `/proc/<pid>/fd/N` link target.
 fn classify_fd_target(target: &[u8]) -> (FdKind, Vec<u8>) {
     if let Some(rest) = target.strip_prefix(b"/memfd:") {

@@ -406,6 +406,17 @@ impl State {
         }
     }
 
+    /// Records descriptor `info.fd` of process `pid` as described (a driver that did not see
+    /// the call creating it read it from `/proc` when the process used it). Replaces what
+    /// the table had for that number; ignored for an unknown process.
+    pub fn learn_fd(&mut self, pid: i64, info: &FdInfo) {
+        if !self.procs.contains_key(&pid) || info.fd < 0 {
+            return;
+        }
+        let (obj, cloexec) = fd_from_info(info);
+        self.insert_fd(pid, info.fd, obj, cloexec);
+    }
+
     // ----- table helpers -----
 
     fn new_fd_table(&mut self) -> u64 {

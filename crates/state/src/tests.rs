@@ -1524,3 +1524,111 @@ fn reused_objects_and_images_do_not_leak() {
     assert_eq!(f(&state, &exec, "proc.exepath"), "/bin/true");
     assert_eq!(f(&state, &read(400, 400, 0), "proc.name"), "python3");
 }
+
+/// `depends_on_result` leaves out exactly the path fields that a failed open's view resolves
+/// from its arguments: they must read the same as after a successful open.
+#[test]
+fn open_path_fields_do_not_depend_on_the_result() {
+    use vigil_fields::Catalog;
+    let cat = crate::catalog();
+    let dep = |name: &str| {
+        let (base, arg) = match name.split_once('[') {
+            Some((b, a)) => (b, Some(a.trim_end_matches(']'))),
+            None => (name, None),
+        };
+        cat.depends_on_result(&cat.lookup(base, arg).unwrap())
+    };
+    for name in [
+        "evt.res",
+        "evt.rawres",
+        "evt.failed",
+        "fd.num",
+        "fd.typechar",
+        "fd.type",
+    ] {
+        assert!(dep(name), "{name} is only known once the call returned");
+    }
+    for name in [
+        "evt.arg.res",
+        "evt.arg.fd",
+        "evt.arg[0]",
+        "proc.fdopencount",
+        "fd.ino",
+    ] {
+        assert!(dep(name), "{name} is only known once the call returned");
+    }
+    let path_fields = ["fd.name", "fd.nameraw", "fd.directory", "fd.filename"];
+    for name in path_fields
+        .iter()
+        .chain(&["evt.arg.flags", "proc.name", "evt.type"])
+    {
+        assert!(!dep(name), "{name} is known at entry");
+    }
+    let opens = [
+        ev(401, "openat")
+            .pid(400)
+            .int("dirfd", 5)
+            .bytes("name", "passwd")
+            .uint("flags", O_RDONLY),
+        ev(401, "openat")
+            .pid(400)
+            .int("dirfd", -100)
+            .bytes("name", "../etc//shadow")
+            .uint("flags", O_RDONLY),
+        ev(401, "open")
+            .pid(400)
+            .bytes("name", "/usr/bin/./ls")
+            .uint("flags", O_RDONLY),
+        ev(401, "creat").pid(400).bytes("name", "notes.txt"),
+    ];
+    for open in opens {
+        let mut ok_state = tree();
+        let ok = apply(&mut ok_state, open.clone().res(6).build());
+        let mut failed_state = tree();
+        let failed = apply(&mut failed_state, open.res(-2).build());
+        assert!(
+            field(&failed_state, &failed, "fd.name").is_some(),
+            "a failed open names its path: {failed:?}"
+        );
+        for name in path_fields {
+            assert_eq!(
+                field(&failed_state, &failed, name),
+                field(&ok_state, &ok, name),
+                "{name} of {ok:?}"
+            );
+        }
+    }
+}
+
+/// A descriptor learnt from `/proc` after the fact names its file like a traced open did,
+/// and a relative open through it resolves against it.
+#[test]
+fn learned_descriptors_resolve_like_opened_ones() {
+    let mut state = tree();
+    let info = vigil_event::FdInfo {
+        fd: 9,
+        kind: vigil_event::FdKind::File,
+        name: b"/etc/ssh".to_vec(),
+        flags: O_RDONLY as u32,
+    };
+    state.learn_fd(400, &info);
+    state.learn_fd(999_999, &info); // unknown process: ignored
+    let open = apply(
+        &mut state,
+        ev(401, "openat")
+            .pid(400)
+            .int("dirfd", 9)
+            .bytes("name", "ssh_host_rsa_key")
+            .uint("flags", O_RDONLY)
+            .res(10)
+            .build(),
+    );
+    assert_eq!(f(&state, &open, "fd.name"), "/etc/ssh/ssh_host_rsa_key");
+    let live = crate::read_fd(i64::from(std::process::id()), 0);
+    let missing = crate::read_fd(i64::from(std::process::id()), 1_000_000);
+    assert!(missing.is_none(), "no such descriptor");
+    if let Some(live) = live {
+        assert_eq!(live.fd, 0);
+        assert!(!live.name.is_empty(), "{live:?}");
+    }
+}

@@ -39,6 +39,7 @@ pub const O_DIRECTORY: u64 = 0o200000;
 pub const O_CLOEXEC: u64 = 0o2000000;
 
 /// Builds one event; parameters by schema name.
+#[derive(Clone)]
 pub struct EventBuilder {
     evt: Event,
 }
