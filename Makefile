@@ -4,8 +4,9 @@
 CARGO ?= cargo
 VIGIL := target/release/vigil
 # Debian packages the build needs (clang, llvm, libelf, zlib: the eBPF programs and libbpf;
-# strace, runc and debootstrap: tests).
-APT_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev strace runc debootstrap
+# strace, runc, debootstrap, openssl, curl and bpftool: tests).
+APT_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev strace runc debootstrap \
+  openssl curl bpftool
 RUST_COMPONENTS := rustfmt clippy
 
 .PHONY: all deps build run test lint fmt bench fuzz clean

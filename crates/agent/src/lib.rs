@@ -1,13 +1,16 @@
 //! The long-running parts of the agent shared by every live command (`vigil watch`, `vigil
-//! run`, `vigil replay --follow`): the embedded web server (`/metrics`, `/healthz`), signal
-//! handling (SIGTERM/SIGINT stop, SIGHUP reload, SIGUSR1 reopen), Falco's `append_output`
-//! as an engine [`vigil_engine::AlertDecorator`], and the periodic agent tick that feeds the
-//! metrics registry, the stats file and the drop alert from the engine's counters.
+//! run`, `vigil replay --follow`): the embedded web server (`/metrics`, `/healthz`, over HTTPS
+//! with `webserver.ssl_enabled`), signal handling (SIGTERM/SIGINT stop, SIGHUP reload, SIGUSR1
+//! reopen), Falco's `append_output` as an engine [`vigil_engine::AlertDecorator`], the
+//! statistics of the agent's own BPF programs (`metrics.libbpf_stats_enabled`, from procfs),
+//! and the periodic agent tick that feeds the metrics registry, the stats file and the drop
+//! alert from the engine's counters.
 //!
 //! Knows nothing about drivers or flags: the command that runs the event loop calls in.
 #![forbid(unsafe_code)]
 
 pub mod append;
+pub mod bpf;
 pub mod server;
 pub mod signals;
 pub mod tick;

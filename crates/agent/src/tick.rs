@@ -149,6 +149,21 @@ impl Tick {
             }
             put("falco.rules.matches_total", Value::U64(total as u64));
         }
+        if c.libbpf_stats_enabled {
+            // Falco's per-program `<prog>.run_cnt`/`run_time_ns`/`avg_time_ns`, named by the
+            // kernel program id (procfs gives no program name).
+            let programs = crate::bpf::own_programs();
+            crate::bpf::publish(&self.metrics, &programs);
+            for p in &programs {
+                let key = format!("scap.bpf_prog_{}", p.id);
+                put(&format!("{key}.run_cnt"), Value::U64(p.run_cnt));
+                put(&format!("{key}.run_time_ns"), Value::U64(p.run_time_ns));
+                put(
+                    &format!("{key}.avg_time_ns"),
+                    Value::U64(p.run_time_ns.checked_div(p.run_cnt).unwrap_or(0)),
+                );
+            }
+        }
         put(
             "falco.outputs_queue_num_drops",
             Value::U64(self.metrics.sum("vigil_output_dropped_total") as u64),

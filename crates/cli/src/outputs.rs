@@ -296,11 +296,22 @@ impl Agent {
             Signals::detached()
         };
         let server = if flags.live && config.webserver.enabled {
-            match AgentServer::start(&config.webserver, &metrics) {
+            match AgentServer::start(
+                &config.webserver,
+                &metrics,
+                config.metrics.libbpf_stats_enabled,
+            ) {
                 Ok(server) => {
-                    eprintln!("vigil: webserver listening on http://{}", server.addr());
+                    eprintln!(
+                        "vigil: webserver listening on {}://{}",
+                        server.scheme(),
+                        server.addr()
+                    );
                     Some(server)
                 }
+                // A bad certificate is a configuration error: serving the endpoints without
+                // the TLS the user asked for (or not at all, silently) is worse than stopping.
+                Err(e) if e.is_config() => return Err(e.into()),
                 // Alerts matter more than the metrics endpoint: keep running, say so.
                 Err(e) => {
                     eprintln!("vigil: warning: webserver not started: {e}");

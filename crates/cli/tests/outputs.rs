@@ -790,3 +790,261 @@ fn bad_output_settings_fail_with_the_key_path() {
     }
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// A loopback HTTP endpoint that accepts connections and never answers; counts connections.
+struct Silent {
+    addr: SocketAddr,
+    accepted: Arc<Mutex<usize>>,
+}
+
+impl Silent {
+    fn start() -> Silent {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(Mutex::new(0));
+        let count = Arc::clone(&accepted);
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming() {
+                *count.lock().unwrap() += 1;
+                held.push(stream);
+            }
+        });
+        Silent { addr, accepted }
+    }
+
+    fn accepted(&self) -> usize {
+        *self.accepted.lock().unwrap()
+    }
+}
+
+#[test]
+fn http_timeouts_give_up_alerts_after_max_consecutive_timeouts_counted() {
+    let dir = scratch("timeouts");
+    let silent = Silent::start();
+    let snapshots = dir.join("metrics.jsonl");
+    let config = agent_config(&format!(
+        "http_output:\n  enabled: true\n  url: http://{}/\n  timeout: 200ms\n  \
+         max_consecutive_timeouts: 1\n\
+         metrics: {{enabled: true, interval: 100ms, output_rule: false, output_file: {}}}\n",
+        silent.addr,
+        snapshots.display()
+    ));
+    let agent = Agent::start(&dir, &config);
+    let web = agent.web_addr();
+    append_events(&dir.join("capture.jsonl"), 0..3);
+    // Each alert: the first attempt times out, the one ignored timeout is retried at once, then
+    // the alert is given up (no spool is configured: Falco's meaning of the setting; with a
+    // spool the output would count as down and keep it, see `delivery.rs`'s tests). The
+    // loss raises the internal drop alert (one per minute), which meets the same fate: 4
+    // alerts given up in all, 8 attempts.
+    wait_for("the drop alert", Duration::from_secs(60), || {
+        metric(
+            &scrape(&web),
+            "vigil_internal_alerts_total",
+            &[("rule", "Vigil dropped alerts")],
+        ) >= 1.0
+    });
+    wait_for("4 alerts given up", Duration::from_secs(60), || {
+        let m = scrape(&web);
+        metric(
+            &m,
+            "vigil_output_dropped_total",
+            &[("sink", "http"), ("reason", "timeout")],
+        ) == 4.0
+    });
+    let m = scrape(&web);
+    assert_eq!(
+        metric(&m, "vigil_output_timeouts_total", &[("sink", "http")]),
+        8.0
+    );
+    assert_eq!(
+        metric(&m, "vigil_output_delivered_total", &[("sink", "http")]),
+        0.0
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "vigil_internal_alerts_total",
+            &[("rule", "Vigil dropped alerts")]
+        ),
+        1.0,
+        "rate-limited"
+    );
+    // The server thread may not have taken the last connection off the backlog yet.
+    wait_for("8 connections", Duration::from_secs(30), || {
+        silent.accepted() >= 8
+    });
+    assert_eq!(silent.accepted(), 8, "two attempts per alert");
+    wait_for(
+        "a metrics snapshot counting the drops",
+        Duration::from_secs(60),
+        || {
+            file_lines(&snapshots).iter().any(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .is_ok_and(|v| v["output_fields"]["falco.outputs_queue_num_drops"] == 4)
+            })
+        },
+    );
+    let stderr = agent.stop();
+    assert!(
+        stderr.contains("output `http`: giving up an alert after 2 consecutive timeout(s)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "output http: delivered 0, failed attempts 8 (8 timed out), dropped 4 (timeout=4)"
+        ),
+        "{stderr}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Waits for `child` to exit (killing it after `limit`); its exit code and stderr.
+fn exit_within(mut child: Child, limit: Duration) -> (Option<i32>, String) {
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("vigil did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut stderr);
+    }
+    (status.code(), stderr)
+}
+
+/// Runs a tool the test needs (from the Makefile's APT_PACKAGES), failing clearly without it.
+fn tool(name: &str, args: &[&str]) -> std::process::Output {
+    Command::new(name)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{name}` (apt package `{name}`): {e}"))
+}
+
+#[test]
+fn webserver_ssl_serves_https_only_and_a_bad_certificate_exits_1() {
+    let dir = scratch("tls");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = tool(
+        "openssl",
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            &key.display().to_string(),
+            "-out",
+            &cert.display().to_string(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Falco's format: certificate and key in one PEM file.
+    let pem = dir.join("falco.pem");
+    fs::write(
+        &pem,
+        format!(
+            "{}{}",
+            fs::read_to_string(&cert).unwrap(),
+            fs::read_to_string(&key).unwrap()
+        ),
+    )
+    .unwrap();
+    let config = format!(
+        "stdout_output: {{enabled: false}}\nsyslog_output: {{enabled: false}}\n\
+         webserver: {{enabled: true, listen_port: 0, prometheus_metrics_enabled: true, \
+         ssl_enabled: true, ssl_certificate: {}}}\n",
+        pem.display()
+    );
+    let agent = Agent::start(&dir, &config);
+    agent.wait_stderr("webserver listening on https://");
+    let addr = {
+        let lines = agent.stderr.lock().unwrap();
+        let line = lines
+            .iter()
+            .find(|l| l.contains("webserver listening on https://"))
+            .unwrap();
+        line.rsplit("https://").next().unwrap().to_owned()
+    };
+    let cacert = cert.display().to_string();
+    let url = format!("https://{addr}/healthz");
+    let out = tool(
+        "curl",
+        &["-sS", "--max-time", "30", "--cacert", &cacert, &url],
+    );
+    assert!(
+        out.status.success(),
+        "curl over TLS: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "{\"status\": \"ok\"}");
+    let url = format!("https://{addr}/metrics");
+    let out = tool(
+        "curl",
+        &["-sS", "--max-time", "30", "--cacert", &cacert, &url],
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("vigil_up 1"));
+    // Plain HTTP on the same port is not served.
+    let url = format!("http://{addr}/healthz");
+    let out = tool("curl", &["-sS", "--max-time", "30", &url]);
+    assert!(
+        !out.status.success() && !String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "plain HTTP served: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    agent.stop();
+
+    // A missing certificate and a PEM without its key: a clear error and exit code 1.
+    let no_key = dir.join("no-key.pem");
+    fs::copy(&cert, &no_key).unwrap();
+    for (path, want) in [
+        (dir.join("missing.pem"), "No such file"),
+        (no_key, "no private key found"),
+    ] {
+        let child = Command::new(env!("CARGO_BIN_EXE_vigil"))
+            .args(["replay", "--follow"])
+            .arg(dir.join("capture.jsonl"))
+            .arg("-r")
+            .arg(dir.join("rules.yaml"))
+            .args(["-o", "syslog_output.enabled=false", "-o"])
+            .args([
+                "webserver.listen_port=0",
+                "-o",
+                "webserver.ssl_enabled=true",
+            ])
+            .arg("-o")
+            .arg(format!("webserver.ssl_certificate={}", path.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (code, stderr) = exit_within(child, Duration::from_secs(60));
+        assert_eq!(code, Some(1), "{stderr}");
+        let named = format!("webserver.ssl_certificate `{}`", path.display());
+        assert!(stderr.contains(&named) && stderr.contains(want), "{stderr}");
+    }
+    let _ = fs::remove_dir_all(&dir);
+}

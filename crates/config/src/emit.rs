@@ -181,6 +181,7 @@ impl Config {
         o.kv(1, "compress_uploads", h.compress_uploads);
         o.kv(1, "keep_alive", h.keep_alive);
         o.kv(1, "max_consecutive_timeouts", h.max_consecutive_timeouts);
+        o.kv(1, "timeout", format_duration(h.timeout));
         delivery(&mut o, &h.delivery());
         o.kv(0, "buffered_outputs", self.buffered_outputs);
         o.line(0, "outputs_queue:");

@@ -262,7 +262,13 @@ pub struct HttpOutput {
     pub echo: bool,
     pub compress_uploads: bool,
     pub keep_alive: bool,
+    /// Falco's meaning: how many timed-out attempts in a row an alert may have before it is
+    /// given up (a timeout is retried at once while this allows; 0: give up at the first
+    /// timeout). Given-up alerts are dropped with reason `timeout` and counted.
     pub max_consecutive_timeouts: u32,
+    /// Vigil-only: the longest one POST may take, connection included (`timeout`); an attempt
+    /// that takes longer is a timeout for `max_consecutive_timeouts`.
+    pub timeout: Duration,
     pub spool_dir: Option<PathBuf>,
     pub spool_max_bytes: u64,
     pub retry_max_backoff: Duration,
@@ -285,6 +291,7 @@ impl Default for HttpOutput {
             compress_uploads: false,
             keep_alive: false,
             max_consecutive_timeouts: 5,
+            timeout: Duration::from_secs(10),
             spool_dir: None,
             spool_max_bytes: Delivery::default().spool_max_bytes,
             retry_max_backoff: Delivery::default().retry_max_backoff,

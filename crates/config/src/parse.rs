@@ -283,7 +283,7 @@ section!(http_section, HttpOutput, ignored: NONE, {
     enabled => bool, url => string, user_agent => string, insecure => bool,
     ca_cert => path, ca_bundle => path, ca_path => path, mtls => bool,
     client_cert => path, client_key => path, echo => bool, compress_uploads => bool,
-    keep_alive => bool, max_consecutive_timeouts => uint,
+    keep_alive => bool, max_consecutive_timeouts => uint, timeout => duration,
     spool_dir => opt_path, spool_max_bytes => uint, retry_max_backoff => duration,
 });
 section!(queue_section, OutputsQueue, ignored: NONE, { capacity => uint });
@@ -796,6 +796,7 @@ http_output:
   compress_uploads: true
   keep_alive: true
   max_consecutive_timeouts: 9
+  timeout: 1500ms
   spool_dir: /var/spool/vigil
   spool_max_bytes: 4096
   retry_max_backoff: 500ms
@@ -926,6 +927,7 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
                 compress_uploads: true,
                 keep_alive: true,
                 max_consecutive_timeouts: 9,
+                timeout: Duration::from_millis(1500),
                 spool_dir: Some("/var/spool/vigil".into()),
                 spool_max_bytes: 4096,
                 retry_max_backoff: Duration::from_millis(500),
@@ -1007,6 +1009,7 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
             ("http_output: {max_consecutive_timeouts: -1}\n", "`http_output.max_consecutive_timeouts`: integer -1 is out of range"),
             ("http_output: {max_consecutive_timeouts: 1.5}\n", "`http_output.max_consecutive_timeouts`: expected a non-negative integer, found a float"),
             ("http_output: {mtls: 2}\n", "`http_output.mtls`: expected a boolean"),
+            ("http_output: {timeout: 0s}\n", "`http_output.timeout`: invalid duration `0s`"),
             ("http_output: {ca_path: 1}\n", "`http_output.ca_path`"),
             ("outputs_queue: {capacity: x}\n", "`outputs_queue.capacity`"),
             ("webserver: {listen_port: 70000}\n", "`webserver.listen_port`: integer 70000 is out of range"),

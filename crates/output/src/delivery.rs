@@ -5,8 +5,9 @@
 //! the spool, then the queue. When a delivery fails, the head and the whole queue move to the
 //! spool; when the queue is full, the producer moves the queue to the spool before adding. An
 //! alert is dropped only when the queue is full and the spool is absent or over its byte
-//! budget (or, without a spool, after `max_attempts` failed attempts); every drop is counted
-//! per reason.
+//! budget (or, without a spool, after `max_attempts` failed attempts or, for an output with a
+//! consecutive-timeout budget, after more timed-out attempts in a row than it allows); every
+//! drop is counted per reason.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -42,6 +43,9 @@ pub mod reason {
     pub const SPOOL_CORRUPT: &str = "spool_corrupt";
     /// The output is closed for good (standard output closed by the reader).
     pub const CLOSED: &str = "output_closed";
+    /// Given up after more consecutive timed-out attempts than the output allows (Falco's
+    /// `http_output.max_consecutive_timeouts`).
+    pub const TIMEOUT: &str = "timeout";
 }
 
 /// How one output is delivered to.
@@ -54,6 +58,13 @@ pub struct DeliveryOptions {
     pub max_backoff: Duration,
     /// Attempts per alert when there is no spool (with a spool, attempts never stop).
     pub max_attempts: u32,
+    /// Falco's `max_consecutive_timeouts`: when set, an attempt that times out
+    /// ([`SinkError::Timeout`]) is retried at once, up to this many times in a row. Then,
+    /// without a spool, the alert is given up (dropped with reason [`reason::TIMEOUT`],
+    /// counted), as Falco does; with a spool, the output counts as down like after any other
+    /// failure (backoff, the spool keeps the alerts). `None`: timeouts are failures like any
+    /// other.
+    pub max_consecutive_timeouts: Option<u32>,
 }
 
 impl Default for DeliveryOptions {
@@ -64,6 +75,7 @@ impl Default for DeliveryOptions {
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(30),
             max_attempts: 5,
+            max_consecutive_timeouts: None,
         }
     }
 }
@@ -74,7 +86,10 @@ pub struct SinkReport {
     pub name: String,
     pub accepted: u64,
     pub delivered: u64,
+    /// Failed attempts (timeouts included).
     pub failures: u64,
+    /// Attempts that timed out.
+    pub timeouts: u64,
     /// Dropped alerts by reason.
     pub dropped: BTreeMap<String, u64>,
     /// Alerts left in the spool at exit (delivered by the next run).
@@ -334,6 +349,8 @@ impl Drop for Delivery {
 fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
     let mut backoff = options.initial_backoff;
     let mut attempts = 0u32;
+    // Timed-out attempts in a row for the head.
+    let mut timeouts = 0u32;
     let mut failure_logged = false;
     loop {
         let mut state = shared.lock();
@@ -415,6 +432,7 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                 failure_logged = false;
                 backoff = options.initial_backoff;
                 attempts = 0;
+                timeouts = 0;
                 shared.gauges(&state);
             }
             Err(SinkError::Closed) => {
@@ -424,10 +442,70 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                     }
                 }
                 state.head = None;
+                timeouts = 0;
                 shared.drop_record(&mut state, reason::CLOSED);
                 shared.gauges(&state);
             }
+            // Within the timeout budget, or past it without a spool (Falco gives the alert
+            // up). Past it with a spool, the output counts as down: the generic failure
+            // path below keeps everything in the spool and backs off.
+            Err(SinkError::Timeout(message))
+                if options
+                    .max_consecutive_timeouts
+                    .is_some_and(|limit| timeouts < limit || state.spool.is_none()) =>
+            {
+                let limit = options.max_consecutive_timeouts.unwrap_or(0);
+                state.report.failures += 1;
+                state.report.timeouts += 1;
+                shared.metrics.add(
+                    "vigil_output_delivery_failures_total",
+                    &[("sink", &shared.name)],
+                    1.0,
+                );
+                shared.metrics.add(
+                    "vigil_output_timeouts_total",
+                    &[("sink", &shared.name)],
+                    1.0,
+                );
+                state.failing = true;
+                timeouts = timeouts.saturating_add(1);
+                if timeouts > limit {
+                    if !failure_logged {
+                        log::warn!(
+                            "output `{}`: giving up an alert after {timeouts} consecutive \
+                             timeout(s) (max_consecutive_timeouts: {limit}): {message}",
+                            shared.name
+                        );
+                        failure_logged = true;
+                    }
+                    if let Some((_, Origin::Spool)) = state.head {
+                        if let Some(spool) = state.spool.as_mut() {
+                            if let Err(e) = spool.ack() {
+                                log::warn!("output `{}`: cannot update spool: {e}", shared.name);
+                            }
+                        }
+                    }
+                    state.head = None;
+                    timeouts = 0;
+                    attempts = 0;
+                    shared.drop_record(&mut state, reason::TIMEOUT);
+                } else {
+                    // Retried at once (the timeout was the wait); what waits behind the head
+                    // moves to the spool meanwhile.
+                    shared.spill(&mut state);
+                }
+                shared.gauges(&state);
+            }
             Err(e) => {
+                if matches!(e, SinkError::Timeout(_)) {
+                    state.report.timeouts += 1;
+                    shared.metrics.add(
+                        "vigil_output_timeouts_total",
+                        &[("sink", &shared.name)],
+                        1.0,
+                    );
+                }
+                timeouts = 0;
                 state.report.failures += 1;
                 shared.metrics.add(
                     "vigil_output_delivery_failures_total",
@@ -517,6 +595,7 @@ mod tests {
             initial_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(5),
             max_attempts: 3,
+            max_consecutive_timeouts: None,
         }
     }
 
@@ -633,6 +712,156 @@ mod tests {
                 .unwrap_or(0)
                 > 0
         );
+    }
+
+    /// A sink whose first `timeouts_per_record` attempts at each record time out.
+    struct Slow {
+        timeouts_per_record: u32,
+        attempts: Log<(String, u32)>,
+        got: Log<String>,
+    }
+
+    impl Sink for Slow {
+        fn name(&self) -> &str {
+            "slow"
+        }
+        fn send(&mut self, record: &Record) -> Result<(), SinkError> {
+            let mut attempts = self.attempts.lock().unwrap();
+            let n = match attempts.last_mut() {
+                Some((body, n)) if **body == *record.body => {
+                    *n += 1;
+                    *n
+                }
+                _ => {
+                    attempts.push((record.body.to_string(), 1));
+                    1
+                }
+            };
+            if n <= self.timeouts_per_record {
+                return Err(SinkError::Timeout("no answer".into()));
+            }
+            self.got.lock().unwrap().push(record.body.to_string());
+            Ok(())
+        }
+    }
+
+    /// A list shared between a test and its sink.
+    type Log<T> = Arc<Mutex<Vec<T>>>;
+
+    fn slow(timeouts_per_record: u32) -> (Slow, Log<(String, u32)>, Log<String>) {
+        let attempts = Arc::new(Mutex::new(Vec::new()));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let sink = Slow {
+            timeouts_per_record,
+            attempts: attempts.clone(),
+            got: got.clone(),
+        };
+        (sink, attempts, got)
+    }
+
+    #[test]
+    fn consecutive_timeouts_give_up_each_alert_counted_without_a_spool() {
+        // Every attempt times out; max_consecutive_timeouts 2: each alert is tried 3 times
+        // (the first and two retries), then given up and counted.
+        {
+            let spool = false;
+            let dir = tempfile::tempdir().unwrap();
+            let (sink, attempts, got) = slow(u32::MAX);
+            let metrics = Metrics::new();
+            let mut opts = fast(100, spool.then(|| (dir.path().to_owned(), 1 << 20)));
+            opts.max_consecutive_timeouts = Some(2);
+            // The general attempt limit would stop sooner: timeouts follow their own budget.
+            opts.max_attempts = 1;
+            // Timeouts are retried at once, not after the (here very long) backoff.
+            opts.initial_backoff = Duration::from_secs(3600);
+            opts.max_backoff = Duration::from_secs(3600);
+            let d = Delivery::start(Box::new(sink), opts, &metrics).unwrap();
+            for i in 0..4 {
+                d.enqueue(rec(i));
+            }
+            let report = d.shutdown(far());
+            assert!(got.lock().unwrap().is_empty());
+            let attempts = attempts.lock().unwrap().clone();
+            let want: Vec<(String, u32)> = (0..4).map(|i| (rec(i).body.to_string(), 3)).collect();
+            assert_eq!(attempts, want, "spool: {spool}");
+            assert_eq!(report.dropped.get(reason::TIMEOUT), Some(&4), "{report:?}");
+            assert_eq!(report.dropped_total(), 4, "{report:?}");
+            assert_eq!(report.timeouts, 12);
+            assert_eq!(report.failures, 12);
+            assert_eq!(report.spooled_at_exit, 0);
+            assert_eq!(
+                metrics.get(
+                    "vigil_output_dropped_total",
+                    &[("sink", "slow"), ("reason", "timeout")]
+                ),
+                4.0
+            );
+            assert_eq!(
+                metrics.get("vigil_output_timeouts_total", &[("sink", "slow")]),
+                12.0
+            );
+        }
+    }
+
+    #[test]
+    fn with_a_spool_timeouts_past_the_budget_back_off_and_lose_nothing() {
+        // Each alert's first 7 attempts time out; the budget is 2 in a row: past it the
+        // output counts as down (backoff, spool), never a drop, and everything arrives in
+        // order once attempts succeed.
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, attempts, got) = slow(7);
+        let metrics = Metrics::new();
+        let mut opts = fast(100, Some((dir.path().to_owned(), 1 << 20)));
+        opts.max_consecutive_timeouts = Some(2);
+        let d = Delivery::start(Box::new(sink), opts, &metrics).unwrap();
+        for i in 0..4 {
+            d.enqueue(rec(i));
+        }
+        let report = d.shutdown(far());
+        let want: Vec<String> = (0..4).map(|i| rec(i).body.to_string()).collect();
+        assert_eq!(*got.lock().unwrap(), want, "{report:?}");
+        assert_eq!(report.dropped_total(), 0, "{report:?}");
+        assert!(attempts.lock().unwrap().iter().all(|(_, n)| *n == 8));
+        assert_eq!(report.timeouts, 4 * 7, "{report:?}");
+    }
+
+    #[test]
+    fn timeouts_within_the_budget_are_retried_and_delivered_in_order() {
+        let (sink, attempts, got) = slow(2);
+        let metrics = Metrics::new();
+        let mut opts = fast(100, None);
+        opts.max_consecutive_timeouts = Some(2);
+        let d = Delivery::start(Box::new(sink), opts, &metrics).unwrap();
+        for i in 0..5 {
+            d.enqueue(rec(i));
+        }
+        let report = d.shutdown(far());
+        let want: Vec<String> = (0..5).map(|i| rec(i).body.to_string()).collect();
+        assert_eq!(*got.lock().unwrap(), want);
+        assert!(attempts.lock().unwrap().iter().all(|(_, n)| *n == 3));
+        assert_eq!(report.delivered, 5);
+        assert_eq!(report.dropped_total(), 0, "{report:?}");
+        assert_eq!(report.timeouts, 10);
+    }
+
+    #[test]
+    fn zero_consecutive_timeouts_gives_up_at_the_first_and_none_means_retry() {
+        let (sink, attempts, _) = slow(1);
+        let metrics = Metrics::new();
+        let mut opts = fast(100, None);
+        opts.max_consecutive_timeouts = Some(0);
+        let d = Delivery::start(Box::new(sink), opts, &metrics).unwrap();
+        d.enqueue(rec(0));
+        let report = d.shutdown(far());
+        assert_eq!(report.dropped.get(reason::TIMEOUT), Some(&1), "{report:?}");
+        assert_eq!(attempts.lock().unwrap()[0].1, 1);
+        // Without a budget a timeout is an ordinary failure: retried with backoff.
+        let (sink, _, got) = slow(1);
+        let d = Delivery::start(Box::new(sink), fast(100, None), &metrics).unwrap();
+        d.enqueue(rec(1));
+        let report = d.shutdown(far());
+        assert_eq!(report.delivered, 1, "{report:?}");
+        assert_eq!(got.lock().unwrap().len(), 1);
     }
 
     #[test]

@@ -17,6 +17,9 @@ use vigil_config::HttpOutput;
 use crate::delivery::Record;
 use crate::sinks::{Sink, SinkError};
 
+/// The longest wait for the connection itself (shorter when `http_output.timeout` is).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Why the HTTP output could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpSetupError {
@@ -59,8 +62,8 @@ impl HttpSink {
             return Err(HttpSetupError::BadUrl(config.url.clone()));
         }
         let mut builder = ureq::AgentBuilder::new()
-            .timeout_connect(Duration::from_secs(5))
-            .timeout(Duration::from_secs(10))
+            .timeout_connect(config.timeout.min(CONNECT_TIMEOUT))
+            .timeout(config.timeout)
             .user_agent(&config.user_agent);
         if !config.keep_alive {
             builder = builder.max_idle_connections(0);
@@ -240,9 +243,29 @@ impl Sink for HttpSink {
                 "`{}` answered HTTP {code}",
                 self.url
             ))),
+            Err(e) if timed_out(&e) => Err(SinkError::Timeout(format!("POST `{}`: {e}", self.url))),
             Err(e) => Err(SinkError::Unavailable(format!("POST `{}`: {e}", self.url))),
         }
     }
+}
+
+/// Whether a failed request ran out of time (connecting, sending or waiting for the answer):
+/// an I/O error of kind `TimedOut` (or `WouldBlock`, what a socket read timeout gives on
+/// Linux) somewhere in the error's source chain.
+fn timed_out(error: &ureq::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            ) {
+                return true;
+            }
+        }
+        source = e.source();
+    }
+    false
 }
 
 #[cfg(test)]
@@ -325,6 +348,86 @@ mod tests {
             .read_to_string(&mut unzipped)
             .unwrap();
         assert_eq!(unzipped, r#"{"rule":"R"}"#);
+    }
+
+    /// A loopback server that accepts connections, reads nothing and never answers; counts the
+    /// connections. Stops accepting when the returned flag is set (and one more connects).
+    fn silent_server() -> (
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/alerts", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (count, done) = (accepted.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming() {
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
+                count.fetch_add(1, Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        (url, accepted, stop)
+    }
+
+    #[test]
+    fn unanswered_requests_time_out_and_are_given_up_after_max_consecutive_timeouts() {
+        use crate::delivery::{reason, Delivery, DeliveryOptions};
+        use crate::metrics::Metrics;
+        use std::sync::atomic::Ordering;
+        let (url, accepted, stop) = silent_server();
+        let mut cfg = config(url.clone());
+        cfg.timeout = Duration::from_millis(200);
+        cfg.max_consecutive_timeouts = 1;
+        let mut sink = HttpSink::new(&cfg, "application/json").unwrap();
+        let record = Record {
+            severity: 4,
+            body: r#"{"rule":"R"}"#.into(),
+        };
+        assert!(
+            matches!(sink.send(&record), Err(SinkError::Timeout(_))),
+            "an unanswered POST is a timeout"
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while accepted.load(Ordering::SeqCst) < 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        // Through the delivery worker, as the agent runs it: each alert is tried twice (one
+        // timeout ignored), then given up and counted.
+        let metrics = Metrics::new();
+        let options = DeliveryOptions {
+            max_consecutive_timeouts: Some(cfg.max_consecutive_timeouts),
+            ..DeliveryOptions::default()
+        };
+        let d = Delivery::start(Box::new(sink), options, &metrics).unwrap();
+        for _ in 0..3 {
+            d.enqueue(record.clone());
+        }
+        let report = d.shutdown(std::time::Instant::now() + Duration::from_secs(60));
+        // The server thread may not have taken the last connection off the backlog yet.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while accepted.load(Ordering::SeqCst) < 1 + 3 * 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        stop.store(true, Ordering::SeqCst);
+        assert_eq!(accepted.load(Ordering::SeqCst), 1 + 3 * 2, "attempts");
+        assert_eq!(report.delivered, 0);
+        assert_eq!(report.timeouts, 6);
+        assert_eq!(report.dropped.get(reason::TIMEOUT), Some(&3), "{report:?}");
+        assert_eq!(
+            metrics.get(
+                "vigil_output_dropped_total",
+                &[("sink", "http"), ("reason", "timeout")]
+            ),
+            3.0
+        );
     }
 
     #[test]

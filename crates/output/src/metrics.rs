@@ -63,9 +63,14 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
         "Failed delivery attempts, per output.",
     ),
     (
+        "vigil_output_timeouts_total",
+        Kind::Counter,
+        "Delivery attempts that timed out, per output (included in the failures).",
+    ),
+    (
         "vigil_output_dropped_total",
         Kind::Counter,
-        "Alerts an output lost, by reason (budget exhausted).",
+        "Alerts an output lost, by reason (budget exhausted, or given up after consecutive timeouts).",
     ),
     (
         "vigil_internal_alerts_total",
@@ -83,6 +88,16 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
         "Resident memory of the agent.",
     ),
     ("vigil_up", Kind::Gauge, "1 while the agent runs."),
+    (
+        "vigil_bpf_program_runs_total",
+        Kind::Counter,
+        "Runs of each BPF program of the agent (metrics.libbpf_stats_enabled; counted while kernel.bpf_stats_enabled is set).",
+    ),
+    (
+        "vigil_bpf_program_run_seconds_total",
+        Kind::Counter,
+        "Time spent in each BPF program of the agent (metrics.libbpf_stats_enabled; counted while kernel.bpf_stats_enabled is set).",
+    ),
 ];
 
 type Labels = Vec<(String, String)>;

@@ -59,10 +59,15 @@ impl DeliveryReport {
                 let dropped: Vec<String> =
                     s.dropped.iter().map(|(r, n)| format!("{r}={n}")).collect();
                 format!(
-                    "{}: delivered {}, failed attempts {}, dropped {}{}, left in spool {}",
+                    "{}: delivered {}, failed attempts {}{}, dropped {}{}, left in spool {}",
                     s.name,
                     s.delivered,
                     s.failures,
+                    if s.timeouts > 0 {
+                        format!(" ({} timed out)", s.timeouts)
+                    } else {
+                        String::new()
+                    },
                     s.dropped_total(),
                     if dropped.is_empty() {
                         String::new()
@@ -175,7 +180,10 @@ impl Outputs {
             planned.push((
                 "http_output",
                 Box::new(HttpSink::new(h, formatter.content_type())?),
-                options(config, &h.delivery()),
+                DeliveryOptions {
+                    max_consecutive_timeouts: Some(h.max_consecutive_timeouts),
+                    ..options(config, &h.delivery())
+                },
             ));
         }
         let mut deliveries = Vec::with_capacity(planned.len());

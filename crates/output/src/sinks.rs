@@ -16,6 +16,12 @@ pub enum SinkError {
     /// Worth retrying (endpoint down, socket missing, program exited).
     #[error("output unavailable: {0}")]
     Unavailable(String),
+    /// The attempt took longer than the output's timeout (the endpoint accepted the
+    /// connection but did not answer in time, or did not accept it in time). Retried at once
+    /// while the output's consecutive-timeout budget allows; see
+    /// [`crate::DeliveryOptions::max_consecutive_timeouts`].
+    #[error("output timed out: {0}")]
+    Timeout(String),
     /// Retrying the same record will not help (configuration problem); still retried, since
     /// the fix may be applied while the agent runs.
     #[error("output misconfigured: {0}")]
