@@ -3,7 +3,9 @@
 //!
 //! `run` executes every selected action in a child process (`vigil generate run --exact NAME`)
 //! so that each action's process identity is clean and an action that changes its own
-//! credentials or namespaces cannot affect the next one.
+//! credentials or namespaces cannot affect the next one. Under a tracer (`vigil run`), an
+//! action whose data says [`vigil_generator::UnderRun::RefusedButAlerts`] counts as run when it
+//! fails: the kernel refuses it there, and the attempt is what the rules see.
 
 use std::io::{self, Write};
 use std::os::unix::process::CommandExt;
@@ -112,8 +114,13 @@ fn list(pattern: &str, json: bool) -> Result<ExitCode> {
                 "needs_root": action.needs_root,
                 "needs_runc": action.needs_runc(),
                 "slow": action.slow,
+                "under_run": {
+                    "outcome": action.under_run.outcome(),
+                    "reason": action.under_run.reason(),
+                },
                 "expects": expects,
                 "unavailable": unavailable,
+                "unavailable_under_run": action.unavailable_under_run(&ctx),
             });
             writeln!(out, "{line}")?;
         } else {
@@ -140,6 +147,12 @@ fn list(pattern: &str, json: bool) -> Result<ExitCode> {
             )?;
             for e in action.expected() {
                 writeln!(out, "    -> {}: {}", e.ruleset, e.rule)?;
+            }
+            if let Some(why) = action.under_run.reason() {
+                writeln!(
+                    out,
+                    "    under `vigil run`: the action fails, the rules still fire ({why})"
+                )?;
             }
             if let Some(why) = unavailable {
                 writeln!(out, "    (cannot run here: {why})")?;
@@ -198,6 +211,8 @@ fn run(args: &RunArgs) -> Result<ExitCode> {
         .iter()
         .map(std::path::PathBuf::from)
         .find(|p| p.is_file());
+    // Under a tracer (`vigil run`, strace), actions documented as refused there fail by design.
+    let traced = Action::traced();
     let (mut ran, mut failed, mut skipped) = (0u64, 0u64, 0u64);
     loop {
         for action in &actions {
@@ -207,6 +222,8 @@ fn run(args: &RunArgs) -> Result<ExitCode> {
                     "needs root (running as {})",
                     args.as_user.as_deref().unwrap_or("")
                 )),
+                // A tracer sees every attempt: kernel-capture checks do not apply.
+                _ if traced => action.unavailable_under_run(&ctx),
                 _ => action.unavailable(&ctx),
             };
             if let Some(why) = why {
@@ -239,6 +256,14 @@ fn run(args: &RunArgs) -> Result<ExitCode> {
             let text = |b: &[u8]| String::from_utf8_lossy(b).trim().replace('\n', "; ");
             if out.status.success() {
                 println!("ok    {}: {}", action.name, text(&out.stdout));
+                ran += 1;
+            } else if let (true, Some(why)) = (traced, action.under_run.reason()) {
+                // The attempt is what the rules see; the refusal is documented.
+                println!(
+                    "ok    {}: refused under a tracer, as documented: {} ({why})",
+                    action.name,
+                    text(&out.stderr)
+                );
                 ran += 1;
             } else {
                 println!("FAIL  {}: {}", action.name, text(&out.stderr));

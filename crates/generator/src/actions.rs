@@ -19,7 +19,8 @@ use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
 
 use crate::util::{copy_exe, io_err, run_ok, status, sys_err, TempDir, TempFile};
 use crate::{
-    falco, falco_in_container, sys, vigil, vigil_in_container, Action, Context, Error, Expect, Kind,
+    falco, falco_in_container, sys, vigil, vigil_in_container, Action, Context, Error, Expect,
+    Kind, UnderRun,
 };
 
 const READ_SENSITIVE: &[Expect] = &[
@@ -110,6 +111,7 @@ const fn host(
         description,
         needs_root,
         slow: false,
+        under_run: UnderRun::Same,
         check: None,
         expects,
         kind: Kind::Host(f),
@@ -127,6 +129,7 @@ const fn in_container(
         description,
         needs_root: true,
         slow: false,
+        under_run: UnderRun::Same,
         check: None,
         expects,
         kind: Kind::InContainer(inner),
@@ -242,20 +245,26 @@ pub(crate) static ACTIONS: &[Action] = &[
         BULK_REMOVE,
         remove_bulk_data_from_disk,
     ),
-    host(
-        "syscall.PtraceAttach",
-        "PTRACE_ATTACH to a child `sleep`, then detach and kill it",
-        false,
-        PTRACE_ATTACH,
-        ptrace_attach,
-    ),
-    host(
-        "syscall.PtraceAntiDebug",
-        "a child calls ptrace(PTRACE_TRACEME) and exits",
-        false,
-        PTRACE_TRACEME,
-        ptrace_anti_debug,
-    ),
+    Action {
+        under_run: UnderRun::RefusedButAlerts(crate::ALREADY_TRACED),
+        ..host(
+            "syscall.PtraceAttach",
+            "PTRACE_ATTACH to a child `sleep`, then detach and kill it",
+            false,
+            PTRACE_ATTACH,
+            ptrace_attach,
+        )
+    },
+    Action {
+        under_run: UnderRun::RefusedButAlerts(crate::ALREADY_TRACED),
+        ..host(
+            "syscall.PtraceAntiDebug",
+            "a child calls ptrace(PTRACE_TRACEME) and exits",
+            false,
+            PTRACE_TRACEME,
+            ptrace_anti_debug,
+        )
+    },
     host(
         "syscall.RedirectStdoutToNetwork",
         "connects to a loopback listener and dup2()s the socket over stdin and stdout, then restores them",
@@ -334,6 +343,7 @@ pub(crate) static ACTIONS: &[Action] = &[
         description: "cat /etc/shadow inside a runc container",
         needs_root: true,
         slow: false,
+        under_run: UnderRun::Same,
         check: None,
         expects: READ_SENSITIVE,
         kind: Kind::ContainerCommand(&["/bin/cat", "/etc/shadow"]),
@@ -343,6 +353,7 @@ pub(crate) static ACTIONS: &[Action] = &[
         description: "`sh -c 'true; sleep 1'` as a runc container's process, with a terminal",
         needs_root: true,
         slow: false,
+        under_run: UnderRun::Same,
         check: None,
         expects: TERMINAL_SHELL,
         kind: Kind::ContainerTty(&["/bin/sh", "-c", "true; sleep 1"]),

@@ -8,6 +8,10 @@
 //! for the test, loopback-only sockets). Actions run in the calling process; callers that want a
 //! clean process identity (the CLI) run each one in a child process of their own.
 //!
+//! Each action also says how it behaves under `vigil run`, whose tracer makes every process
+//! of the action a tracee ([`UnderRun`]): the same, or refused by the kernel there (ptrace of an
+//! already traced task) while the attempt still alerts. `vigil generate list --json` shows it.
+//!
 //! Container actions (`container.*`) run a host action inside a `runc` container built from a
 //! local root filesystem (`scripts/mk-rootfs.sh`), with the calling binary bind-mounted in.
 //!
@@ -118,6 +122,47 @@ const fn vigil_in_container(rule: &'static str) -> Expect {
     }
 }
 
+/// How an action behaves under `vigil run` (the ptrace driver: the action and every process it
+/// starts are the tracer's tracees) compared with an agent that does not trace (`vigil watch`).
+///
+/// The live test `crates/cli/tests/generate_run.rs` runs every action under `vigil run` and
+/// holds it to this: a [`UnderRun::Same`] action must succeed and raise its expected rules; a
+/// [`UnderRun::RefusedButAlerts`] action must *fail* (so the note stays true) and still raise
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnderRun {
+    /// Runs and alerts as under `vigil watch`.
+    Same,
+    /// The kernel refuses the action's system call under a tracer, so the action reports a
+    /// failure; the attempt is still captured and the expected rules fire all the same. The
+    /// text says why.
+    RefusedButAlerts(&'static str),
+}
+
+impl UnderRun {
+    /// `same` or `refused_but_alerts` (the `outcome` of `vigil generate list --json`).
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            UnderRun::Same => "same",
+            UnderRun::RefusedButAlerts(_) => "refused_but_alerts",
+        }
+    }
+
+    /// Why the action differs under `vigil run`, if it does.
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            UnderRun::Same => None,
+            UnderRun::RefusedButAlerts(why) => Some(why),
+        }
+    }
+}
+
+/// Why a ptrace request fails in a process that is already traced.
+pub(crate) const ALREADY_TRACED: &str = "a task has one tracer: under `vigil run` the action's \
+     processes are already traced by Vigil, so PTRACE_TRACEME and PTRACE_ATTACH of a traced \
+     task fail with EPERM; the ptrace call is still captured at its entry and the rules, which \
+     test the request and not its result, fire";
+
 /// What an action needs and where it runs.
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -141,7 +186,12 @@ pub struct Action {
     pub needs_root: bool,
     /// Takes several seconds (waits for a process to stop being "new").
     pub slow: bool,
-    /// A check of the machine: `Some(reason)` when the action cannot work here.
+    /// How it behaves under `vigil run` (ptrace) compared with `vigil watch`.
+    pub under_run: UnderRun,
+    /// A check of the kernel: `Some(reason)` when a kernel driver (`vigil watch`) cannot
+    /// capture the action's system call here (e.g. no tracepoint for a syscall the kernel does
+    /// not implement). A tracer sees every attempt at syscall entry, so `vigil run` ignores it
+    /// ([`Action::unavailable_under_run`]).
     check: Option<fn() -> Option<String>>,
     expects: &'static [Expect],
     kind: Kind,
@@ -217,15 +267,37 @@ impl Action {
         matches!(self.kind, Kind::ContainerTty(_))
     }
 
-    /// Why this action cannot run here (not root, no runc, no root filesystem), if so.
+    /// Why this action cannot run or be captured here by a kernel driver (not root, no runc,
+    /// no root filesystem, a kernel check), if so.
     pub fn unavailable(&self, ctx: &Context) -> Option<String> {
+        self.unavailable_under_run(ctx)
+            .or_else(|| self.check.and_then(|check| check()))
+    }
+
+    /// Whether this process is being traced (`TracerPid` in `/proc/self/status` is not 0), as
+    /// under `vigil run`, `strace` or a debugger: then [`UnderRun::RefusedButAlerts`] actions
+    /// fail by design.
+    pub fn traced() -> bool {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("TracerPid:"))
+                    .map(|v| v.trim() != "0")
+            })
+            .unwrap_or(false)
+    }
+
+    /// Why this action cannot run under `vigil run` here (not root, no runc, no root
+    /// filesystem), if so: [`Action::unavailable`] without the kernel-capture check.
+    pub fn unavailable_under_run(&self, ctx: &Context) -> Option<String> {
         if (self.needs_root || self.needs_runc()) && !nix::unistd::geteuid().is_root() {
             return Some("needs root".into());
         }
         if self.needs_runc() {
             return runc::unavailable(ctx);
         }
-        self.check.and_then(|check| check())
+        None
     }
 
     /// Performs the action; returns a one-line account of what it did.
@@ -365,6 +437,42 @@ mod tests {
         assert_eq!(inside.expected().len(), 2);
         let read = find("syscall.CreateSymlinkOverSensitiveFiles").unwrap();
         assert_eq!(read.expected().len(), 2);
+    }
+
+    #[test]
+    fn under_run_differences_are_explained() {
+        for a in registry() {
+            if let Some(why) = a.under_run.reason() {
+                assert!(why.len() > 40, "{}: explain the difference", a.name);
+                assert!(
+                    !a.needs_runc(),
+                    "{}: container actions run the same",
+                    a.name
+                );
+            }
+        }
+        for name in ["syscall.PtraceAttach", "syscall.PtraceAntiDebug"] {
+            let a = find(name).unwrap();
+            assert_eq!(a.under_run.outcome(), "refused_but_alerts", "{name}");
+            assert!(a.under_run.reason().unwrap().contains("EPERM"), "{name}");
+        }
+        let same = find("syscall.ReadSensitiveFileUntrusted").unwrap();
+        assert_eq!(same.under_run, UnderRun::Same);
+        assert_eq!(same.under_run.reason(), None);
+    }
+
+    #[test]
+    fn tracer_detection_reads_proc() {
+        // The test harness is normally not traced; when it is (strace, gdb), the answer must
+        // agree with /proc.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let tracer = status
+            .lines()
+            .find_map(|l| l.strip_prefix("TracerPid:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        assert_eq!(Action::traced(), tracer != "0");
     }
 
     #[test]
