@@ -790,3 +790,55 @@ fn dup2_onto_other_descriptors_never_stops() {
         "the dup2 of the socket onto stdout alerts once: {stderr}"
     );
 }
+
+/// A forked child's first syscall may reach the tracer before its parent's fork event: the
+/// child is held until that event has described it, so its events always come from a known
+/// process (its name and parent, not `<NA>`).
+#[test]
+fn children_are_known_before_their_first_event() {
+    if !can_trace("fork_order") {
+        return;
+    }
+    let dir = scratch("fork_order");
+    let probe = dir.join("probe-that-does-not-exist");
+    let rules = dir.join("probe.yaml");
+    fs::write(
+        &rules,
+        format!(
+            "- rule: Probe\n  desc: t\n  condition: evt.type in (open, openat) and fd.name = {}\n  \
+             output: \"probe pid=%proc.pid ppid=%proc.ppid name=%proc.name\"\n  priority: NOTICE\n",
+            probe.display()
+        ),
+    )
+    .unwrap();
+    let py = format!(
+        "import os\npids = []\nfor i in range(150):\n    pid = os.fork()\n    if pid == 0:\n        \
+         try:\n            os.open('{}', os.O_RDONLY)\n        except OSError:\n            pass\n        \
+         os._exit(0)\n    pids.append(pid)\nfor p in pids:\n    os.waitpid(p, 0)\nprint(os.getpid())\n",
+        probe.display()
+    );
+    let out = vigil(&[
+        "run",
+        "-r",
+        rules.to_str().unwrap(),
+        "--",
+        "python3",
+        "-c",
+        &py,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let parent = text(&out.stdout).trim().to_string();
+    let stderr = text(&out.stderr);
+    let probes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("probe pid="))
+        .collect();
+    assert_eq!(probes.len(), 150, "{stderr}");
+    for line in probes {
+        assert!(
+            line.contains(&format!("ppid={parent} name=python3")),
+            "a child's event from an unknown process: {line}"
+        );
+    }
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -87,6 +87,18 @@ pub fn tgid_of(tid: i32) -> Option<i32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// `(Tgid, PPid)` of thread `tid` (for a thread, `PPid` is its process's parent).
+pub fn tgid_ppid(tid: i32) -> Option<(i32, i32)> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let get = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some((get("Tgid:")?, get("PPid:")?))
+}
+
 /// The ids of thread `tid` in its innermost pid namespace, `(vtid, vpid)`, from the last
 /// numbers of `NSpid:` and `NStgid:` in `/proc/<tid>/status` (the global ids when the thread
 /// is in the initial namespace).

@@ -52,6 +52,10 @@ pub(crate) struct Tracer<'a> {
     pub(crate) stats: RunStats,
     main_status: Option<WorkloadStatus>,
     fds: Ledger,
+    /// New children whose first stop came before their parent's clone event: held stopped
+    /// until the event has described them, so none of their syscalls is seen from a process
+    /// the state does not know yet.
+    early: HashSet<i32>,
 }
 
 fn flags_of(numbers: &[u16]) -> Vec<bool> {
@@ -102,6 +106,7 @@ impl<'a> Tracer<'a> {
                 ..RunStats::default()
             },
             main_status: None,
+            early: HashSet::new(),
             fds: {
                 let mut l = Ledger::default();
                 l.record_all(i64::from(main));
@@ -170,6 +175,12 @@ impl<'a> Tracer<'a> {
         self.stats.stops += 1;
         let sig = status::stop_sig(st);
         let event = st >> 16;
+        if event == sys::EVENT_STOP && sig == libc::SIGTRAP && !self.tasks.contains_key(&tid) {
+            // An auto-attached child's first stop, before its parent's clone event: resumed
+            // by `clone_event`.
+            self.early.insert(tid);
+            return;
+        }
         let tgid = self.tgid(tid);
         if sig == (libc::SIGTRAP | 0x80) {
             self.stats.exit_stops += 1;
@@ -213,8 +224,10 @@ impl<'a> Tracer<'a> {
 
     fn task_exit(&mut self, tid: i32, st: i32) {
         let Some(task) = self.tasks.remove(&tid) else {
+            self.release_orphaned_early();
             return;
         };
+        self.release_orphaned_early();
         let (ret, sig, core) = if status::exited(st) {
             (status::exit_code(st), 0, false)
         } else {
@@ -250,6 +263,30 @@ impl<'a> Tracer<'a> {
             ],
             truncated: 0,
         });
+    }
+
+    /// A creator killed between making a child and reporting it never sends the clone event:
+    /// held children whose creator (the process of a new thread, the parent of a new process)
+    /// is no longer a live traced task are let go rather than kept stopped for ever.
+    fn release_orphaned_early(&mut self) {
+        if self.early.is_empty() {
+            return;
+        }
+        let gone: Vec<i32> = self
+            .early
+            .iter()
+            .copied()
+            .filter(|&child| {
+                !procinfo::tgid_ppid(child).is_some_and(|(tgid, ppid)| {
+                    (tgid != child && self.tasks.contains_key(&tgid))
+                        || self.tasks.contains_key(&ppid)
+                })
+            })
+            .collect();
+        for child in gone {
+            self.early.remove(&child);
+            let _ = sys::cont(child, 0);
+        }
     }
 
     fn seccomp_stop(&mut self, tid: i32, tgid: i32) {
@@ -534,6 +571,9 @@ impl<'a> Tracer<'a> {
             params,
             truncated: 0,
         });
+        if self.early.remove(&child) {
+            let _ = sys::cont(child, 0);
+        }
     }
 
     fn exec_event(&mut self, tid: i32) {
