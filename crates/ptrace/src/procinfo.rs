@@ -9,22 +9,45 @@ use vigil_event::table::exe_flags;
 use vigil_event::{Event, EventType, Param, Snapshot, ThreadInfo};
 use vigil_state::{read_snapshot, ProcSource, RealProc, SnapshotOptions};
 
-/// A procfs whose root lists only the chosen processes.
+/// A procfs whose root lists only the chosen processes. Host-wide files (`stat` for the boot
+/// time, the host name) are read once per Vigil process, not on every exec; with
+/// `leader_only`, a process's task list is just its leader (right after an exec, which leaves
+/// one thread).
 struct Only {
     inner: RealProc,
     pids: Vec<i64>,
+    leader_only: bool,
 }
 
 impl ProcSource for Only {
     fn list(&self, dir: &str) -> io::Result<Vec<i64>> {
         if dir.is_empty() {
-            Ok(self.pids.clone())
-        } else {
-            self.inner.list(dir)
+            return Ok(self.pids.clone());
         }
+        if self.leader_only {
+            if let Some(pid) = dir
+                .strip_suffix("/task")
+                .and_then(|p| p.parse::<i64>().ok())
+                .filter(|p| self.pids.contains(p))
+            {
+                return Ok(vec![pid]);
+            }
+        }
+        self.inner.list(dir)
     }
     fn read(&self, path: &str, max: usize) -> io::Result<Vec<u8>> {
-        self.inner.read(path, max)
+        static STAT: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        static HOSTNAME: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        let cache = match path {
+            "stat" => &STAT,
+            "sys/kernel/hostname" => &HOSTNAME,
+            _ => return self.inner.read(path, max),
+        };
+        if let Some(v) = cache.get() {
+            return Ok(v.clone());
+        }
+        let v = self.inner.read(path, max)?;
+        Ok(cache.get_or_init(|| v).clone())
     }
     fn read_link(&self, path: &str) -> io::Result<Vec<u8>> {
         self.inner.read_link(path)
@@ -33,10 +56,17 @@ impl ProcSource for Only {
 
 /// A snapshot of `pids` (any order; vanished ones are skipped).
 pub fn snapshot_of(pids: &[i64], read_fds: bool) -> Snapshot {
-    let src = Only {
-        inner: RealProc::default(),
-        pids: pids.to_vec(),
-    };
+    snapshot_from(
+        Only {
+            inner: RealProc::default(),
+            pids: pids.to_vec(),
+            leader_only: false,
+        },
+        read_fds,
+    )
+}
+
+fn snapshot_from(src: Only, read_fds: bool) -> Snapshot {
     let opts = SnapshotOptions {
         exclude_pid: None,
         read_fds,
@@ -99,6 +129,18 @@ pub fn tgid_ppid(tid: i32) -> Option<(i32, i32)> {
     Some((get("Tgid:")?, get("PPid:")?))
 }
 
+/// [`ns_ids`] of a new task of process `tgid`, without reading its `status` when it lives in
+/// Vigil's own pid namespace (then its ids there are the ones Vigil sees): one `readlink`
+/// instead of a `status` read on every fork.
+pub fn ns_ids_of_new(tid: i64, tgid: i64) -> Option<(Param, Param)> {
+    static OURS: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let ours = OURS.get_or_init(|| std::fs::read_link("/proc/self/ns/pid").ok());
+    match (ours, std::fs::read_link(format!("/proc/{tid}/ns/pid"))) {
+        (Some(ours), Ok(theirs)) if *ours == theirs => Some((Param::Int(tid), Param::Int(tgid))),
+        _ => ns_ids(tid),
+    }
+}
+
 /// The ids of thread `tid` in its innermost pid namespace, `(vtid, vpid)`, from the last
 /// numbers of `NSpid:` and `NStgid:` in `/proc/<tid>/status` (the global ids when the thread
 /// is in the initial namespace).
@@ -124,7 +166,16 @@ fn parse_ns_ids(status: &str) -> Option<(Param, Param)> {
 /// built from `/proc`. `head` holds the entry arguments if they were read at the seccomp
 /// stop; otherwise the filename is the new executable's path.
 pub fn exec_event(pid: i32, etype: EventType, head: Option<Vec<Param>>) -> Event {
-    let snap = snapshot_of(&[i64::from(pid)], false);
+    // Called at the exec event (one thread left) or for a failed exec (the caller's image;
+    // only its leader's data is used).
+    let snap = snapshot_from(
+        Only {
+            inner: RealProc::default(),
+            pids: vec![i64::from(pid)],
+            leader_only: true,
+        },
+        false,
+    );
     let leader = snap
         .threads
         .into_iter()
@@ -260,6 +311,11 @@ mod tests {
         assert_eq!(parse_ns_ids("Name:\tx\n"), None);
         let me = i64::from(std::process::id());
         let (vtid, vpid) = ns_ids(me).unwrap();
+        assert_eq!(
+            ns_ids_of_new(me, me),
+            Some((vtid.clone(), vpid.clone())),
+            "same answer without reading status"
+        );
         assert!(matches!(vtid, Param::Int(n) if n > 0), "{vtid:?}");
         assert!(matches!(vpid, Param::Int(n) if n > 0), "{vpid:?}");
     }

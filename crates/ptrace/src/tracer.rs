@@ -556,7 +556,8 @@ impl<'a> Tracer<'a> {
         }
         let etype = table::by_name(name).expect("clone-family events are in the table");
         // The child's ids in its own pid namespace (equal to the global ones outside one).
-        let (vtid, vpid) = procinfo::ns_ids(i64::from(child)).unwrap_or((Param::None, Param::None));
+        let (vtid, vpid) = procinfo::ns_ids_of_new(i64::from(child), i64::from(child_tgid))
+            .unwrap_or((Param::None, Param::None));
         let params = match name {
             "fork" | "vfork" => vec![vtid, vpid],
             _ => vec![Param::Uint(flags), vtid, vpid],
