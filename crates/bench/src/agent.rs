@@ -314,6 +314,10 @@ pub fn release_budget(method: &BudgetMethod) {
 pub struct BackgroundAgent {
     child: Option<Child>,
     pub pid: u32,
+    /// The agent's process name (read once it is ready), and the processes that existed
+    /// before it started (see [`BackgroundAgent::shutdown`]).
+    comm: String,
+    leaders_before: Vec<i32>,
     stdout_path: PathBuf,
     stderr_path: PathBuf,
     pub label: String,
@@ -374,6 +378,7 @@ impl BackgroundAgent {
                 source,
             })
         };
+        let leaders_before = system::processes_named(None);
         let child = Command::new(&argv[0])
             .args(&argv[1..])
             .stdin(Stdio::null())
@@ -385,6 +390,8 @@ impl BackgroundAgent {
         let mut agent = BackgroundAgent {
             child: Some(child),
             pid,
+            comm: String::new(),
+            leaders_before,
             stdout_path,
             stderr_path,
             label: spec.label(),
@@ -397,6 +404,10 @@ impl BackgroundAgent {
             _ => launch.ready_line.clone(),
         };
         agent.wait_ready(ready_line.as_deref(), launch)?;
+        // Its name once `taskset`/`sh -c exec` have exec'd it.
+        agent.comm = system::proc_stat(pid as i32)
+            .map(|(comm, _)| comm)
+            .unwrap_or_default();
         Ok(agent)
     }
 
@@ -452,7 +463,24 @@ impl BackgroundAgent {
         }
     }
 
+    /// Stops the agent, then waits (at most 60 s) for what it left detaching in the
+    /// background: `vigil watch` hands its tracepoints to a releaser process of the same name,
+    /// whose teardown takes seconds and would slow the next measurement.
     fn shutdown(&mut self) -> String {
+        let status = self.stop_child();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.comm.is_empty()
+            && Instant::now() < deadline
+            && system::processes_named(Some(&self.comm))
+                .iter()
+                .any(|p| !self.leaders_before.contains(p))
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        status
+    }
+
+    fn stop_child(&mut self) -> String {
         let Some(mut child) = self.child.take() else {
             return "already exited".into();
         };

@@ -135,6 +135,8 @@ pub fn status_kib(text: &str, key: &str) -> Option<u64> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcStat {
     pub ppid: i32,
+    /// Session id.
+    pub session: i32,
     /// utime + stime, in clock ticks.
     pub cpu_ticks: u64,
     /// cutime + cstime (waited-for children), in clock ticks.
@@ -157,12 +159,29 @@ pub fn parse_stat(text: &str) -> Option<(String, ProcStat)> {
         comm,
         ProcStat {
             ppid,
+            session: fields.get(6 - 3)?.parse().ok()?,
             cpu_ticks: num(14)? + num(15)?,
             children_ticks: num(16)?.saturating_add(num(17)?),
             vsize: num(23)?,
             rss_pages: num(24)?,
         },
     ))
+}
+
+/// Processes named `comm` (all with `None`), this one excepted (`vigil watch` leaves its
+/// tracepoints to a background releaser of its own name, which detaches them after the agent
+/// has exited).
+pub fn processes_named(comm: Option<&str>) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            pid != me && comm.is_none_or(|want| proc_stat(pid).is_some_and(|(c, _)| c == want))
+        })
+        .collect()
 }
 
 /// `/proc/<pid>/stat` of one process.
@@ -219,12 +238,37 @@ mod tests {
         let (comm, s) = parse_stat(line).expect("parses");
         assert_eq!(comm, "my (odd) prog", "comm with parentheses");
         assert_eq!(s.ppid, 1, "ppid");
+        assert_eq!(s.session, 1234, "session");
         assert_eq!(s.cpu_ticks, 12, "utime + stime");
         assert_eq!(s.children_ticks, 5, "cutime + cstime");
         assert_eq!(s.vsize, 1_048_576, "vsize");
         assert_eq!(s.rss_pages, 300, "rss");
         assert_eq!(parse_stat("garbage"), None, "garbage");
         assert_eq!(parse_stat("1 (x) S"), None, "truncated");
+    }
+
+    #[test]
+    fn processes_are_found_by_name() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !processes_named(Some("sleep")).contains(&pid) {
+            assert!(std::time::Instant::now() < deadline, "{pid} never seen");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!processes_named(Some("no-such-comm")).contains(&pid));
+        assert!(processes_named(None).contains(&pid));
+        let me = std::process::id() as i32;
+        let (my_comm, _) = proc_stat(me).expect("own stat");
+        assert!(
+            !processes_named(Some(&my_comm)).contains(&me),
+            "this process is left out"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]
