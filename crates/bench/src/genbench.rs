@@ -460,8 +460,13 @@ pub fn run(opts: &mut GenBenchOptions, progress: Progress) -> Result<Vec<Round>,
         };
         last_cpu = stat.map(|s| s.cpu_ticks);
         for (i, a) in actions.iter().enumerate() {
+            let ratio = if expected[i] == 0 {
+                0.0
+            } else {
+                actual[i] as f64 / expected[i] as f64
+            };
             progress(&format!(
-                "{} expected={} actual={} ({:.0}% lost)",
+                "{} expected={} actual={} ratio={ratio:.2} ({:.0}% lost)",
                 a.name,
                 expected[i],
                 actual[i],

@@ -446,7 +446,7 @@ fn generate_bench_counts_alerts_from_a_file() {
         "rounds printed:\n{stderr}"
     );
     assert!(
-        stderr.contains("(100% lost)") && stderr.contains("(0% lost)"),
+        stderr.contains("ratio=0.00 (100% lost)") && stderr.contains("ratio=1.00 (0% lost)"),
         "per action:\n{stderr}"
     );
     let json = report(&out_dir, &["generate-bench.svg"]);

@@ -225,6 +225,7 @@ fn check_output(a: &Attempt) {
         "round #2",
         "expected=",
         "actual=",
+        " ratio=",
         "% lost)",
         "statistics cpu=",
         "res_mem=",

@@ -813,6 +813,7 @@ mod tests {
 
     #[test]
     fn unprivileged_actions_run_and_clean_up() {
+        let _serial = crate::TEMP_DIRS.lock().unwrap_or_else(|e| e.into_inner());
         let tmp_before: Vec<_> = leftovers();
         for name in [
             "syscall.CreateSymlinkOverSensitiveFiles",
@@ -862,6 +863,7 @@ mod tests {
     #[test]
     #[allow(clippy::print_stderr)]
     fn root_actions_run_and_clean_up_when_root() {
+        let _serial = crate::TEMP_DIRS.lock().unwrap_or_else(|e| e.into_inner());
         if !nix::unistd::geteuid().is_root() {
             if std::env::var("VIGIL_TEST_STRICT").is_ok_and(|v| v == "1") {
                 panic!("root_actions_run_and_clean_up_when_root: VIGIL_TEST_STRICT=1 but not root");

@@ -364,6 +364,11 @@ pub fn select(pattern: &str) -> Result<Vec<&'static Action>, Error> {
     Ok(registry().iter().filter(|a| re.is_match(a.name)).collect())
 }
 
+/// Tests that create temporary directories, or check that none is left behind, run one at a
+/// time (a concurrent test's directory would look like a leftover).
+#[cfg(test)]
+pub(crate) static TEMP_DIRS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;

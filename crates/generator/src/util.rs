@@ -160,6 +160,7 @@ mod tests {
 
     #[test]
     fn temp_dir_is_removed_on_drop() {
+        let _serial = crate::TEMP_DIRS.lock().unwrap_or_else(|e| e.into_inner());
         let dir = TempDir::new("test").unwrap();
         let path = dir.path().to_path_buf();
         fs::write(dir.join("f"), b"x").unwrap();
@@ -170,6 +171,7 @@ mod tests {
 
     #[test]
     fn copies_run_under_their_new_name() {
+        let _serial = crate::TEMP_DIRS.lock().unwrap_or_else(|e| e.into_inner());
         let dir = TempDir::new("test").unwrap();
         let exe = copy_exe("test", "true", dir.path(), "nginx").unwrap();
         assert_eq!(status("test", &mut Command::new(&exe)).unwrap(), 0);
