@@ -101,7 +101,11 @@ struct exec_info {
 };
 
 // exec_info.exe_flags bits (the `exe_flags` event parameter, vigil_event::table::exe_flags).
+#define EXE_WRITABLE 1
+#define EXE_UPPER_LAYER 2
 #define EXE_FROM_MEMFD 4
+
+#define OVERLAYFS_SUPER_MAGIC 0x794c7630
 
 struct fork_info {
 	__u64 flags;
@@ -883,6 +887,21 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	}
 	struct inode *ino = BPF_CORE_READ(mm, exe_file, f_inode);
 	if (ino) {
+		// Writable by the process's effective user (root always is), as the mode bits say.
+		__u32 mode = BPF_CORE_READ(ino, i_mode);
+		__u32 owner = BPF_CORE_READ(ino, i_uid.val);
+		__u32 group = BPF_CORE_READ(ino, i_gid.val);
+		__u32 w = owner == ei->euid ? mode & 0200 : group == ei->egid ? mode & 0020 : mode & 0002;
+		if (ei->euid == 0 || w)
+			exe_flags |= EXE_WRITABLE;
+		// An overlayfs file whose upper dentry exists was written (or copied up) in the
+		// upper layer, i.e. after the container's image was assembled.
+		if (BPF_CORE_READ(ino, i_sb, s_magic) == OVERLAYFS_SUPER_MAGIC) {
+			struct ovl_inode *oi = (struct ovl_inode *)((void *)ino -
+				bpf_core_field_offset(struct ovl_inode, vfs_inode));
+			if (BPF_CORE_READ(oi, __upperdentry))
+				exe_flags |= EXE_UPPER_LAYER;
+		}
 		ei->exe_ino = BPF_CORE_READ(ino, i_ino);
 		ei->exe_ctime = (__u64)BPF_CORE_READ(ino, i_ctime_sec) * 1000000000ull +
 				BPF_CORE_READ(ino, i_ctime_nsec);
