@@ -223,6 +223,8 @@ impl<'a> Tracer<'a> {
     }
 
     fn task_exit(&mut self, tid: i32, st: i32) {
+        // A held child killed before its clone event (a fatal signal to its whole process).
+        self.early.remove(&tid);
         let Some(task) = self.tasks.remove(&tid) else {
             self.release_orphaned_early();
             return;
