@@ -48,6 +48,19 @@ fn can_trace(test: &str) -> bool {
     false
 }
 
+/// Counter `key` of the `vigil run --stats` line in `stderr`.
+fn run_stat(stderr: &str, key: &str) -> u64 {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("vigil: traced_syscalls="))
+        .and_then(|l| {
+            l.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in the stats line: {stderr}"))
+}
+
 fn is_root() -> bool {
     fs::read_to_string("/proc/self/status")
         .ok()
@@ -585,17 +598,9 @@ fn unneeded_open_exits_are_skipped_and_their_descriptors_learnt() {
         alerts[0].contains(&format!("key fd={fd} name={}", target.display())),
         "the relative open is resolved through the learnt directory fd: {stderr}"
     );
-    let stats = stderr
-        .lines()
-        .find(|l| l.starts_with("vigil: traced_syscalls="))
-        .unwrap_or_else(|| panic!("no stats line: {stderr}"));
-    let skipped: u64 = stats
-        .split_whitespace()
-        .find_map(|kv| kv.strip_prefix("skipped_exits="))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no skipped_exits in {stats}"));
+    let skipped = run_stat(&stderr, "skipped_exits");
     // Python's own start-up opens (modules, locale) plus the directory: none can match.
-    assert!(skipped >= 2, "{stats}");
+    assert!(skipped >= 2, "{stderr}");
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -764,16 +769,7 @@ fn dup2_onto_other_descriptors_never_stops() {
         let out = vigil(&["run", "--stats", "--", "python3", "-c", &py]);
         let stderr = text(&out.stderr);
         assert!(out.status.success(), "{stderr}");
-        let n = stderr
-            .lines()
-            .find(|l| l.starts_with("vigil: traced_syscalls="))
-            .and_then(|l| {
-                l.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix("seccomp_stops="))
-            })
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no seccomp_stops in {stderr}"));
-        (n, stderr)
+        (run_stat(&stderr, "seccomp_stops"), stderr)
     };
     let (few, _) = stops(0);
     let (many, stderr) = stops(3000);
