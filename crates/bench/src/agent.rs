@@ -317,7 +317,7 @@ pub struct BackgroundAgent {
     /// The agent's process name (read once it is ready), and the processes that existed
     /// before it started (see [`BackgroundAgent::shutdown`]).
     comm: String,
-    leaders_before: Vec<i32>,
+    pids_before: Vec<i32>,
     stdout_path: PathBuf,
     stderr_path: PathBuf,
     pub label: String,
@@ -378,7 +378,7 @@ impl BackgroundAgent {
                 source,
             })
         };
-        let leaders_before = system::processes_named(None);
+        let pids_before = system::processes_named(None);
         let child = Command::new(&argv[0])
             .args(&argv[1..])
             .stdin(Stdio::null())
@@ -391,7 +391,7 @@ impl BackgroundAgent {
             child: Some(child),
             pid,
             comm: String::new(),
-            leaders_before,
+            pids_before,
             stdout_path,
             stderr_path,
             label: spec.label(),
@@ -473,7 +473,7 @@ impl BackgroundAgent {
             && Instant::now() < deadline
             && system::processes_named(Some(&self.comm))
                 .iter()
-                .any(|p| !self.leaders_before.contains(p))
+                .any(|p| !self.pids_before.contains(p))
         {
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -135,8 +135,6 @@ pub fn status_kib(text: &str, key: &str) -> Option<u64> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcStat {
     pub ppid: i32,
-    /// Session id.
-    pub session: i32,
     /// utime + stime, in clock ticks.
     pub cpu_ticks: u64,
     /// cutime + cstime (waited-for children), in clock ticks.
@@ -159,7 +157,6 @@ pub fn parse_stat(text: &str) -> Option<(String, ProcStat)> {
         comm,
         ProcStat {
             ppid,
-            session: fields.get(6 - 3)?.parse().ok()?,
             cpu_ticks: num(14)? + num(15)?,
             children_ticks: num(16)?.saturating_add(num(17)?),
             vsize: num(23)?,
@@ -238,7 +235,6 @@ mod tests {
         let (comm, s) = parse_stat(line).expect("parses");
         assert_eq!(comm, "my (odd) prog", "comm with parentheses");
         assert_eq!(s.ppid, 1, "ppid");
-        assert_eq!(s.session, 1234, "session");
         assert_eq!(s.cpu_ticks, 12, "utime + stime");
         assert_eq!(s.children_ticks, 5, "cutime + cstime");
         assert_eq!(s.vsize, 1_048_576, "vsize");

@@ -11,6 +11,10 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+#[path = "support/live.rs"]
+mod live;
+use live::{free_port, http_get};
+
 const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 
 fn falco_rules() -> PathBuf {
@@ -294,31 +298,6 @@ fn watched_syscalls_without_a_tracepoint_are_named_at_start() {
         assert!(named("cannot be captured"), "{stderr}");
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// One HTTP GET on loopback; the response body.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::Write;
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-}
-
-/// A port nobody listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
 }
 
 #[test]

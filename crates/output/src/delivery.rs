@@ -150,6 +150,21 @@ impl Shared {
         }
     }
 
+    /// One failed attempt (`timed_out`: a timeout): counted in the report and the metrics;
+    /// the output is failing until a delivery succeeds.
+    fn count_failure(&self, state: &mut State, timed_out: bool) {
+        state.report.failures += 1;
+        state.failing = true;
+        let labels = [("sink", self.name.as_str())];
+        self.metrics
+            .add("vigil_output_delivery_failures_total", &labels, 1.0);
+        if timed_out {
+            state.report.timeouts += 1;
+            self.metrics
+                .add("vigil_output_timeouts_total", &labels, 1.0);
+        }
+    }
+
     fn gauges(&self, state: &State) {
         let depth = state.queue.len() + usize::from(state.head.is_some());
         self.metrics.set(
@@ -455,19 +470,7 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                     .is_some_and(|limit| timeouts < limit || state.spool.is_none()) =>
             {
                 let limit = options.max_consecutive_timeouts.unwrap_or(0);
-                state.report.failures += 1;
-                state.report.timeouts += 1;
-                shared.metrics.add(
-                    "vigil_output_delivery_failures_total",
-                    &[("sink", &shared.name)],
-                    1.0,
-                );
-                shared.metrics.add(
-                    "vigil_output_timeouts_total",
-                    &[("sink", &shared.name)],
-                    1.0,
-                );
-                state.failing = true;
+                shared.count_failure(&mut state, true);
                 timeouts = timeouts.saturating_add(1);
                 if timeouts > limit {
                     if !failure_logged {
@@ -497,26 +500,12 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                 shared.gauges(&state);
             }
             Err(e) => {
-                if matches!(e, SinkError::Timeout(_)) {
-                    state.report.timeouts += 1;
-                    shared.metrics.add(
-                        "vigil_output_timeouts_total",
-                        &[("sink", &shared.name)],
-                        1.0,
-                    );
-                }
                 timeouts = 0;
-                state.report.failures += 1;
-                shared.metrics.add(
-                    "vigil_output_delivery_failures_total",
-                    &[("sink", &shared.name)],
-                    1.0,
-                );
+                shared.count_failure(&mut state, matches!(e, SinkError::Timeout(_)));
                 if !failure_logged {
                     log::warn!("output `{}`: delivery failed, retrying: {e}", shared.name);
                     failure_logged = true;
                 }
-                state.failing = true;
                 attempts += 1;
                 if state.spool.is_none() && attempts >= options.max_attempts.max(1) {
                     state.head = None;

@@ -110,11 +110,7 @@ pub fn ancestry(pid: i64) -> Vec<i64> {
 
 /// The thread-group id of `tid`, from `/proc/<tid>/status`.
 pub fn tgid_of(tid: i32) -> Option<i32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+    tgid_ppid(tid).map(|(tgid, _)| tgid)
 }
 
 /// `(Tgid, PPid)` of thread `tid` (for a thread, `PPid` is its process's parent).

@@ -1,6 +1,6 @@
 //! Shared by the live tests (`live_rules.rs`, `container.rs`): a running `vigil watch --json`
 //! whose alerts a reader thread collects, the requirements check (root, `vigil watch`), the
-//! expected output fields of each generator action, and alert matching.
+//! expected output fields of each generator action, alert matching, and loopback HTTP helpers.
 #![allow(dead_code)]
 #![allow(clippy::print_stderr)]
 
@@ -397,4 +397,29 @@ pub fn run_action(name: &str) -> Result<String, String> {
     } else {
         Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
     }
+}
+
+/// One HTTP GET on loopback; the response body.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
 }
