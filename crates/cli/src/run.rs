@@ -261,12 +261,37 @@ impl Handler for Pipeline {
         }
     }
 
-    /// Skips the exit of an open no rule could match whatever it returns — unless a capture
-    /// is written (it records every event of the interest set). Judged as a failed call,
-    /// whose view names the path from the arguments without adding a descriptor.
+    /// Skips the exit of a call no rule could match whatever it returns — unless a capture
+    /// is written (it records every event of the interest set). `dup2`/`dup3` succeed with
+    /// `newfd`, a result known now: judged exactly as that success (which the state keeps,
+    /// as the call will most likely have it; the fd ledger corrects it on the next use if
+    /// not) unless some rule could match a failure. Others are judged as a failed call,
+    /// whose view names the path from the arguments without adding a descriptor, by the
+    /// rules' entry filters.
     fn wants_result(&mut self, entry: &Event) -> bool {
         if self.capture.is_some() {
             return true;
+        }
+        if matches!(entry.etype.spec().name, "dup2" | "dup3") {
+            let newfd = match entry.param_by_name("newfd") {
+                Param::Int(v) => *v,
+                Param::Uint(v) => i64::try_from(*v).unwrap_or(-1),
+                _ => -1,
+            };
+            if newfd < 0 || self.ruleset.may_match_failure(entry.etype.0) {
+                return true;
+            }
+            let mut success = entry.clone();
+            success.res = newfd;
+            self.state.apply(&success);
+            self.matches.clear();
+            {
+                let view = self.state.view(&success);
+                self.ruleset
+                    .evaluate(&view, &mut self.ctx, &mut self.matches);
+            }
+            self.state.finish(&success);
+            return !self.matches.is_empty();
         }
         let mut probe = entry.clone();
         probe.res = -ENOENT;
@@ -308,6 +333,40 @@ fn report_syscalls(ruleset: &Ruleset) -> (Vec<u16>, bool) {
     nrs.sort_unstable();
     nrs.dedup();
     (nrs, all)
+}
+
+/// Whether `field` of an exec event is known only at the syscall's entry: the file name as
+/// passed (the exec event alone gives the resolved executable), `execveat`'s directory
+/// descriptor, path and flags, and the renderings of every argument.
+fn exec_entry_field(field: &vigil_fields::FieldRef) -> bool {
+    use vigil_fields::{Catalog, FieldArg};
+    let name = vigil_state::catalog().def(field.id).name;
+    match name {
+        "evt.arg" => match &field.arg {
+            FieldArg::Key(k) => matches!(k.as_str(), "filename" | "pathname" | "dirfd" | "flags"),
+            _ => true,
+        },
+        "evt.args" | "evt.info" => true,
+        _ => name.starts_with("evt.abspath") || name.starts_with("fs.path"),
+    }
+}
+
+/// `report` without `execve` when no enabled rule needs its entry (a rule that may match a
+/// failed exec, or reads [`exec_entry_field`]s): a successful exec is reported by the
+/// tracer's exec event whatever the filter says, so each exec then costs one stop instead
+/// of two. `execveat` keeps its entry stop when watched: at the exec event the registers no
+/// longer tell it from `execve` (the kernel reports a successful `execveat` as syscall 59
+/// there), and an exec event without entry arguments is an `execve`.
+fn without_exec_entry(ruleset: &Ruleset, report: Vec<u16>) -> Vec<u16> {
+    const EXECVE: u16 = 59;
+    report
+        .into_iter()
+        .filter(|&nr| {
+            nr != EXECVE
+                || vigil_event::table::by_syscall_nr(nr)
+                    .is_none_or(|etype| ruleset.needs_entry(etype.0, &exec_entry_field))
+        })
+        .collect()
 }
 
 /// Seccomp conditions for syscalls whose successful result is one of their arguments
@@ -414,11 +473,14 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     });
     let (enforced, judged) = enforced_rules(&ruleset, &args)?;
     let (report, all) = report_syscalls(&ruleset);
-    let report_when = if args.write.is_some() {
-        // A capture records every event of the interest set.
-        Vec::new()
+    let (report, report_when) = if args.write.is_some() {
+        // A capture records every event of the interest set, failures included.
+        (report, Vec::new())
     } else {
-        result_arg_conditions(&ruleset)
+        (
+            without_exec_entry(&ruleset, report),
+            result_arg_conditions(&ruleset),
+        )
     };
     if all {
         eprintln!(

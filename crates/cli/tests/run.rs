@@ -838,3 +838,119 @@ fn children_are_known_before_their_first_event() {
     }
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Successful execs are reported by the tracer's exec event, so when no rule can match a
+/// failed exec (`evt.res = SUCCESS`) nor reads what only the entry shows, `execve` does not
+/// stop at the filter at all: same alerts, one stop fewer per exec. `execveat` (`fexecve`)
+/// keeps its entry stop, which is what tells it from `execve`.
+#[test]
+fn successful_execs_need_no_entry_stop() {
+    if !can_trace("exec_entry") {
+        return;
+    }
+    let dir = scratch("exec_entry");
+    let run = |res_test: &str| -> (Vec<String>, u64) {
+        let rules = dir.join("exec.yaml");
+        fs::write(
+            &rules,
+            format!(
+                "- rule: True ran\n  desc: t\n  condition: evt.type = execve {res_test} and \
+                 proc.name = true\n  output: \"ran-true type=%evt.type\"\n  priority: NOTICE\n\
+                 - rule: Echo ran at\n  desc: t\n  condition: evt.type = execveat {res_test} \
+                 and proc.exepath endswith /echo\n  output: \"at-echo type=%evt.type\"\n  \
+                 priority: NOTICE\n"
+            ),
+        )
+        .unwrap();
+        let script = "/bin/true; /bin/true; python3 -c 'import os; \
+                      os.execve(os.open(\"/bin/echo\", os.O_RDONLY), [\"echo\", \"hi\"], {})'";
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "-r",
+            rules.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(text(&out.stdout), "hi\n");
+        let mut alerts: Vec<String> = stderr
+            .lines()
+            .filter_map(|l| {
+                l.find("ran-true")
+                    .or(l.find("at-echo"))
+                    .map(|i| l[i..].to_string())
+            })
+            .collect();
+        alerts.sort();
+        (alerts, run_stat(&stderr, "seccomp_stops"))
+    };
+    let (success_only, fewer) = run("and evt.res = SUCCESS");
+    let (any_result, more) = run("");
+    let want = [
+        "at-echo type=execveat",
+        "ran-true type=execve",
+        "ran-true type=execve",
+    ];
+    assert_eq!(success_only, want);
+    assert_eq!(any_result, want);
+    // sh, true, true and python3 stop at entry only when a failed exec could match.
+    assert!(
+        more >= fewer + 4,
+        "{fewer} stops with, {more} without `evt.res = SUCCESS`"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `dup2` onto a standard stream of something that is not a socket, and the removal of a
+/// file that is not a shell history, match no default rule whatever they return: they run
+/// without their exit stop (`skipped_exits`), while the socket redirection and the history
+/// removal still alert.
+#[test]
+fn unneeded_dup2_and_unlink_exits_are_skipped() {
+    if !can_trace("skip_dup_unlink") {
+        return;
+    }
+    let dir = scratch("skip_dup_unlink");
+    let counters = |loops: u32| -> (u64, u64, String) {
+        let py = format!(
+            "import os, socket\nd = '{dir}'\nsaved = os.dup(1)\nr, w = os.pipe()\n\
+             for i in range({loops}):\n    os.dup2(r, 1)\n    os.dup2(saved, 1)\n    \
+             p = os.path.join(d, 'f%d' % i)\n    open(p, 'w').close()\n    os.unlink(p)\n\
+             h = os.path.join(d, '.bash_history')\nopen(h, 'w').close()\nos.unlink(h)\n\
+             s = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(1)\n\
+             c = socket.create_connection(s.getsockname())\nos.dup2(c.fileno(), 1)\n\
+             os.dup2(saved, 1)\n",
+            dir = dir.display()
+        );
+        let out = vigil(&["run", "--stats", "--", "python3", "-c", &py]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        (
+            run_stat(&stderr, "exit_stops"),
+            run_stat(&stderr, "skipped_exits"),
+            stderr,
+        )
+    };
+    let (few_exits, few_skipped, _) = counters(0);
+    let (many_exits, many_skipped, stderr) = counters(300);
+    assert!(
+        many_exits < few_exits + 30,
+        "300 × (2 dup2, unlink) took exit stops: {few_exits} without, {many_exits} with"
+    );
+    assert!(
+        many_skipped >= few_skipped + 900,
+        "{few_skipped} skipped without, {many_skipped} with"
+    );
+    let count = |needle: &str| stderr.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(
+        count("redirected to a network connection"),
+        1,
+        "the socket's dup2 still alerts: {stderr}"
+    );
+    assert_eq!(count("Shell history removed"), 1, "{stderr}");
+    let _ = fs::remove_dir_all(&dir);
+}

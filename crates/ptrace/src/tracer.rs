@@ -72,10 +72,33 @@ fn is_exec(nr: u64) -> bool {
     nr == 59 || nr == 322
 }
 
-/// `open`, `openat`, `openat2`, `creat`: their exit adds the result and the new descriptor's
-/// identity, nothing the arguments did not already say.
-fn is_open(nr: u64) -> bool {
-    matches!(nr, 2 | 257 | 437 | 85)
+/// Syscalls whose exit adds nothing the arguments did not already say but the result (and,
+/// for the open family and `dup2`/`dup3`, the identity of the descriptor made, which the fd
+/// ledger learns from `/proc` when it is used): the handler is asked whether it needs the
+/// result at all. `open`, `openat`, `openat2`, `creat`, `dup2`, `dup3`, and the path calls
+/// `link`, `linkat`, `symlink`, `symlinkat`, `rename`, `renameat`, `renameat2`, `unlink`,
+/// `unlinkat`, `mkdir`, `mkdirat`, `rmdir`.
+fn may_skip_exit(nr: u64) -> bool {
+    matches!(
+        nr,
+        2 | 257
+            | 437
+            | 85
+            | 33
+            | 292
+            | 86
+            | 265
+            | 88
+            | 266
+            | 82
+            | 264
+            | 316
+            | 87
+            | 263
+            | 83
+            | 258
+            | 84
+    )
 }
 
 fn is_clone(nr: u64) -> bool {
@@ -353,7 +376,7 @@ impl<'a> Tracer<'a> {
                 return;
             }
         }
-        if report && is_open(nr) {
+        if report && may_skip_exit(nr) {
             self.fix_fds(&event);
             // Numbered like the event it would become (`evt.num` is never 0 in a stream).
             event.num = self.num + 1;

@@ -6,7 +6,7 @@
 //! compiler collects every problem of a condition instead of stopping at the first.
 
 use crate::ast::{CmpOp, Expr, Literal, Operand, Rhs, Span, Transformer};
-use crate::eval::{COperand, FieldSlots, Filter, Glob, Node, PathSet, Test};
+use crate::eval::{COperand, FieldSlots, Filter, Glob, Node, PathSet, Test, V};
 use crate::parser::MAX_DEPTH;
 
 /// Deepest tree the compiler accepts. Parser output is at most about `2 * MAX_DEPTH` deep
@@ -99,7 +99,7 @@ impl<'c> Compiler<'c> {
         }
         let n_types = self.catalog.n_event_types();
         let words = n_types.div_ceil(64);
-        let set = event_types(&root, false, words, n_types);
+        let set = event_types(&root, false, words, n_types, &|_| None);
         let all = (0..n_types).all(|i| set[i / 64] & (1u64 << (i % 64)) != 0);
         let event_types = if all {
             None
@@ -118,13 +118,33 @@ impl<'c> Compiler<'c> {
         };
         let mut required = Vec::new();
         required_numbers(&root, &mut required);
+        let failed = self.failure_fields();
+        let mut failure_types =
+            self::event_types(&root, false, words, n_types, &|leaf| failed.known(leaf));
+        for (w, s) in failure_types.iter_mut().zip(&set) {
+            *w &= s;
+        }
+        let mut fields = Vec::new();
+        fields_of(&root, &mut fields);
         Ok(Filter {
             code: crate::eval::lower(root),
             entry_code,
             required,
             event_types,
+            failure_types: failure_types.into(),
+            fields,
             warnings,
         })
+    }
+
+    /// The fields that describe a syscall's outcome, as this catalog names them.
+    fn failure_fields(&self) -> FailureFields {
+        let find = |name: &str| self.catalog.lookup(name, None).ok();
+        FailureFields {
+            res: find("evt.res"),
+            rawres: find("evt.rawres"),
+            failed: find("evt.failed"),
+        }
     }
 
     fn is_result_operand(&self, op: &COperand) -> bool {
@@ -832,9 +852,83 @@ fn required_numbers(node: &Node, out: &mut Vec<(FieldRef, Box<[i128]>)>) {
     }
 }
 
+/// `evt.res`, `evt.rawres` and `evt.failed`: what a test of them says about a failed call.
+struct FailureFields {
+    res: Option<FieldRef>,
+    rawres: Option<FieldRef>,
+    failed: Option<FieldRef>,
+}
+
+impl FailureFields {
+    /// The value of test `leaf` for every failed call (a result in `-4095..=-1`), when it is
+    /// the same for all of them: `evt.res = SUCCESS` is false, `evt.rawres >= 0` false,
+    /// `evt.failed = true` true; `None` when the failure does not decide it.
+    fn known(&self, leaf: &Node) -> Option<bool> {
+        let Node::Test {
+            lhs,
+            test,
+            all: false,
+        } = leaf
+        else {
+            return None;
+        };
+        if !lhs.transformers.is_empty() {
+            return None;
+        }
+        let is = |f: &Option<FieldRef>| f.as_ref() == Some(&lhs.field);
+        if is(&self.res) {
+            const OK: &[u8] = b"SUCCESS";
+            return match test {
+                Test::StrEq(w) if **w == *OK => Some(false),
+                Test::StrNe(w) if **w == *OK => Some(true),
+                Test::StrSet(set) if set.is_only(OK) => Some(false),
+                _ => None,
+            };
+        }
+        let uniform = |value: &dyn Fn(i64) -> V<'static>, range: std::ops::RangeInclusive<i64>| {
+            let mut seen = range.map(|x| test.matches(value(x)));
+            let first = seen.next()?;
+            seen.all(|v| v == first).then_some(first)
+        };
+        if is(&self.rawres) {
+            return uniform(&V::I64, -4095..=-1);
+        }
+        if is(&self.failed) {
+            return uniform(&|_| V::Bool(true), 0..=0);
+        }
+        None
+    }
+}
+
+/// Every field `node` reads, once each, in order of first appearance.
+fn fields_of(node: &Node, out: &mut Vec<FieldRef>) {
+    let mut add = |op: &COperand| {
+        if !out.contains(&op.field) {
+            out.push(op.field.clone());
+        }
+    };
+    match node {
+        Node::Const(_) | Node::EvtType(_) => {}
+        Node::Exists(op) | Node::Test { lhs: op, .. } => add(op),
+        Node::Fields { lhs, rhs, .. } => {
+            add(lhs);
+            add(rhs);
+        }
+        Node::Not(inner) | Node::Memo { inner, .. } => fields_of(inner, out),
+        Node::And(items) | Node::Or(items) => items.iter().for_each(|n| fields_of(n, out)),
+    }
+}
+
 /// The event types `node` can match (with `negated`: the types for which `not node` can match),
-/// as a bit set of `words` words; an over-approximation, exact for `evt.type` tests.
-fn event_types(node: &Node, negated: bool, words: usize, n_types: usize) -> Vec<u64> {
+/// as a bit set of `words` words; an over-approximation, exact for `evt.type` tests. `leaf`
+/// gives the value of a field test known under some assumption (`None`: either value).
+fn event_types(
+    node: &Node,
+    negated: bool,
+    words: usize,
+    n_types: usize,
+    leaf: &dyn Fn(&Node) -> Option<bool>,
+) -> Vec<u64> {
     let all = || {
         let mut v = vec![u64::MAX; words];
         if n_types & 63 != 0 {
@@ -861,14 +955,14 @@ fn event_types(node: &Node, negated: bool, words: usize, n_types: usize) -> Vec<
             }
             v
         }
-        Node::Not(inner) => event_types(inner, !negated, words, n_types),
-        Node::Memo { inner, .. } => event_types(inner, negated, words, n_types),
+        Node::Not(inner) => event_types(inner, !negated, words, n_types, leaf),
+        Node::Memo { inner, .. } => event_types(inner, negated, words, n_types, leaf),
         Node::And(items) | Node::Or(items) => {
             // and (or under negation) intersects; or (and under negation) unites.
             let intersect = matches!(node, Node::And(_)) != negated;
             let mut acc = if intersect { all() } else { vec![0; words] };
             for item in items.iter() {
-                let s = event_types(item, negated, words, n_types);
+                let s = event_types(item, negated, words, n_types, leaf);
                 for (a, b) in acc.iter_mut().zip(s) {
                     if intersect {
                         *a &= b;
@@ -879,7 +973,10 @@ fn event_types(node: &Node, negated: bool, words: usize, n_types: usize) -> Vec<
             }
             acc
         }
-        Node::Exists(_) | Node::Test { .. } | Node::Fields { .. } => all(),
+        Node::Exists(_) | Node::Test { .. } | Node::Fields { .. } => match leaf(node) {
+            Some(v) if v == negated => vec![0; words],
+            _ => all(),
+        },
     }
 }
 
@@ -1404,6 +1501,51 @@ mod tests {
     /// The entry-time filter never says "cannot match" when some result would make the exact
     /// condition match (soundness), and for conditions testing the result once it is exactly
     /// "some result matches".
+    #[test]
+    fn failures_are_ruled_out_per_event_type() {
+        // (condition, event types that may match a failed call), over the fake catalog's
+        // types openat, execve, connect, procexit.
+        let cases: &[(&str, &[&str])] = &[
+            ("evt.type = execve and evt.res = SUCCESS", &[]),
+            ("evt.type = execve and evt.res != SUCCESS", &["execve"]),
+            ("evt.type = execve and evt.res in (SUCCESS)", &[]),
+            ("evt.type = execve and evt.res = ENOENT", &["execve"]),
+            ("evt.type = execve and evt.rawres >= 0", &[]),
+            ("evt.type = execve and evt.rawres in (0, 1, 2)", &[]),
+            ("evt.type = execve and evt.rawres < 0", &["execve"]),
+            ("evt.type = execve and evt.rawres != 3", &["execve"]),
+            ("evt.type = execve and evt.failed = false", &[]),
+            ("evt.type = execve and not evt.failed = true", &[]),
+            ("evt.type = execve and not evt.res = SUCCESS", &["execve"]),
+            ("evt.type = execve and proc.name = bash", &["execve"]),
+            (
+                "(evt.type = execve and evt.res = SUCCESS and proc.name = x) \
+                 or (evt.type = connect and proc.name = y)",
+                &["connect"],
+            ),
+            (
+                "evt.type in (execve, openat) and (evt.res = SUCCESS or proc.name = sh)",
+                &["openat", "execve"],
+            ),
+        ];
+        let cat = FakeCatalog::new();
+        for (src, want) in cases {
+            let filter = compile_one(&cat, src).unwrap_or_else(|e| panic!("{src}: {e:?}"));
+            let got: Vec<&str> = (0u16..4)
+                .filter(|&t| filter.may_match_failure(t))
+                .map(|t| crate::testutil::EVENT_TYPES[usize::from(t)])
+                .collect();
+            assert_eq!(&got, want, "{src}");
+        }
+        let filter = compile_one(
+            &cat,
+            "evt.type = execve and proc.name = bash and fd.num > 2",
+        )
+        .expect("compiles");
+        let names: Vec<&str> = filter.fields().iter().map(|f| cat.def(f.id).name).collect();
+        assert_eq!(names, ["proc.name", "fd.num"]);
+    }
+
     #[test]
     fn entry_filters_over_approximate_the_result() {
         use vigil_fields::Value;

@@ -448,6 +448,12 @@ pub struct Filter {
     /// top-level `and` (the condition cannot hold unless the field takes one of the values).
     pub(crate) required: Vec<(FieldRef, Box<[i128]>)>,
     pub(crate) event_types: Option<Vec<u16>>,
+    /// Bit set of the event types for which the condition may hold on a failed call (one
+    /// whose result is an error): clear where a test such as `evt.res = SUCCESS` rules
+    /// every failure out.
+    pub(crate) failure_types: Box<[u64]>,
+    /// Every field the condition reads.
+    pub(crate) fields: Vec<FieldRef>,
     pub(crate) warnings: Vec<CompileError>,
 }
 
@@ -487,6 +493,22 @@ impl Filter {
             .iter()
             .find(|(f, _)| f == field)
             .map(|(_, values)| &values[..])
+    }
+
+    /// Whether the condition may hold for a failed call of `event_type` (`false`: some test
+    /// such as `evt.res = SUCCESS`, `evt.rawres >= 0` or `evt.failed = false` excludes
+    /// every error on each path that can match the type). Lets a driver skip what it would
+    /// only need to see failures.
+    pub fn may_match_failure(&self, event_type: u16) -> bool {
+        let i = usize::from(event_type);
+        self.failure_types
+            .get(i / 64)
+            .is_some_and(|w| w & (1u64 << (i % 64)) != 0)
+    }
+
+    /// The fields the condition reads.
+    pub fn fields(&self) -> &[FieldRef] {
+        &self.fields
     }
 
     /// Whether the condition tests a result-dependent field.
@@ -1200,6 +1222,11 @@ pub(crate) struct StrSet {
 }
 
 impl StrSet {
+    /// Whether the set holds `item` and nothing else.
+    pub(crate) fn is_only(&self, item: &[u8]) -> bool {
+        self.items.len() == 1 && self.items.contains(item)
+    }
+
     pub(crate) fn insert(&mut self, item: &[u8]) {
         match item.len() {
             n if n < 128 => self.short_lens |= 1u128 << n,
@@ -1442,6 +1469,8 @@ mod tests {
                     entry_code: None,
                     required: Vec::new(),
                     event_types: None,
+                    failure_types: Box::new([]),
+                    fields: Vec::new(),
                     warnings: Vec::new(),
                 };
                 assert_eq!(

@@ -284,6 +284,32 @@ impl Ruleset {
         Some(out)
     }
 
+    /// Whether some enabled rule watching `event_type` may match a failed call of it
+    /// ([`Filter::may_match_failure`]).
+    pub fn may_match_failure(&self, event_type: u16) -> bool {
+        self.candidates(event_type)
+            .iter()
+            .any(|&i| self.rules[i as usize].filter.may_match_failure(event_type))
+    }
+
+    /// Whether some enabled rule watching `event_type` may need to see the syscall's entry:
+    /// it may match a failed call (see [`Filter::may_match_failure`]), or its condition or
+    /// output reads a field `entry_only` names (what only the entry arguments carry). When
+    /// not, a driver that learns of successful calls another way (a kernel-less tracer's exec
+    /// event) need not stop at the entry.
+    pub fn needs_entry(
+        &self,
+        event_type: u16,
+        entry_only: &dyn Fn(&vigil_fields::FieldRef) -> bool,
+    ) -> bool {
+        self.candidates(event_type).iter().any(|&i| {
+            let rule = &self.rules[i as usize];
+            rule.filter.may_match_failure(event_type)
+                || rule.filter.fields().iter().any(entry_only)
+                || rule.output.field_refs().any(entry_only)
+        })
+    }
+
     /// Whether some enabled rule may match `ex` once its syscall has returned, judged at the
     /// syscall's entry ([`Filter::eval_before_result`]): `false` means no result can make
     /// any rule match. Starts a new event of `ctx`.

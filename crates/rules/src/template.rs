@@ -45,6 +45,11 @@ pub struct RenderedOutput {
 pub const NA: &str = "<NA>";
 
 impl Template {
+    /// The fields the template prints.
+    pub fn field_refs(&self) -> impl Iterator<Item = &vigil_fields::FieldRef> {
+        self.fields.iter().map(|f| &f.operand.field)
+    }
+
     /// Renders the template for the current event (sharing `ctx`'s cache with the filters).
     pub fn render<'a>(&self, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -> RenderedOutput {
         let mut values: Vec<(String, Option<Value<'static>>)> =

@@ -52,6 +52,9 @@ static FIELDS: &[FieldDef] = &[
     def("container.id", FieldType::Str, ArgKind::None, false),
     def("container.mount.dest", FieldType::Str, ArgKind::Key, false),
     def("no.values", FieldType::Str, ArgKind::None, true),
+    def("evt.res", FieldType::Str, ArgKind::None, false),
+    def("evt.rawres", FieldType::I64, ArgKind::None, false),
+    def("evt.failed", FieldType::Bool, ArgKind::None, false),
 ];
 
 pub(crate) struct FakeCatalog;
