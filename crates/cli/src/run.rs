@@ -358,14 +358,15 @@ fn exec_entry_field(field: &vigil_fields::FieldRef) -> bool {
 /// longer tell it from `execve` (the kernel reports a successful `execveat` as syscall 59
 /// there), and an exec event without entry arguments is an `execve`.
 fn without_exec_entry(ruleset: &Ruleset, report: Vec<u16>) -> Vec<u16> {
-    const EXECVE: u16 = 59;
+    let Some(execve) = vigil_event::table::by_name("execve") else {
+        return report;
+    };
+    if ruleset.needs_entry(execve.0, &exec_entry_field) {
+        return report;
+    }
     report
         .into_iter()
-        .filter(|&nr| {
-            nr != EXECVE
-                || vigil_event::table::by_syscall_nr(nr)
-                    .is_none_or(|etype| ruleset.needs_entry(etype.0, &exec_entry_field))
-        })
+        .filter(|&nr| Some(nr) != execve.spec().nr)
         .collect()
 }
 

@@ -79,26 +79,14 @@ fn is_exec(nr: u64) -> bool {
 /// `link`, `linkat`, `symlink`, `symlinkat`, `rename`, `renameat`, `renameat2`, `unlink`,
 /// `unlinkat`, `mkdir`, `mkdirat`, `rmdir`.
 fn may_skip_exit(nr: u64) -> bool {
-    matches!(
-        nr,
-        2 | 257
-            | 437
-            | 85
-            | 33
-            | 292
-            | 86
-            | 265
-            | 88
-            | 266
-            | 82
-            | 264
-            | 316
-            | 87
-            | 263
-            | 83
-            | 258
-            | 84
-    )
+    const SKIPPABLE: &[u64] = &[
+        2, 257, 437, 85, // open, openat, openat2, creat
+        33, 292, // dup2, dup3
+        86, 265, 88, 266, // link, linkat, symlink, symlinkat
+        82, 264, 316, // rename, renameat, renameat2
+        87, 263, 83, 258, 84, // unlink, unlinkat, mkdir, mkdirat, rmdir
+    ];
+    SKIPPABLE.contains(&nr)
 }
 
 fn is_clone(nr: u64) -> bool {

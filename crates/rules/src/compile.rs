@@ -1498,9 +1498,6 @@ mod tests {
         assert!(f.eval(&FakeEvent::default(), &mut ctx.event()));
     }
 
-    /// The entry-time filter never says "cannot match" when some result would make the exact
-    /// condition match (soundness), and for conditions testing the result once it is exactly
-    /// "some result matches".
     #[test]
     fn failures_are_ruled_out_per_event_type() {
         // (condition, event types that may match a failed call), over the fake catalog's
@@ -1546,6 +1543,9 @@ mod tests {
         assert_eq!(names, ["proc.name", "fd.num"]);
     }
 
+    /// The entry-time filter never says "cannot match" when some result would make the exact
+    /// condition match (soundness), and for conditions testing the result once it is exactly
+    /// "some result matches".
     #[test]
     fn entry_filters_over_approximate_the_result() {
         use vigil_fields::Value;
