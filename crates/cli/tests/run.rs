@@ -954,3 +954,81 @@ fn unneeded_dup2_and_unlink_exits_are_skipped() {
     assert_eq!(count("Shell history removed"), 1, "{stderr}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// The namespace ids of a new process are read from `/proc` only where they can differ from
+/// the global ones: after `unshare(CLONE_NEWPID)` or `setns` in the parent, or for children
+/// of a process that lives in another pid namespace itself. Inside a new namespace
+/// (`unshare --pid --fork`, the grandchildren too) and after `nsenter --pid`, `proc.vpid` is
+/// the namespace's own id; elsewhere it is the global pid.
+#[test]
+fn children_in_other_pid_namespaces_get_their_own_ids() {
+    if !can_trace("pidns") {
+        return;
+    }
+    if !is_root() {
+        skip("pidns", "new pid namespaces need root");
+        return;
+    }
+    let dir = scratch("pidns");
+    let rules = dir.join("spawn.yaml");
+    fs::write(
+        &rules,
+        "- rule: Spawn\n  desc: t\n  condition: evt.type = execve and evt.dir = < and proc.name = true\n  \
+         output: \"spawn pid=%proc.pid vpid=%proc.vpid\"\n  priority: NOTICE\n",
+    )
+    .unwrap();
+    let spawns = |cmd: &[&str]| -> Vec<(i64, i64)> {
+        let mut args = vec!["run", "-r", rules.to_str().unwrap(), "--"];
+        args.extend_from_slice(cmd);
+        let out = vigil(&args);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{cmd:?}: {err}");
+        err.lines()
+            .filter_map(|l| {
+                let rest = &l[l.find("spawn pid=")? + "spawn pid=".len()..];
+                let (pid, vpid) = rest.split_once(" vpid=")?;
+                Some((pid.trim().parse().ok()?, vpid.trim().parse().ok()?))
+            })
+            .collect()
+    };
+    let script = "/bin/true; /bin/true; sh -c '/bin/true; /bin/true'";
+
+    // The host's namespace: the global ids.
+    let host = spawns(&["sh", "-c", script]);
+    assert_eq!(host.len(), 4, "{host:?}");
+    assert!(host.iter().all(|(pid, vpid)| pid == vpid), "{host:?}");
+
+    // A new namespace: the child of `unshare` is 1 there, its descendants small numbers.
+    let unshared = spawns(&["unshare", "--pid", "--fork", "sh", "-c", script]);
+    assert_eq!(unshared.len(), 4, "{unshared:?}");
+    for (pid, vpid) in &unshared {
+        assert!(pid != vpid && (2..50).contains(vpid), "{unshared:?}");
+    }
+
+    // `setns` into an existing namespace: `nsenter` forks into it.
+    let mut holder = Command::new("unshare")
+        .args(["--pid", "--fork", "sleep", "30"])
+        .spawn()
+        .expect("start unshare");
+    let children = format!("/proc/{}/task/{}/children", holder.id(), holder.id());
+    let mut target = String::new();
+    for _ in 0..200 {
+        target = fs::read_to_string(&children).unwrap_or_default();
+        if !target.trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let target = target.trim().to_string();
+    assert!(
+        !target.is_empty(),
+        "the namespace's first process never started"
+    );
+    let entered = spawns(&["nsenter", "-t", &target, "--pid", "/bin/true"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(entered.len(), 1, "{entered:?}");
+    let (pid, vpid) = entered[0];
+    assert!(pid != vpid && (2..50).contains(&vpid), "{entered:?}");
+    let _ = fs::remove_dir_all(&dir);
+}

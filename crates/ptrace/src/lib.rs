@@ -179,6 +179,8 @@ pub const STATE_SYSCALLS: &[u16] = &[
     117, // setresuid
     119, // setresgid
     126, // capset
+    272, // unshare: `CLONE_NEWPID` moves later children to a new pid namespace
+    308, // setns: likewise
 ];
 
 /// Syscalls whose successes ptrace events (clone/fork/vfork/exec) report whatever the filter

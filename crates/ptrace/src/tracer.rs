@@ -22,6 +22,7 @@ use crate::{Handler, RunError, RunSpec, RunStats, Verdict, WorkloadStatus};
 const CLONE_THREAD: u64 = 0x0001_0000;
 const CLONE_VM: u64 = 0x0000_0100;
 const CLONE_VFORK: u64 = 0x0000_4000;
+const CLONE_NEWPID: u64 = 0x2000_0000;
 const SIGCHLD: u64 = 17;
 
 /// A syscall waiting for its exit stop.
@@ -56,6 +57,11 @@ pub(crate) struct Tracer<'a> {
     /// until the event has described them, so none of their syscalls is seen from a process
     /// the state does not know yet.
     early: HashSet<i32>,
+    /// Processes whose new children may live in a pid namespace other than Vigil's: they
+    /// called `unshare(CLONE_NEWPID)` or `setns`, or live in another one themselves. Only
+    /// their children's namespace ids are read from `/proc`; everyone else's are the ids
+    /// Vigil sees, which saves a `readlink` on every fork.
+    foreign_ns: HashSet<i32>,
 }
 
 fn flags_of(numbers: &[u16]) -> Vec<bool> {
@@ -118,6 +124,7 @@ impl<'a> Tracer<'a> {
             },
             main_status: None,
             early: HashSet::new(),
+            foreign_ns: HashSet::new(),
             fds: {
                 let mut l = Ledger::default();
                 l.record_all(i64::from(main));
@@ -248,6 +255,7 @@ impl<'a> Tracer<'a> {
         };
         if tid == task.tgid {
             self.fds.exit(i64::from(tid));
+            self.foreign_ns.remove(&tid);
         }
         if tid == self.main {
             sys::stop_forwarding();
@@ -313,6 +321,11 @@ impl<'a> Tracer<'a> {
         };
         if self.learn {
             self.used.insert(nr16);
+        }
+        // `unshare(CLONE_NEWPID)`, `setns`: later children may be elsewhere (whether or not
+        // the call succeeds, which only makes the check at the next fork unneeded).
+        if (nr == 272 && decode::arg(&regs, 0) & CLONE_NEWPID != 0) || nr == 308 {
+            self.foreign_ns.insert(tgid);
         }
         let slot = usize::from(nr16);
         let report = self.report.get(slot).copied().unwrap_or(false);
@@ -568,9 +581,23 @@ impl<'a> Tracer<'a> {
             self.fds.fork(i64::from(tgid), i64::from(child_tgid));
         }
         let etype = table::by_name(name).expect("clone-family events are in the table");
-        // The child's ids in its own pid namespace (equal to the global ones outside one).
-        let (vtid, vpid) = procinfo::ns_ids_of_new(i64::from(child), i64::from(child_tgid))
-            .unwrap_or((Param::None, Param::None));
+        // The child's ids in its own pid namespace: the global ones unless it may be in
+        // another one.
+        let (vtid, vpid) = if self.foreign_ns.contains(&tgid) || flags & CLONE_NEWPID != 0 {
+            let ids = procinfo::ns_ids_of_new(i64::from(child), i64::from(child_tgid));
+            if ids
+                .as_ref()
+                .is_some_and(|(vtid, _)| *vtid != Param::Int(i64::from(child)))
+            {
+                self.foreign_ns.insert(child_tgid);
+            }
+            ids.unwrap_or((Param::None, Param::None))
+        } else {
+            (
+                Param::Int(i64::from(child)),
+                Param::Int(i64::from(child_tgid)),
+            )
+        };
         let params = match name {
             "fork" | "vfork" => vec![vtid, vpid],
             _ => vec![Param::Uint(flags), vtid, vpid],

@@ -93,7 +93,10 @@ impl ProcSource for RealProc {
 
     fn read(&self, path: &str, max: usize) -> io::Result<Vec<u8>> {
         let file = std::fs::File::open(self.path(path))?;
-        let mut buf = Vec::new();
+        // procfs reports a size of 0, so `read_to_end` would start with 32-byte probes and
+        // double from there: eight reads for a `status`, each of `cmdline`/`environ` costing
+        // a walk of the process's memory. One page covers most files in one read.
+        let mut buf = Vec::with_capacity(max.clamp(1, 4096));
         file.take(u64::try_from(max).unwrap_or(u64::MAX))
             .read_to_end(&mut buf)?;
         Ok(buf)
