@@ -583,15 +583,10 @@ impl<'a> Tracer<'a> {
         let etype = table::by_name(name).expect("clone-family events are in the table");
         // The child's ids in its own pid namespace: the global ones unless it may be in
         // another one.
-        let (vtid, vpid) = if self.foreign_ns.contains(&tgid) || flags & CLONE_NEWPID != 0 {
-            let ids = procinfo::ns_ids_of_new(i64::from(child), i64::from(child_tgid));
-            if ids
-                .as_ref()
-                .is_some_and(|(vtid, _)| *vtid != Param::Int(i64::from(child)))
-            {
-                self.foreign_ns.insert(child_tgid);
-            }
-            ids.unwrap_or((Param::None, Param::None))
+        let may_be_elsewhere = self.foreign_ns.contains(&tgid) || flags & CLONE_NEWPID != 0;
+        let (vtid, vpid) = if may_be_elsewhere && !procinfo::in_vigil_pid_ns(i64::from(child)) {
+            self.foreign_ns.insert(child_tgid);
+            procinfo::ns_ids(i64::from(child)).unwrap_or((Param::None, Param::None))
         } else {
             (
                 Param::Int(i64::from(child)),
