@@ -129,6 +129,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         &mut engine,
     )?;
     report_coverage(&source, args.raw_fallback);
+    eprintln!("vigil: {}", source.tracefs_origin());
     eprintln!(
         "vigil: watching {} syscalls on this host ({} processes in the start snapshot)",
         source.attached_syscalls().len() + source.fallback_syscalls().len(),

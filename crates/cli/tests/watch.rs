@@ -257,14 +257,6 @@ fn watched_syscalls_without_a_tracepoint_are_named_at_start() {
         skip_or_fail("not root");
         return;
     }
-    let tracing = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.join("events/syscalls").is_dir());
-    let Some(tracing) = tracing else {
-        skip_or_fail("no tracefs");
-        return;
-    };
     let dir = std::env::temp_dir().join(format!("vigil-watch-fallback-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let rules = dir.join("rules.yaml");
@@ -281,10 +273,8 @@ fn watched_syscalls_without_a_tracepoint_are_named_at_start() {
         .expect("run vigil watch");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {}: {stderr}", out.status);
-    let own = tracing
-        .join("events/syscalls/sys_enter_init_module")
-        .is_dir();
-    let raw = tracing.join("events/raw_syscalls/sys_enter").is_dir();
+    let own = kernel_has_tracepoint("syscalls/sys_enter_init_module");
+    let raw = kernel_has_tracepoint("raw_syscalls/sys_enter");
     let named = |prefix: &str| {
         stderr
             .lines()
@@ -410,4 +400,73 @@ fn watch_delivers_through_configured_outputs_metrics_and_stats_file() {
         "{last}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether the kernel has tracepoint `category/name`, looked up in a tracefs mounted in a
+/// private mount namespace (`unshare -m`), so the host's mounts stay as they are.
+fn kernel_has_tracepoint(tracepoint: &str) -> bool {
+    let script = format!(
+        "mount -t tracefs nodev /sys/kernel/tracing && test -d /sys/kernel/tracing/events/{tracepoint}"
+    );
+    Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .status()
+        .expect("run unshare")
+        .success()
+}
+
+/// Runs `vigil watch --duration 0` in a private mount namespace after `setup` (shell) there;
+/// returns its exit status and stderr.
+fn watch_in_mount_namespace(setup: &str) -> (std::process::ExitStatus, String) {
+    let script = format!("{setup}; exec \"$0\" watch --duration 0");
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script, VIGIL])
+        .output()
+        .expect("run unshare");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn tracefs_mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .expect("mountinfo")
+        .lines()
+        .filter(|l| l.contains(" - tracefs ") || l.contains(" - debugfs "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn watch_starts_where_nobody_mounted_tracefs_and_mounts_nothing() {
+    if !is_root() {
+        skip_or_fail("not root");
+        return;
+    }
+    let host_before = tracefs_mounts();
+    // A host as this machine kind boots: neither tracefs nor debugfs mounted (whatever this
+    // host has, it is taken away inside the namespace only).
+    let (status, stderr) = watch_in_mount_namespace(
+        "umount -l /sys/kernel/tracing 2>/dev/null; umount -l /sys/kernel/debug 2>/dev/null; \
+         ! grep -qE ' - (tracefs|debugfs) ' /proc/self/mountinfo",
+    );
+    assert!(status.success(), "exit {status}: {stderr}");
+    assert!(
+        stderr.contains("tracefs is not mounted on this host: using a private instance"),
+        "the log says how the tracepoints were found: {stderr}"
+    );
+    assert!(stderr.contains("vigil: watching "), "{stderr}");
+    assert_eq!(
+        tracefs_mounts(),
+        host_before,
+        "the agent leaves the host's mounts as they were"
+    );
+    // Where tracefs is mounted, that mount is used.
+    let (status, stderr) = watch_in_mount_namespace("mount -t tracefs nodev /sys/kernel/tracing");
+    assert!(status.success(), "exit {status}: {stderr}");
+    assert!(
+        stderr.contains("syscall tracepoints from the tracefs mounted at /sys/kernel/tracing"),
+        "{stderr}"
+    );
 }

@@ -48,11 +48,12 @@ pub enum EbpfError {
     )]
     NoBtf,
     #[error(
-        "eBPF capture needs tracefs (syscall tracepoints), and neither `/sys/kernel/tracing` nor \
-         `/sys/kernel/debug/tracing` has them; mount it (`mount -t tracefs nodev \
-         /sys/kernel/tracing`) or run the workload under Vigil instead: `vigil run -- CMD`"
+        "eBPF capture needs tracefs (syscall tracepoints): none is mounted at \
+         `/sys/kernel/tracing` or `/sys/kernel/debug/tracing`, and a private instance cannot \
+         be created ({message}); mount it (`mount -t tracefs nodev /sys/kernel/tracing`) or \
+         run the workload under Vigil instead: `vigil run -- CMD`"
     )]
-    NoTracefs,
+    NoTracefs { message: String },
     #[error("cannot {what}: {message}")]
     Load { what: &'static str, message: String },
     #[error("cannot attach the eBPF program to tracepoint `{name}`: {message}")]
@@ -137,20 +138,7 @@ pub fn check_support() -> Result<(), EbpfError> {
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         return Err(EbpfError::NoBtf);
     }
-    if tracefs_syscalls().is_none() {
-        return Err(EbpfError::NoTracefs);
-    }
     Ok(())
-}
-
-fn tracefs_syscalls() -> Option<&'static Path> {
-    [
-        "/sys/kernel/tracing/events/syscalls",
-        "/sys/kernel/debug/tracing/events/syscalls",
-    ]
-    .into_iter()
-    .map(Path::new)
-    .find(|p| p.is_dir())
 }
 
 /// Host-wide capture through eBPF.
@@ -180,7 +168,8 @@ impl BpfSource {
     /// snapshot (attach first, so that nothing that happens in between is missed).
     pub fn open(options: BpfOptions) -> Result<BpfSource, EbpfError> {
         check_support()?;
-        let bpf = sys::Bpf::load(std::process::id())?;
+        let tracefs = sys::Tracefs::open()?;
+        let bpf = sys::Bpf::load(std::process::id(), tracefs)?;
         let mut source = BpfSource {
             bpf,
             decoder: Decoder::new(sys::boot_to_wall_offset()),
@@ -207,10 +196,9 @@ impl BpfSource {
     }
 
     fn attach(&mut self, interest: &InterestSet) -> Result<(), EbpfError> {
-        let dir = tracefs_syscalls().ok_or(EbpfError::NoTracefs)?;
-        let raw_ok = dir
-            .parent()
-            .is_some_and(|events| events.join("raw_syscalls/sys_enter").is_dir());
+        let events = self.bpf.tracefs().events();
+        let dir = events.join("syscalls");
+        let raw_ok = events.join("raw_syscalls/sys_enter").is_dir();
         let mut wanted = Vec::new();
         let mut fallback = Vec::new();
         self.unsupported.clear();
@@ -232,6 +220,31 @@ impl BpfSource {
         self.bpf.set_syscalls(&wanted)?;
         self.bpf.set_fallback(&fallback)?;
         Ok(())
+    }
+
+    /// Where the syscall tracepoints were found: the host's tracefs mount, or (when nobody
+    /// mounted one) a private instance mounted nowhere. For the start-up log.
+    pub fn tracefs_origin(&self) -> String {
+        let tracefs = self.bpf.tracefs();
+        if tracefs.is_private() {
+            "tracefs is not mounted on this host: using a private instance (nothing mounted)"
+                .to_owned()
+        } else {
+            let root = tracefs.events().parent().unwrap_or(tracefs.events());
+            format!(
+                "syscall tracepoints from the tracefs mounted at {}",
+                root.display()
+            )
+        }
+    }
+
+    /// Whether the syscall tracepoint `sys_enter_NAME` exists on this kernel.
+    pub fn has_syscall_tracepoint(&self, name: &str) -> bool {
+        self.bpf
+            .tracefs()
+            .events()
+            .join(format!("syscalls/sys_enter_{name}"))
+            .is_dir()
     }
 
     /// What the start snapshot read, skipped and cut.
@@ -499,7 +512,11 @@ mod tests {
         assert!(EbpfError::NoBtf
             .to_string()
             .contains("/sys/kernel/btf/vmlinux"));
-        assert!(EbpfError::NoTracefs.to_string().contains("vigil run"));
+        assert!(EbpfError::NoTracefs {
+            message: "EPERM".into()
+        }
+        .to_string()
+        .contains("vigil run"));
     }
 
     #[test]

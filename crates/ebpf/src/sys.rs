@@ -5,14 +5,14 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::ffi::CString;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{
-    Link, MapCore, MapFlags, MapHandle, MapType, RingBuffer, RingBufferBuilder, TracepointCategory,
-};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, MapType, RingBuffer, RingBufferBuilder};
 
 use crate::spec::CaptureSpec;
 use crate::EbpfError;
@@ -56,6 +56,9 @@ pub struct Bpf {
     skel: VigilSkel<'static>,
     /// Raw records consumed but not yet decoded: `[u32 length][bytes]…`.
     raw: Rc<RefCell<Vec<u8>>>,
+    /// Where tracepoint ids are looked up (kept for the life of the capture: a SIGHUP
+    /// re-attaches tracepoints, and a private instance needs no privilege to keep).
+    tracefs: Tracefs,
 }
 
 fn load_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> EbpfError {
@@ -68,7 +71,7 @@ fn load_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> EbpfError {
 impl Bpf {
     /// Opens, configures and loads the programs; attaches the process-lifecycle programs.
     /// Syscall tracepoints are attached by [`Bpf::set_syscalls`].
-    pub fn load(agent_tgid: u32) -> Result<Bpf, EbpfError> {
+    pub fn load(agent_tgid: u32, tracefs: Tracefs) -> Result<Bpf, EbpfError> {
         let ncpus = libbpf_rs::num_possible_cpus().map_err(load_err("count CPUs"))?;
         let ncpus = u32::try_from(ncpus.max(1)).unwrap_or(u32::MAX);
         // The skeleton borrows its object storage for as long as it lives; the source lives
@@ -151,7 +154,13 @@ impl Bpf {
             _rings: rings,
             skel,
             raw,
+            tracefs,
         })
+    }
+
+    /// Where the syscall tracepoints are found.
+    pub fn tracefs(&self) -> &Tracefs {
+        &self.tracefs
     }
 
     /// Attaches the enter/exit tracepoints of exactly `wanted` (syscall name and its capture
@@ -187,12 +196,9 @@ impl Bpf {
                 .map_err(load_err("fill the capture-spec map"))?;
             let enter_name = format!("sys_enter_{name}");
             let exit_name = format!("sys_exit_{name}");
+            let tracefs = &self.tracefs;
             let attach = |prog: &libbpf_rs::ProgramMut<'static>, tp: &str| {
-                prog.attach_tracepoint(TracepointCategory::Syscalls, tp)
-                    .map_err(|e| EbpfError::Attach {
-                        name: format!("syscalls/{tp}"),
-                        message: e.to_string(),
-                    })
+                attach_tracepoint(tracefs, prog, "syscalls", tp)
             };
             // Exit first: an enter without its exit would only stash and never emit.
             let exit = attach(&self.skel.progs.vigil_sys_exit, &exit_name)?;
@@ -239,12 +245,9 @@ impl Bpf {
                 release(vec![enter, exit]);
             }
         } else if self.raw_links.is_none() {
+            let tracefs = &self.tracefs;
             let attach = |prog: &libbpf_rs::ProgramMut<'static>, tp: &str| {
-                prog.attach_tracepoint(TracepointCategory::RawSyscalls, tp)
-                    .map_err(|e| EbpfError::Attach {
-                        name: format!("raw_syscalls/{tp}"),
-                        message: e.to_string(),
-                    })
+                attach_tracepoint(tracefs, prog, "raw_syscalls", tp)
             };
             let exit = attach(&self.skel.progs.vigil_raw_exit, "sys_exit")?;
             let enter = attach(&self.skel.progs.vigil_raw_enter, "sys_enter")?;
@@ -329,6 +332,176 @@ impl Drop for Bpf {
         }
         release(links);
     }
+}
+
+/// The tracing filesystem the syscall tracepoints are looked up in: the host's mount when
+/// there is one, else a private instance that is never attached to any path (`fsopen` +
+/// `fsmount`, Linux 5.2), so the agent starts on a host where nobody mounted tracefs and
+/// leaves no mount behind. Tracepoint ids are the same in every instance (tracefs has one
+/// superblock, `fs/tracefs/inode.c`).
+pub struct Tracefs {
+    /// `…/events`: a path under the mount, or under `/proc/self/fd/N` of the private one.
+    events: PathBuf,
+    /// The private instance's mount fd; `None` for the host's mount.
+    private: Option<OwnedFd>,
+}
+
+/// Mount points where a host usually has tracefs (the second through debugfs).
+const TRACEFS_MOUNTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+impl Tracefs {
+    /// The host's tracefs if mounted with syscall tracepoints, else a private instance.
+    pub fn open() -> Result<Tracefs, EbpfError> {
+        if let Some(root) = TRACEFS_MOUNTS
+            .iter()
+            .map(Path::new)
+            .find(|root| root.join("events/syscalls").is_dir())
+        {
+            return Ok(Tracefs {
+                events: root.join("events"),
+                private: None,
+            });
+        }
+        let fd = private_tracefs().map_err(|e| EbpfError::NoTracefs {
+            message: e.to_string(),
+        })?;
+        let events = PathBuf::from(format!("/proc/self/fd/{}/events", fd.as_raw_fd()));
+        if !events.join("syscalls").is_dir() {
+            return Err(EbpfError::NoTracefs {
+                message: "the kernel has no syscall tracepoints (CONFIG_FTRACE_SYSCALLS)".into(),
+            });
+        }
+        Ok(Tracefs {
+            events,
+            private: Some(fd),
+        })
+    }
+
+    /// The `events` directory (`events/syscalls/sys_enter_openat/…`).
+    pub fn events(&self) -> &Path {
+        &self.events
+    }
+
+    /// Whether this is a private instance (the host has no tracefs mounted).
+    pub fn is_private(&self) -> bool {
+        self.private.is_some()
+    }
+
+    /// The id of tracepoint `category/name`.
+    fn id(&self, category: &str, name: &str) -> std::io::Result<u64> {
+        let text = std::fs::read_to_string(self.events.join(category).join(name).join("id"))?;
+        text.trim()
+            .parse()
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "bad tracepoint id"))
+    }
+}
+
+/// A tracefs instance mounted nowhere: the fd of its root.
+fn private_tracefs() -> std::io::Result<OwnedFd> {
+    const FSOPEN_CLOEXEC: libc::c_uint = 1;
+    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+    let fstype = CString::new("tracefs").expect("no NUL in a literal");
+    // SAFETY: fsopen takes a NUL-terminated string that outlives the call and flags.
+    let fs = unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) };
+    if fs < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fs` is a new fd that nothing else owns.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
+    // SAFETY: FSCONFIG_CMD_CREATE takes no key, value or aux argument.
+    let created = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    };
+    if created < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fsmount on the configured context fd, with flags and no mount attributes.
+    let mnt = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) };
+    if mnt < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `mnt` is a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(mnt as RawFd) })
+}
+
+/// The start of `struct perf_event_attr` (`PERF_ATTR_SIZE_VER0`, 64 bytes), which is all a
+/// tracepoint event needs; the kernel zero-extends a short attr (`perf_copy_attr`).
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+}
+
+/// Attaches `prog` to tracepoint `category/name` found in `tracefs`: a perf event for the
+/// tracepoint (any process, CPU 0: a BPF program on a tracepoint runs on every CPU), then
+/// a BPF link on it, as libbpf's own tracepoint attach does, but with the id read from
+/// `tracefs` (libbpf only looks in the two usual mount points).
+fn attach_tracepoint(
+    tracefs: &Tracefs,
+    prog: &libbpf_rs::ProgramMut<'static>,
+    category: &str,
+    name: &str,
+) -> Result<Link, EbpfError> {
+    let fail = |message: String| EbpfError::Attach {
+        name: format!("{category}/{name}"),
+        message,
+    };
+    let id = tracefs
+        .id(category, name)
+        .map_err(|e| fail(format!("no tracepoint id: {e}")))?;
+    const PERF_TYPE_TRACEPOINT: u32 = 2;
+    const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+    let attr = PerfEventAttr {
+        kind: PERF_TYPE_TRACEPOINT,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config: id,
+        sample_period: 1,
+        wakeup_events: 1,
+        ..PerfEventAttr::default()
+    };
+    // SAFETY: `attr` is a valid perf_event_attr prefix whose `size` says how much of it
+    // there is; pid -1 with cpu 0 and no group.
+    let pfd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &raw const attr,
+            -1 as libc::pid_t,
+            0 as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if pfd < 0 {
+        return Err(fail(format!(
+            "perf_event_open: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: `pfd` is a new fd that nothing else owns.
+    let pfd = unsafe { OwnedFd::from_raw_fd(pfd as RawFd) };
+    // On success the link owns the perf event fd (libbpf closes it on detach).
+    let link = prog
+        .attach_perf_event(pfd.as_raw_fd())
+        .map_err(|e| fail(e.to_string()))?;
+    std::mem::forget(pfd);
+    Ok(link)
 }
 
 /// Detaches `links` without waiting for the kernel's teardown when it can (a [`Releaser`]

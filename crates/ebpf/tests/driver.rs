@@ -432,13 +432,7 @@ fn without_the_option_a_syscall_without_its_own_tracepoint_is_named_not_captured
         source.fallback_syscalls().is_empty(),
         "no raw_syscalls unless asked"
     );
-    let own = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .any(|t| {
-            std::path::Path::new(t)
-                .join("events/syscalls/sys_enter_init_module")
-                .is_dir()
-        });
+    let own = kernel_has_tracepoint("syscalls/sys_enter_init_module");
     assert_eq!(
         source.unsupported().contains(&"init_module"),
         !own,
@@ -451,13 +445,7 @@ fn a_syscall_without_its_own_tracepoint_falls_back_to_raw_syscalls() {
     let Some(source) = open_with(&["init_module", "openat"], true) else {
         return;
     };
-    let own = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .any(|t| {
-            std::path::Path::new(t)
-                .join("events/syscalls/sys_enter_init_module")
-                .is_dir()
-        });
+    let own = kernel_has_tracepoint("syscalls/sys_enter_init_module");
     if own {
         assert!(source.attached_syscalls().contains(&175));
         assert!(source.fallback_syscalls().is_empty());
@@ -470,6 +458,20 @@ fn a_syscall_without_its_own_tracepoint_falls_back_to_raw_syscalls() {
         assert!(!source.attached_syscalls().contains(&175));
     }
     assert!(!source.fallback_syscalls().contains(&"openat"));
+}
+
+/// Whether the kernel has tracepoint `category/name`, looked up in a tracefs mounted in a
+/// private mount namespace (`unshare -m`), independently of the driver and of the host's
+/// mounts.
+fn kernel_has_tracepoint(tracepoint: &str) -> bool {
+    let script = format!(
+        "mount -t tracefs nodev /sys/kernel/tracing && test -d /sys/kernel/tracing/events/{tracepoint}"
+    );
+    Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .status()
+        .expect("run unshare")
+        .success()
 }
 
 /// The two raw system calls fileless execution needs (std wraps neither).
