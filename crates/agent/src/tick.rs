@@ -243,7 +243,8 @@ impl Tick {
         Ok(())
     }
 
-    /// The final update at exit: metrics and one last stats line with the final totals.
+    /// The final update at exit: metrics, the drop alert for every drop not yet reported
+    /// (whatever its rate limit), and one last stats line with the final totals.
     pub fn finish(
         &mut self,
         counts: &TickCounts,
@@ -251,7 +252,7 @@ impl Tick {
         now_ns: u64,
     ) -> io::Result<()> {
         self.publish(counts);
-        outputs.check_drops(counts.dropped_total(), now_ns);
+        outputs.final_drops(counts.dropped_total(), now_ns);
         if let Some((file, _, _)) = self.stats.as_mut() {
             file.write(stats_counts(counts))?;
         }

@@ -255,6 +255,27 @@ fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCounts {
     }
 }
 
+/// `events in 10, processed 8, dropped 2 (buffer_full=2)`: the exit summary's event line.
+fn events_summary(c: &TickCounts) -> String {
+    let reasons: Vec<String> = c
+        .dropped
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(reason, n)| format!("{reason}={n}"))
+        .collect();
+    format!(
+        "events in {}, processed {}, dropped {}{}",
+        c.events_in,
+        c.processed,
+        c.dropped_total(),
+        if reasons.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", reasons.join(", "))
+        }
+    )
+}
+
 /// The long-running side of an evaluation, shared by `vigil replay` and `vigil watch`: the
 /// configured outputs, the metrics registry and its web server, the stats file and Falco's
 /// metrics snapshots, the drop alert, and the signals (stop, SIGHUP reload, SIGUSR1 reopen).
@@ -407,14 +428,16 @@ impl Agent {
         Ok(reloaded)
     }
 
-    /// Writes the last stats line and drains the outputs (within [`SHUTDOWN_DEADLINE`]);
-    /// prints the delivery summary when something was lost or `summary` is set.
+    /// Writes the last stats line, reports the drops not yet reported and drains the
+    /// outputs (within [`SHUTDOWN_DEADLINE`]); prints the summary of events and alerts lost
+    /// when something was lost or `summary` is set.
     pub fn finish(mut self, engine: &Engine, source: &SourceStats, summary: bool) -> Result<()> {
         let c = counts(engine, source, self.eval);
         let finished = self.tick.finish(&c, &mut self.outputs, now_ns());
         let report = self.outputs.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
         finished.context("cannot write the stats file")?;
-        if report.dropped_total() > 0 || summary {
+        if c.dropped_total() > 0 || report.dropped_total() > 0 || summary {
+            eprintln!("vigil: at exit: {}", events_summary(&c));
             for line in report.summary() {
                 eprintln!("vigil: output {line}");
             }

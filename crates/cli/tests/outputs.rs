@@ -477,13 +477,26 @@ fn exhausted_spool_budget_is_counted_reported_and_alerted() {
         .map(|l| serde_json::from_str(l).unwrap())
         .filter(|v: &serde_json::Value| v["rule"] == "Vigil dropped alerts")
         .collect();
-    assert_eq!(internal.len(), 1, "rate-limited to one per minute");
+    // One while running (rate-limited to one per minute), and at exit one more for the
+    // drops since, carrying the final running total.
+    assert_eq!(internal.len(), 2, "{internal:?}");
     assert_eq!(internal[0]["priority"], "Critical");
     assert!(
         internal[0]["output_fields"]["vigil.alerts_dropped"]
             .as_u64()
             .unwrap()
             > 0
+    );
+    assert_eq!(
+        internal[1]["output_fields"]["vigil.alerts_dropped_total"].as_u64(),
+        Some(dropped as u64),
+        "the last drop alert's total is every alert lost before it: {internal:?}"
+    );
+    // The exit summary counts the final drop alert too (the full spool took it as well).
+    assert!(
+        stderr.contains("output http: delivered 0, failed attempts")
+            && stderr.contains(&format!("spool_full={}", dropped as u64 + 1)),
+        "{stderr}"
     );
     let _ = fs::remove_dir_all(&dir);
 }
@@ -837,7 +850,8 @@ fn http_timeouts_give_up_alerts_after_max_consecutive_timeouts_counted() {
     // the alert is given up (no spool is configured: Falco's meaning of the setting; with a
     // spool the output would count as down and keep it, see `delivery.rs`'s tests). The
     // loss raises the internal drop alert (one per minute), which meets the same fate: 4
-    // alerts given up in all, 8 attempts.
+    // alerts given up in all, 8 attempts. At exit, the drop not yet reported (that alert)
+    // raises a last one, given up too: 5 and 10.
     wait_for("the drop alert", Duration::from_secs(60), || {
         metric(
             &scrape(&web),
@@ -893,8 +907,12 @@ fn http_timeouts_give_up_alerts_after_max_consecutive_timeouts_counted() {
     );
     assert!(
         stderr.contains(
-            "output http: delivered 0, failed attempts 8 (8 timed out), dropped 4 (timeout=4)"
+            "output http: delivered 0, failed attempts 10 (10 timed out), dropped 5 (timeout=5)"
         ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("vigil: at exit: events in 3, processed 3, dropped 0"),
         "{stderr}"
     );
     let _ = fs::remove_dir_all(&dir);

@@ -311,14 +311,26 @@ impl Outputs {
     /// raises the internal alert when more than the threshold were dropped since the last
     /// alert, at most once per rate-limit period. Returns the alerts raised.
     pub fn check_drops(&mut self, events_dropped: u64, now_ns: u64) -> Vec<Alert> {
+        self.drop_alerts(events_dropped, now_ns, false)
+    }
+
+    /// The last drop check, at exit: raises the internal alert for every drop not yet
+    /// reported, whatever the rate limit and the threshold, so the totals a reader of the
+    /// alerts sees are the final ones. Returns the alerts raised.
+    pub fn final_drops(&mut self, events_dropped: u64, now_ns: u64) -> Vec<Alert> {
+        self.drop_alerts(events_dropped, now_ns, true)
+    }
+
+    fn drop_alerts(&mut self, events_dropped: u64, now_ns: u64, last: bool) -> Vec<Alert> {
         let alerts_dropped: u64 = self.report().dropped_total();
         let w = &mut self.drops;
         if !w.enabled {
             return Vec::new();
         }
-        if w.last_alert.is_some_and(|t| t.elapsed() < w.rate_limit) {
+        if !last && w.last_alert.is_some_and(|t| t.elapsed() < w.rate_limit) {
             return Vec::new();
         }
+        let threshold = if last { 0 } else { w.threshold };
         let new_events = events_dropped.saturating_sub(w.seen_events);
         let new_alerts = alerts_dropped.saturating_sub(w.seen_alerts);
         let mut raised = Vec::new();
@@ -342,7 +354,7 @@ impl Outputs {
                 ),
             ],
         };
-        if new_events > w.threshold {
+        if new_events > threshold {
             raised.push(make(
                 DROPPED_EVENTS_RULE,
                 "events",
@@ -350,7 +362,7 @@ impl Outputs {
                 events_dropped,
             ));
         }
-        if new_alerts > w.threshold {
+        if new_alerts > threshold {
             raised.push(make(
                 DROPPED_ALERTS_RULE,
                 "alerts",
@@ -484,14 +496,23 @@ mod tests {
             outputs.check_drops(120, 0).is_empty(),
             "20 new drops are under the threshold"
         );
+        // At exit, what is still unreported is reported, under the threshold and within
+        // the rate-limit period alike, with the final total.
+        outputs.drops.rate_limit = Duration::from_secs(3600);
+        let raised = outputs.final_drops(121, 0);
+        assert_eq!(
+            raised[0].output,
+            "Vigil dropped 71 events since the last report (121 in total)"
+        );
+        assert!(outputs.final_drops(121, 0).is_empty(), "nothing new");
         let report = outputs.shutdown(Instant::now() + Duration::from_secs(10));
-        assert_eq!(report.sinks[0].delivered, 2);
+        assert_eq!(report.sinks[0].delivered, 3);
         assert_eq!(
             metrics.get(
                 "vigil_internal_alerts_total",
                 &[("rule", DROPPED_EVENTS_RULE)]
             ),
-            2.0
+            3.0
         );
     }
 
