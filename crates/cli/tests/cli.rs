@@ -480,17 +480,58 @@ fn config_show_applies_overrides_and_rejects_bad_keys() {
     );
     assert!(stderr.contains("`http_output.url`"), "{stderr}");
 
-    let unknown = write(&dir, "unknown.yaml", "json_ouput: true\n");
-    let out = vigil(&["config", "show", "-c", &unknown.display().to_string()]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("unknown key"),
-        "{}",
-        text(&out.stderr)
+    // Unknown keys warn with file:line:col and are ignored (Falco's configuration keeps
+    // growing); the rest of the file applies.
+    let unknown = write(
+        &dir,
+        "unknown.yaml",
+        "json_ouput: true\nbuffered_outputs: true\n",
     );
+    let out = vigil(&["config", "show", "-c", &unknown.display().to_string()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:1:1: unknown key `json_ouput` (did you mean `json_output`?); ignored",
+            unknown.display()
+        )),
+        "{stderr}"
+    );
+    assert!(text(&out.stdout).contains("buffered_outputs: true"));
 
     let out = vigil(&["config", "show", "-o", "no_such_key=1"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("unknown key `no_such_key`"));
+}
+
+/// The falco.yaml files Falco ships (0.41.0 and 0.44.1, read from `../shared/falco-config/`)
+/// load unchanged: exit 0, every Falco-only or newer key named in a warning with its
+/// position, and the values Vigil honours taken from the file.
+#[test]
+fn falco_shipped_configuration_files_load() {
+    let shared =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/falco-config");
+    for version in ["0.41.0", "0.44.1"] {
+        let file = shared.join(format!("falco-{version}.yaml"));
+        assert!(file.exists(), "{}", file.display());
+        let out = vigil(&["config", "show", "-c", &file.display().to_string()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "falco {version}: {stderr}");
+        let prefix = format!("{}:", file.display());
+        assert!(
+            stderr.lines().all(|l| l.contains(&prefix)),
+            "falco {version}: every warning names the file and position:\n{stderr}"
+        );
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("json_output: false"),
+            "falco {version}: {stdout}"
+        );
+        assert!(
+            stdout.contains("priority: debug"),
+            "falco {version}: {stdout}"
+        );
+    }
 }
 
 #[test]

@@ -787,10 +787,6 @@ fn bad_output_settings_fail_with_the_key_path() {
             &["append_output[0]={extra_fields: [no.such.field]}"],
             "append_output[0].extra_fields[0]: E_UNKNOWN_FIELD",
         ),
-        (
-            &["file_output.spol_dir=/x"],
-            "unknown key `file_output.spol_dir` (did you mean `spool_dir`?)",
-        ),
     ];
     for (opts, want) in cases {
         let (code, stderr) = run(opts);

@@ -209,6 +209,14 @@ impl Ctx<'_> {
             suggestion: suggest(name, known),
         }
     }
+
+    /// An unknown key in a mapping of settings: a warning, as Falco's configuration keeps
+    /// growing (a newer falco.yaml must load); the key is ignored. A known key with a wrong
+    /// type stays an error.
+    fn warn_unknown(&mut self, key: &Node, path: &str, name: &str, known: &[&str]) {
+        let unknown = self.unknown(key, path, name, known);
+        self.warnings.push(format!("{unknown}; ignored"));
+    }
 }
 
 fn join(prefix: &str, key: &str) -> String {
@@ -253,7 +261,7 @@ macro_rules! section {
                 match name.as_str() {
                     $(stringify!($key) => out.$key = ctx.$getter(v, &p)?,)*
                     other if $ignored.contains(&other) => ctx.warn_ignored(k, &p),
-                    other => return Err(ctx.unknown(k, &p, other, KNOWN)),
+                    other => ctx.warn_unknown(k, &p, other, KNOWN),
                 }
             }
             Ok(())
@@ -395,12 +403,7 @@ impl Ctx<'_> {
                     "extra_fields" => ao.extra_fields = self.extra_fields(v, &p)?,
                     other if APPEND_FALCO_ONLY.contains(&other) => self.warn_ignored(k, &p),
                     other => {
-                        return Err(self.unknown(
-                            k,
-                            &p,
-                            other,
-                            &["match", "extra_output", "extra_fields"],
-                        ))
+                        self.warn_unknown(k, &p, other, &["match", "extra_output", "extra_fields"])
                     }
                 }
             }
@@ -409,7 +412,7 @@ impl Ctx<'_> {
         Ok(out)
     }
 
-    fn append_match(&self, n: &Node, path: &str) -> Result<AppendMatch, ConfigError> {
+    fn append_match(&mut self, n: &Node, path: &str) -> Result<AppendMatch, ConfigError> {
         let mut m = AppendMatch::default();
         for (name, k, v) in self.entries(n, path)? {
             let p = join(path, &name);
@@ -417,7 +420,7 @@ impl Ctx<'_> {
                 "source" => m.source = Some(self.string(v, &p)?),
                 "tags" => m.tags = self.strings(v, &p)?,
                 "rule" => m.rule = Some(self.string(v, &p)?),
-                other => return Err(self.unknown(k, &p, other, &["source", "tags", "rule"])),
+                other => self.warn_unknown(k, &p, other, &["source", "tags", "rule"]),
             }
         }
         Ok(m)
@@ -518,7 +521,7 @@ fn build(ctx: &mut Ctx<'_>, root: &Node) -> Result<Config, ConfigError> {
             "metrics" => metrics_section(ctx, v, &p, &mut c.metrics)?,
             "drop_alert" => drop_alert_section(ctx, v, &p, &mut c.drop_alert)?,
             other if FALCO_ONLY_TOP.contains(&other) => ctx.warn_ignored(k, &p),
-            other => return Err(ctx.unknown(k, &p, other, TOP_KEYS)),
+            other => ctx.warn_unknown(k, &p, other, TOP_KEYS),
         }
     }
     match (rules_files, rules_file) {
@@ -995,7 +998,6 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
             ("rules:\n  - {enable: {tag: x}, disable: {tag: y}}\n", "`rules[0]`: expected exactly one of `enable` or `disable`"),
             ("append_output: 3\n", "`append_output`: expected a sequence"),
             ("append_output:\n  - match: {tags: 3}\n", "`append_output[0].match.tags`: expected a sequence of strings"),
-            ("append_output:\n  - match: {sauce: x}\n", "unknown key `append_output[0].match.sauce` (did you mean `source`?)"),
             ("append_output:\n  - extra_output: [x]\n", "`append_output[0].extra_output`: expected a string"),
             ("append_output:\n  - extra_fields: [3]\n", "`append_output[0].extra_fields[0]`: expected a field name or a `name: value` mapping, found an integer"),
             ("append_output:\n  - extra_fields: [{a: b, c: d}]\n", "`append_output[0].extra_fields[0]`: expected a single `name: value` pair"),
@@ -1020,7 +1022,6 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
             ("metrics: {output_file: [x]}\n", "`metrics.output_file`"),
             ("metrics: {include_empty_values: x}\n", "`metrics.include_empty_values`"),
             ("- a\n- b\n", "config.yaml:1:1: the top level: expected a mapping, found a sequence"),
-            ("json_output: true\n7: x\n", "config.yaml:2:1: unknown key `7`"),
             ("[a]: x\n", "the top level: keys must be strings, found a sequence"),
         ];
         for (text, want) in cases {
@@ -1033,20 +1034,36 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
     }
 
     #[test]
-    fn unknown_keys_are_errors_with_suggestions() {
+    fn unknown_keys_warn_with_suggestions_and_are_ignored() {
+        let warned = |text: &str| {
+            let loaded = load(text);
+            assert_eq!(loaded.warnings.len(), 1, "{text:?}: {:?}", loaded.warnings);
+            loaded.warnings[0].clone()
+        };
         assert_eq!(
-            err("json_output: true\nhttp_ouput:\n  enabled: true\n"),
-            "config.yaml:2:1: unknown key `http_ouput` (did you mean `http_output`?)"
+            warned("json_output: true\nhttp_ouput:\n  enabled: true\n"),
+            "config.yaml:2:1: unknown key `http_ouput` (did you mean `http_output`?); ignored"
         );
         assert_eq!(
-            err("zzz_totally_new: 1\n"),
-            "config.yaml:1:1: unknown key `zzz_totally_new`"
+            warned("zzz_totally_new: 1\n"),
+            "config.yaml:1:1: unknown key `zzz_totally_new`; ignored"
         );
         assert_eq!(
-            err("webserver:\n  listen_prot: 1\n"),
-            "config.yaml:2:3: unknown key `webserver.listen_prot` (did you mean `listen_port`?)"
+            warned("webserver:\n  listen_prot: 1\n"),
+            "config.yaml:2:3: unknown key `webserver.listen_prot` (did you mean `listen_port`?); ignored"
         );
-        assert!(err("metrics: {bogus: 1}\n").contains("unknown key `metrics.bogus`"));
+        assert!(warned("metrics: {bogus: 1}\n").contains("unknown key `metrics.bogus`"));
+        assert!(warned("json_output: true\n7: x\n").contains("config.yaml:2:1: unknown key `7`"));
+        assert!(warned("append_output:\n  - match: {sauce: x}\n")
+            .contains("unknown key `append_output[0].match.sauce` (did you mean `source`?)"));
+        // The rest of the file still applies.
+        assert!(load("json_output: true\nzzz: 1\n").config.json_output);
+        // A known key with a wrong type stays an error, and so does a selector entry that
+        // names neither of its two possible keys (its meaning is unknown).
+        assert!(err("zzz: 1\njson_output: 3\n").contains("`json_output`: expected a boolean"));
+        assert!(
+            err("rules:\n  - disable: {rul: x}\n").contains("unknown key `rules[0].disable.rul`")
+        );
     }
 
     #[test]
@@ -1384,11 +1401,6 @@ container_engines:
                 "http_output.url=[a]",
                 "`http_output.url`: expected a string, found a sequence",
             ),
-            (
-                "http_ouput.url=x",
-                "unknown key `http_ouput` (did you mean `http_output`?)",
-            ),
-            ("webserver.bogus=1", "unknown key `webserver.bogus`"),
             ("priority=loud", "`priority`: unknown priority `loud`"),
             ("json_output=[", "value is not valid YAML"),
             (
@@ -1405,6 +1417,24 @@ container_engines:
             assert!(
                 got.contains(want),
                 "for {spec:?}: got {got:?}, want {want:?}"
+            );
+            assert_eq!(c, before, "{spec} changed the config");
+        }
+        // Unknown keys warn (as in a file) and change nothing.
+        for (spec, want) in [
+            (
+                "http_ouput.url=x",
+                "unknown key `http_ouput` (did you mean `http_output`?); ignored",
+            ),
+            (
+                "webserver.bogus=1",
+                "unknown key `webserver.bogus`; ignored",
+            ),
+        ] {
+            let warnings = c.apply_override(spec).unwrap();
+            assert!(
+                warnings.iter().any(|w| w.contains(want)),
+                "for {spec:?}: {warnings:?}"
             );
             assert_eq!(c, before, "{spec} changed the config");
         }
