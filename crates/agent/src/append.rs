@@ -116,7 +116,9 @@ impl AlertDecorator for Appender {
                 }
             }
             for (name, template, own_value) in &item.extra_fields {
-                let rendered = template.render(view, &mut ctx);
+                // Extra fields travel only in JSON `output_fields`, which escapes them itself:
+                // their values stay as they are, unlike the text of `extra_output` above.
+                let rendered = template.render_raw(view, &mut ctx);
                 let value = if *own_value {
                     rendered.fields.into_iter().next().and_then(|(_, v)| v)
                 } else {

@@ -1,5 +1,12 @@
 //! How an alert becomes the bytes every output receives (Falco formats an alert once and
 //! hands the same text to each output).
+//!
+//! A record is always one line. The alert's `output` arrives with its field values already
+//! escaped (control characters, line separators and invalid UTF-8 written as `\n`, `\x1b`,
+//! `\u{2028}` …, done once where the rule's template is rendered, `vigil_rules::escape`), so the
+//! text line is one line whatever the monitored processes put in their paths, arguments and
+//! environment; the JSON `output` and `message` properties carry that same escaped text, while
+//! `output_fields` carries the values themselves, escaped by JSON.
 
 use vigil_config::Config;
 
@@ -144,6 +151,45 @@ mod tests {
         assert_eq!(v["tags"], serde_json::json!(["a", "b"]));
         assert_eq!(v["output_fields"]["fd.name"], "/etc/shadow");
         assert_eq!(f.content_type(), "application/json");
+    }
+
+    #[test]
+    fn hostile_values_stay_on_one_line_in_text_and_json() {
+        // As the rules engine renders it: the value escaped in `output`, raw in the fields.
+        let raw = "x\n12:00:00.000000000: Critical FORGED\r\u{1b}[2K\u{7f}\u{85}\u{2028}";
+        let escaped = r"x\n12:00:00.000000000: Critical FORGED\r\x1b[2K\x7f\u{85}\u{2028}";
+        let alert = Alert {
+            output: format!("cmd={escaped}"),
+            output_fields: vec![(
+                "proc.cmdline".into(),
+                Some(vigil_fields::Value::Str(Cow::Owned(
+                    raw.as_bytes().to_vec(),
+                ))),
+            )],
+            ..alert()
+        };
+        for iso_8601 in [false, true] {
+            let text = Formatter {
+                iso_8601,
+                ..Formatter::default()
+            };
+            let line = text.format(&alert);
+            assert_eq!(line.lines().count(), 1, "{line}");
+            assert!(line.ends_with(&format!("Warning cmd={escaped}")), "{line}");
+            let json = Formatter {
+                json: true,
+                include_message: true,
+                iso_8601,
+                ..Formatter::default()
+            };
+            let record = json.format(&alert);
+            assert!(!record.contains(['\n', '\r', '\u{1b}']), "{record}");
+            let v: serde_json::Value = serde_json::from_str(&record).unwrap();
+            // `output` is the text line exactly; `output_fields` has the value itself.
+            assert_eq!(v["output"], line.as_str());
+            assert_eq!(v["message"], format!("cmd={escaped}"));
+            assert_eq!(v["output_fields"]["proc.cmdline"], raw);
+        }
     }
 
     #[test]

@@ -178,11 +178,7 @@ impl SyslogSink {
         SyslogSink {
             path: path.to_owned(),
             socket: None,
-            hostname: if hostname.is_empty() {
-                "-".to_owned()
-            } else {
-                hostname.replace(' ', "_")
-            },
+            hostname: syslog_hostname(hostname),
             pid: std::process::id(),
         }
     }
@@ -201,6 +197,20 @@ impl SyslogSink {
             self.hostname, self.pid, record.body
         )
     }
+}
+
+/// The RFC 5424 HOSTNAME field: `-` when unknown, else at most 255 printable US-ASCII
+/// characters (anything else, the space included, becomes `_`), so that the header stays
+/// well-formed. The message itself is one formatted record: one line, its values escaped.
+fn syslog_hostname(hostname: &str) -> String {
+    if hostname.is_empty() {
+        return "-".to_owned();
+    }
+    hostname
+        .chars()
+        .take(255)
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect()
 }
 
 impl Sink for SyslogSink {
@@ -393,6 +403,14 @@ mod tests {
                 std::process::id()
             )
         );
+    }
+
+    #[test]
+    fn syslog_hostname_is_printable_ascii() {
+        assert_eq!(syslog_hostname(""), "-");
+        assert_eq!(syslog_hostname("web-1.example"), "web-1.example");
+        assert_eq!(syslog_hostname("a b\nc\u{1b}d\u{e9}"), "a_b_c_d_");
+        assert_eq!(syslog_hostname(&"h".repeat(300)).len(), 255);
     }
 
     #[test]

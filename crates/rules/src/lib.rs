@@ -13,6 +13,7 @@
 pub mod ast;
 pub mod compile;
 pub mod diag;
+pub mod escape;
 pub mod eval;
 pub mod loader;
 pub mod parser;

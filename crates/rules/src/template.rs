@@ -4,6 +4,11 @@
 //! A template is compiled by [`crate::compile::Compiler::compile_template`] against the same
 //! field slots as the conditions, so rendering after a match reuses the values the condition
 //! already extracted. Missing values print `<NA>`; list fields print as `(a,b,c)`.
+//!
+//! Field values are escaped as they are put into the text ([`crate::escape`]): the monitored
+//! processes choose them, and they must not be able to add a line to an alert or hide it. The
+//! rule's own text is copied as written; the typed values in [`RenderedOutput::fields`] are the
+//! values themselves, unescaped (JSON escapes them).
 
 use crate::ast::Operand;
 use crate::eval::{COperand, EventCtx, V};
@@ -33,8 +38,8 @@ pub(crate) struct TField {
 }
 
 /// A rendered output: the text, and every field of the template in order of first appearance
-/// (no duplicates) with its value (`None` = `<NA>`). List values and non-list fields with several
-/// values are given as the string printed in the text.
+/// (no duplicates) with its value (`None` = `<NA>`). List values are given as the string printed
+/// in the text (`(a,b,c)`) before escaping; a non-list field with several values as its first.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RenderedOutput {
     pub text: String,
@@ -50,8 +55,29 @@ impl Template {
         self.fields.iter().map(|f| &f.operand.field)
     }
 
-    /// Renders the template for the current event (sharing `ctx`'s cache with the filters).
+    /// Renders the template for the current event (sharing `ctx`'s cache with the filters), with
+    /// string values escaped in the text: the alert's output line.
     pub fn render<'a>(&self, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -> RenderedOutput {
+        self.render_with(ex, ctx, true)
+    }
+
+    /// Renders the template with string values copied into the text as they are (invalid UTF-8
+    /// replaced by U+FFFD): for text that only ever travels inside JSON, such as an
+    /// `append_output` extra field with a format.
+    pub fn render_raw<'a>(
+        &self,
+        ex: &'a dyn Extract,
+        ctx: &mut EventCtx<'_, 'a>,
+    ) -> RenderedOutput {
+        self.render_with(ex, ctx, false)
+    }
+
+    fn render_with<'a>(
+        &self,
+        ex: &'a dyn Extract,
+        ctx: &mut EventCtx<'_, 'a>,
+        escape: bool,
+    ) -> RenderedOutput {
         let mut values: Vec<(String, Option<Value<'static>>)> =
             Vec::with_capacity(self.fields.len());
         for field in &self.fields {
@@ -62,6 +88,7 @@ impl Template {
             match segment {
                 Segment::Text(t) => text.push_str(t),
                 Segment::Field(i) => match values.get(*i).and_then(|(_, v)| v.as_ref()) {
+                    Some(Value::Str(s)) if escape => crate::escape::push_escaped(&mut text, s),
                     Some(v) => v.render(&mut text),
                     None => text.push_str(NA),
                 },
@@ -91,15 +118,24 @@ fn render_field<'a>(
         // Several values of a non-list field (e.g. `proc.aname`): the first, as Falco prints.
         return vals.iter().next().map(V::to_value);
     }
-    let mut text = String::from("(");
+    // The bytes of the list as printed, escaped (or not) with the rest of the text.
+    let mut text = vec![b'('];
+    let mut number = String::new();
     for (i, v) in vals.iter().enumerate() {
         if i > 0 {
-            text.push(',');
+            text.push(b',');
         }
-        v.to_value().render(&mut text);
+        match v {
+            V::Str(s) => text.extend_from_slice(s),
+            other => {
+                number.clear();
+                other.to_value().render(&mut number);
+                text.extend_from_slice(number.as_bytes());
+            }
+        }
     }
-    text.push(')');
-    Some(Value::Str(text.into_bytes().into()))
+    text.push(b')');
+    Some(Value::Str(text.into()))
 }
 
 /// One piece of a parsed template.
@@ -255,6 +291,58 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    const FORGED: &[u8] =
+        b"x\n12:00:00.000000000: Critical FORGED\r\x1b[2K\x07\x7f\xc2\x85\xe2\x80\xa8\xff";
+
+    #[test]
+    fn hostile_values_cannot_add_a_line_to_the_text() {
+        let mut ev = FakeEvent::default();
+        let hostile = || Value::Str(Cow::Owned(FORGED.to_vec()));
+        ev.set("proc.cmdline", vec![hostile()]);
+        ev.set(
+            "proc.args",
+            vec![Value::Str(Cow::Borrowed(b"-c")), hostile()],
+        );
+        ev.set("proc.name", vec![hostile()]);
+        let out = render(
+            "Alert\ttab (cmd=%proc.cmdline args=%proc.args up=%toupper(proc.name))",
+            &ev,
+        );
+        let escaped =
+            "x\\n12:00:00.000000000: Critical FORGED\\r\\x1b[2K\\x07\\x7f\\u{85}\\u{2028}\\xff";
+        let upper =
+            "X\\n12:00:00.000000000: CRITICAL FORGED\\r\\x1b[2K\\x07\\x7f\\u{85}\\u{2028}\\xff";
+        assert_eq!(
+            out.text,
+            format!("Alert\ttab (cmd={escaped} args=(-c,{escaped}) up={upper})")
+        );
+        assert_eq!(out.text.lines().count(), 1);
+        // The rule's own text is copied as written (its tab stays); values have no control left.
+        let values = &out.text["Alert\ttab".len()..];
+        assert!(
+            !values.chars().any(|c| c.is_control() || c == '\u{2028}'),
+            "{values:?}"
+        );
+        // The typed values are the values themselves: JSON escapes them.
+        assert_eq!(out.fields[0].1, Some(hostile()));
+        let mut list = b"(-c,".to_vec();
+        list.extend_from_slice(FORGED);
+        list.push(b')');
+        assert_eq!(out.fields[1].1, Some(Value::Str(Cow::Owned(list))));
+    }
+
+    #[test]
+    fn raw_rendering_leaves_values_unescaped() {
+        let cat = FakeCatalog::new();
+        let mut compiler = Compiler::new(&cat);
+        let t = compiler.compile_template("cmd=%proc.cmdline").unwrap();
+        let mut ctx = EvalCtx::new(&compiler.finish());
+        let mut ev = FakeEvent::default();
+        ev.set("proc.cmdline", vec![Value::Str(Cow::Borrowed(b"a\nb\xff"))]);
+        assert_eq!(t.render_raw(&ev, &mut ctx.event()).text, "cmd=a\nb\u{fffd}");
+        assert_eq!(t.render(&ev, &mut ctx.event()).text, "cmd=a\\nb\\xff");
     }
 
     #[test]
