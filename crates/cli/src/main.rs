@@ -22,6 +22,7 @@ use vigil_state::StateConfig;
 
 mod bench;
 mod capture_out;
+mod falco_cli;
 mod generate;
 mod outputs;
 mod run;
@@ -35,13 +36,19 @@ const EXIT_FAILURE: u8 = 1;
 #[derive(Parser)]
 #[command(
     name = "vigil",
-    version,
     about = "Linux runtime security agent with Falco-compatible rules",
-    after_help = "Examples:\n  vigil replay capture.jsonl --json\n  vigil rules validate /etc/falco/falco_rules.yaml rules.d/\n  vigil fields | grep ^proc."
+    long_about = "Linux runtime security agent with Falco-compatible rules.\n\nWithout a subcommand, \
+                  `vigil` takes Falco's command line (`-c`, `-o`, `-r`, `-t`, `-T`, `-D`, `-L`, `-l`, \
+                  `--list`, `-V`, `--support`, `-M`, `-U`, `-s`, `-e`, `--dry-run`) and does what \
+                  `falco` does with it: by default, watch this host (as `vigil watch`).",
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  vigil -c /etc/falco/falco.yaml -r /etc/falco/falco_rules.yaml\n  vigil -L -r rules.yaml\n  vigil replay capture.jsonl --json\n  vigil rules validate /etc/falco/falco_rules.yaml rules.d/\n  vigil fields | grep ^proc."
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    falco: falco_cli::FalcoArgs,
 }
 
 #[derive(Subcommand)]
@@ -133,14 +140,17 @@ struct RulesSelection {
     #[arg(long, value_name = "PRIORITY")]
     min_priority: Option<String>,
     /// Run only rules carrying this tag (repeatable; Falco `-t`). `*` wildcards allowed.
-    #[arg(long, value_name = "TAG")]
+    #[arg(short = 't', long, value_name = "TAG")]
     enable_tag: Vec<String>,
     /// Disable rules carrying this tag (repeatable; Falco `-T`). Applied after --enable-tag.
-    #[arg(long, value_name = "TAG")]
+    #[arg(short = 'T', long, value_name = "TAG")]
     disable_tag: Vec<String>,
     /// Disable rules whose name matches (repeatable; `*` wildcards). Applied last.
     #[arg(long, value_name = "RULE")]
     disable: Vec<String>,
+    /// Disable rules whose name contains SUBSTRING (repeatable; Falco `-D`). Applied last.
+    #[arg(short = 'D', value_name = "SUBSTRING")]
+    disable_substring: Vec<String>,
 }
 
 impl RulesSelection {
@@ -167,6 +177,9 @@ impl RulesSelection {
         }
         for rule in &self.disable {
             selection = selection.disable_rule(rule);
+        }
+        for part in &self.disable_substring {
+            selection = selection.disable_rule(&format!("*{part}*"));
         }
         selection
     }
@@ -199,6 +212,27 @@ struct ReplayArgs {
     /// agent: web server, SIGHUP reload, SIGUSR1 reopen. For tests and demos.
     #[arg(long, hide = true)]
     follow: bool,
+}
+
+impl ReplayArgs {
+    /// Falco's `-e FILE` with its `-s`/`--stats-interval`.
+    fn falco(
+        file: PathBuf,
+        selection: RulesSelection,
+        stats_file: Option<PathBuf>,
+        stats_interval: u64,
+    ) -> ReplayArgs {
+        ReplayArgs {
+            file,
+            selection,
+            json: false,
+            rule_matching: None,
+            stats: false,
+            stats_file,
+            stats_interval,
+            follow: false,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -276,18 +310,19 @@ impl std::error::Error for InvalidInput {}
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Replay(args) => replay(args),
-        Command::Run(args) => run::run(args),
-        Command::Watch(args) => watch::watch(args),
-        Command::Rules(RulesCommand::Validate { paths }) => validate(&paths),
-        Command::Rules(RulesCommand::List { selection, json }) => list(&selection, json),
-        Command::Capture(CaptureCommand::Convert { input, output, to }) => {
+        None => falco_cli::run(cli.falco),
+        Some(Command::Replay(args)) => replay(args),
+        Some(Command::Run(args)) => run::run(args),
+        Some(Command::Watch(args)) => watch::watch(args),
+        Some(Command::Rules(RulesCommand::Validate { paths })) => validate(&paths),
+        Some(Command::Rules(RulesCommand::List { selection, json })) => list(&selection, json),
+        Some(Command::Capture(CaptureCommand::Convert { input, output, to })) => {
             convert(&input, &output, to)
         }
-        Command::Config(ConfigCommand::Show { config }) => config_show(&config),
-        Command::Fields { json } => fields(json),
-        Command::Bench(command) => bench::run(command),
-        Command::Generate(command) => generate::generate(command),
+        Some(Command::Config(ConfigCommand::Show { config })) => config_show(&config),
+        Some(Command::Fields { json }) => fields(json, false),
+        Some(Command::Bench(command)) => bench::run(command),
+        Some(Command::Generate(command)) => generate::generate(command),
     };
     match result {
         Ok(code) => code,
@@ -531,7 +566,8 @@ fn config_show(args: &ConfigArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn fields(json: bool) -> Result<ExitCode> {
+/// Every field (`names_only`: one name per line, Falco's `--list -N`).
+fn fields(json: bool, names_only: bool) -> Result<ExitCode> {
     let catalog = vigil_state::catalog();
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
@@ -545,7 +581,9 @@ fn fields(json: bool) -> Result<ExitCode> {
             vigil_fields::ArgKind::Key => "[KEY]",
             vigil_fields::ArgKind::OptionalKey => "[KEY]?",
         };
-        if json {
+        if names_only {
+            writeln!(out, "{}", def.name)?;
+        } else if json {
             let line = serde_json::json!({
                 "name": def.name,
                 "type": def.ty.name(),

@@ -32,8 +32,8 @@ pub struct WatchArgs {
     /// name ends in `.jsonl` or `.json`, else the binary form); `vigil replay FILE` gives the same alerts.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     write: Option<PathBuf>,
-    /// Stop after SECS seconds (default: run until SIGINT or SIGTERM).
-    #[arg(long, value_name = "SECS")]
+    /// Stop after SECS seconds (default: run until SIGINT or SIGTERM; Falco `-M`).
+    #[arg(short = 'M', long, value_name = "SECS")]
     duration: Option<f64>,
     /// At exit, print the counters to stderr as one JSON line (events_in, processed, dropped
     /// by reason, alerts).
@@ -51,6 +51,28 @@ pub struct WatchArgs {
     /// Interval of the stats file lines, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     stats_interval: u64,
+}
+
+impl WatchArgs {
+    /// A watch as `falco` runs one: with Falco's `-M`, `-s` and `--stats-interval`.
+    pub fn falco(
+        selection: RulesSelection,
+        duration: Option<f64>,
+        stats_file: Option<PathBuf>,
+        stats_interval: u64,
+    ) -> WatchArgs {
+        WatchArgs {
+            selection,
+            json: false,
+            rule_matching: None,
+            write: None,
+            duration,
+            stats: false,
+            raw_fallback: false,
+            stats_file,
+            stats_interval,
+        }
+    }
 }
 
 /// The rules, rule matching and configuration of a watch (again on SIGHUP).

@@ -575,3 +575,139 @@ fn replay_follows_the_configuration_and_flags_win() {
     let flag_wins = lines(&["-o", "priority=critical", "--min-priority", "debug"]);
     assert!(!flag_wins.is_empty());
 }
+
+/// `vigil` without a subcommand takes Falco's command line and does what `falco` does with it.
+#[test]
+fn falco_command_line_without_a_subcommand() {
+    let Some(upstream) = upstream("falco_command_line_without_a_subcommand") else {
+        return;
+    };
+    let dir = scratch("falco-cli");
+    let rules = upstream.join("falco_rules.yaml").display().to_string();
+
+    // -L: every rule's name and description; with json_output, one JSON object per rule.
+    let out = vigil(&["-L", "-r", &rules]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Read sensitive file untrusted"));
+    let out = vigil(&["-L", "-r", &rules, "-o", "json_output=true"]);
+    let first = text(&out.stdout)
+        .lines()
+        .next()
+        .map(str::to_owned)
+        .unwrap_or_default();
+    let first: serde_json::Value = serde_json::from_str(&first).expect("JSON line");
+    assert!(first["rule"].is_string(), "{first}");
+
+    // -l RULE: that rule's description; an unknown rule is invalid input.
+    let out = vigil(&["-l", "Read sensitive file untrusted", "-r", &rules]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("An attempt to read any sensitive file"));
+    let out = vigil(&["-l", "No such rule", "-r", &rules]);
+    assert_eq!(out.status.code(), Some(2));
+
+    // --list [syscall] and -N: the fields.
+    let out = vigil(&["--list", "-N"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).lines().any(|l| l == "proc.name"));
+    let out = vigil(&["--list", "syscall"]);
+    assert!(text(&out.stdout).contains("proc.name"));
+    assert_eq!(vigil(&["--list", "k8s_audit"]).status.code(), Some(2));
+
+    // -V: validate (repeatable); a broken file exits 2.
+    let bad = write(&dir, "bad.yaml", "- rule: x\n  condition: proc.name =\n");
+    let out = vigil(&["-V", &rules, "--validate", &rules]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        vigil(&["-V", &bad.display().to_string()]).status.code(),
+        Some(2)
+    );
+
+    // --support: one JSON object; -U shows as buffered_outputs: false in its configuration.
+    let out = vigil(&["--support", "-U", "-r", &rules]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let support: serde_json::Value = serde_json::from_slice(&out.stdout).expect("support JSON");
+    for key in [
+        "version",
+        "engine_info",
+        "system_info",
+        "cmdline",
+        "config",
+        "rules_files",
+    ] {
+        assert!(!support[key].is_null(), "--support has `{key}`: {support}");
+    }
+    assert!(support["config"]
+        .as_str()
+        .is_some_and(|c| c.contains("buffered_outputs: false")));
+    assert_eq!(support["rules_files"][0]["name"], rules.as_str());
+    assert!(support["rules_files"][0]["content"]
+        .as_str()
+        .is_some_and(|c| c.contains("- rule: Read sensitive file untrusted")));
+
+    // --dry-run: loads configuration and rules, captures nothing.
+    assert_eq!(vigil(&["--dry-run", "-r", &rules]).status.code(), Some(0));
+    assert_eq!(
+        vigil(&["--dry-run", "-r", &bad.display().to_string()])
+            .status
+            .code(),
+        Some(2)
+    );
+
+    // -e FILE: evaluate a capture; -D SUBSTRING, -T TAG and -t TAG select rules as in Falco.
+    let capture = repo_root().join("testdata/demo/events.jsonl");
+    let capture = capture.display().to_string();
+    let rules_of = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec![
+            "-e",
+            &capture,
+            "-o",
+            "json_output=true",
+            "-o",
+            "syslog_output.enabled=false",
+        ];
+        args.extend_from_slice(extra);
+        let out = vigil(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{extra:?}: {}",
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("alert JSON"))
+            .map(|a| a["rule"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let all = rules_of(&[]);
+    assert!(all.iter().any(|r| r.contains("Search")), "{all:?}");
+    let without = rules_of(&["-D", "Credential Search"]);
+    assert!(
+        !without.is_empty() && !without.iter().any(|r| r.contains("Search")),
+        "{without:?}"
+    );
+    assert_eq!(
+        without.len() + all.iter().filter(|r| r.contains("Search")).count(),
+        all.len()
+    );
+    let network_only = rules_of(&["-t", "network"]);
+    assert!(
+        !network_only.is_empty() && network_only.len() < all.len(),
+        "{network_only:?}"
+    );
+    let no_network = rules_of(&["-T", "network"]);
+    assert_eq!(
+        no_network.len() + network_only.len(),
+        all.len(),
+        "{no_network:?}"
+    );
+
+    // --version (Falco's `-V` means validate, so there is no short form).
+    let out = vigil(&["--version"]);
+    assert!(
+        text(&out.stdout).starts_with("vigil "),
+        "{}",
+        text(&out.stdout)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
