@@ -151,8 +151,8 @@ fn describe(selection: &RulesSelection, name: &str) -> Result<ExitCode> {
         });
         writeln!(out, "{line}")?;
     } else {
-        writeln!(out, "{:<60} {}", "Rule", "Description")?;
-        writeln!(out, "{:<60} {}", "----", "-----------")?;
+        writeln!(out, "{:<60} Description", "Rule")?;
+        writeln!(out, "{:<60} -----------", "----")?;
         writeln!(out, "{:<60} {}", rule.name, rule.desc.trim())?;
     }
     out.flush()?;
