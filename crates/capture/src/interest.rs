@@ -4,6 +4,15 @@ use std::fmt;
 
 use vigil_event::{table, EventType};
 
+/// A condition on one argument register that a kernel-side filter can decide: the low 32
+/// bits of argument `arg` (0-based) equal one of `values`. Exact for arguments the kernel
+/// reads as 32-bit integers (descriptors), which is what it is for (`dup2(_, newfd ∈ {0,1,2})`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgIn {
+    pub arg: u8,
+    pub values: Vec<u32>,
+}
+
 /// A set of event types: one bit per [`EventType`] id of this build's table.
 ///
 /// The compiled ruleset and the state engine build it; drivers turn it into what their kernel

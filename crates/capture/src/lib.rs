@@ -14,7 +14,7 @@ mod interest;
 mod replay;
 mod scripted;
 
-pub use interest::InterestSet;
+pub use interest::{ArgIn, InterestSet};
 pub use replay::ReplaySource;
 pub use scripted::ScriptedSource;
 

@@ -22,6 +22,7 @@ use vigil_capture::{ReplaySource, Source, SourceStats};
 use vigil_config::Config;
 use vigil_engine::{AlertDecorator, Engine};
 use vigil_event::{Event, Snapshot};
+use vigil_output::sinks::Console;
 use vigil_output::{Formatter, Metrics, Outputs};
 use vigil_rules::Ruleset;
 
@@ -86,8 +87,13 @@ fn decorator(config: &Config) -> Result<Option<Box<dyn AlertDecorator>>> {
 }
 
 /// Starts the outputs, skipping a syslog output whose socket does not exist (containers
-/// usually have none), with a warning.
-pub fn start_outputs(config: &Config, metrics: &Metrics, hostname: &str) -> Result<Outputs> {
+/// usually have none), with a warning; `stdout_output` writes to `console`.
+pub fn start_outputs(
+    config: &Config,
+    metrics: &Metrics,
+    hostname: &str,
+    console: Console,
+) -> Result<Outputs> {
     let mut config = config.clone();
     if config.syslog_output.enabled && !config.syslog_output.socket.exists() {
         log::warn!(
@@ -96,7 +102,8 @@ pub fn start_outputs(config: &Config, metrics: &Metrics, hostname: &str) -> Resu
         );
         config.syslog_output.enabled = false;
     }
-    Outputs::from_config(&config, metrics, hostname).map_err(|e| InvalidInput(e.to_string()).into())
+    Outputs::from_config_to(&config, metrics, hostname, console)
+        .map_err(|e| InvalidInput(e.to_string()).into())
 }
 
 fn now_ns() -> u64 {
@@ -287,6 +294,7 @@ pub struct Agent {
     signals: Signals,
     config: Config,
     hostname: String,
+    console: Console,
     eval: Duration,
 }
 
@@ -294,8 +302,13 @@ pub struct Agent {
 pub struct AgentFlags<'a> {
     /// Falco's `-s FILE` with `--stats-interval`.
     pub stats_file: Option<(&'a Path, Duration)>,
-    /// A run that lasts: install the signal handlers and start the web server.
+    /// A run that lasts: start the web server.
     pub live: bool,
+    /// Install the signal handlers (stop, SIGHUP reload, SIGUSR1 reopen). Off under `vigil
+    /// run`, whose tracer forwards the signals Vigil receives to the workload.
+    pub signals: bool,
+    /// Where `stdout_output` writes.
+    pub console: Console,
 }
 
 impl Agent {
@@ -310,8 +323,8 @@ impl Agent {
         init_logging();
         let metrics = Metrics::new();
         engine.set_decorator(decorator(&config)?);
-        let outputs = start_outputs(&config, &metrics, hostname)?;
-        let signals = if flags.live {
+        let outputs = start_outputs(&config, &metrics, hostname, flags.console)?;
+        let signals = if flags.signals {
             Signals::install().context("cannot install signal handlers")?
         } else {
             Signals::detached()
@@ -354,8 +367,14 @@ impl Agent {
             signals,
             config,
             hostname: hostname.to_string(),
+            console: flags.console,
             eval: Duration::ZERO,
         })
+    }
+
+    /// Delivers an alert made outside [`Agent::process`] (an enforcement decision).
+    pub fn emit(&mut self, alert: &vigil_output::Alert) {
+        self.outputs.emit(alert);
     }
 
     /// SIGINT/SIGTERM arrived.
@@ -396,7 +415,9 @@ impl Agent {
                         Outputs::with_sinks(Formatter::default(), Vec::new(), &self.metrics)?,
                     );
                     old.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
-                    self.outputs = match start_outputs(&new_config, &self.metrics, &self.hostname) {
+                    let started =
+                        start_outputs(&new_config, &self.metrics, &self.hostname, self.console);
+                    self.outputs = match started {
                         Ok(o) => {
                             self.config = new_config.clone();
                             reloaded = Some(new_config);
@@ -406,7 +427,12 @@ impl Agent {
                             eprintln!(
                                 "vigil: reload: outputs failed ({e:#}); keeping the previous outputs"
                             );
-                            start_outputs(&self.config, &self.metrics, &self.hostname)?
+                            start_outputs(
+                                &self.config,
+                                &self.metrics,
+                                &self.hostname,
+                                self.console,
+                            )?
                         }
                     };
                     eprintln!(
@@ -467,6 +493,8 @@ pub fn run(
         &AgentFlags {
             stats_file,
             live: flags.follow,
+            signals: flags.follow,
+            console: Console::Stdout,
         },
         &mut engine,
     )?;

@@ -147,6 +147,8 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         &AgentFlags {
             stats_file,
             live: true,
+            signals: true,
+            console: vigil_output::sinks::Console::Stdout,
         },
         &mut engine,
     )?;

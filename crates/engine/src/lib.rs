@@ -11,13 +11,16 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 use vigil_capture::{Source, SourceError};
-use vigil_event::{Event, Snapshot};
+use vigil_event::{Event, Param, ParamKind, Snapshot};
 use vigil_output::Alert;
 use vigil_rules::eval::EvalCtx;
 use vigil_rules::{LoadOptions, LoadResult, RulesLoader, Ruleset};
 use vigil_state::{State, StateConfig};
 
 pub mod corpus;
+pub mod kernel_filter;
+
+pub use kernel_filter::{EnforceSelection, FilterError, KernelFilter, ENFORCE_TAG};
 
 /// The name diagnostics use for the embedded default ruleset.
 pub const DEFAULT_RULES_NAME: &str = "vigil_rules.yaml";
@@ -244,6 +247,149 @@ impl Engine {
             }
         }
         self.state.finish(event);
+    }
+
+    /// Renders and delivers the alerts of `self.matches` for `event` (state applied).
+    fn emit_matches(&mut self, event: &Event, on_alert: &mut dyn FnMut(Alert)) {
+        let view = self.state.view(event);
+        let mut ctx = self.ctx.event();
+        for &index in &self.matches {
+            let rule = &self.ruleset.rules()[index];
+            let rendered = rule.output.render(&view, &mut ctx);
+            self.stats.alerts += 1;
+            if let Some(n) = self.stats.alerts_by_rule.get_mut(index) {
+                *n += 1;
+            }
+            let mut alert = Alert {
+                time: event.ts,
+                rule: rule.name.clone(),
+                priority: rule.priority.as_str().into(),
+                source: rule.source.clone().into(),
+                tags: rule.tags.clone(),
+                hostname: self.hostname.clone(),
+                output: rendered.text,
+                output_fields: rendered.fields,
+            };
+            if let Some(decorator) = self.decorator.as_mut() {
+                decorator.decorate(rule, &view, &mut alert);
+            }
+            on_alert(alert);
+        }
+    }
+
+    /// A kernel-less driver's entry decision: `event` is a syscall at entry, built as if it
+    /// succeeded. When a rule marked in `enforced` matches it, the syscall will not run:
+    /// this entry is then its only event, so it is processed like a completed one (every
+    /// matching rule alerts, the enforcing one included) and the enforcing rule's index is
+    /// returned. Otherwise the state is left as it was (the completed event, if reported,
+    /// comes later) and `None` is returned.
+    pub fn judge(
+        &mut self,
+        event: &Event,
+        enforced: &[bool],
+        on_alert: &mut dyn FnMut(Alert),
+    ) -> Option<usize> {
+        self.state.apply(event);
+        let hit = {
+            let view = self.state.view(event);
+            let mut ctx = self.ctx.event();
+            self.ruleset
+                .candidates(event.etype.0)
+                .iter()
+                .map(|&i| i as usize)
+                .find(|&i| {
+                    enforced.get(i).copied().unwrap_or(false)
+                        && self.ruleset.rules()[i].filter().eval(&view, &mut ctx)
+                })
+        };
+        let Some(rule) = hit else {
+            self.forget_predicted_fd(event);
+            return None;
+        };
+        self.stats.events_in += 1;
+        self.stats.processed += 1;
+        self.matches.clear();
+        {
+            let view = self.state.view(event);
+            let mut ctx = self.ctx.event();
+            self.ruleset
+                .evaluate_event(&view, &mut ctx, &mut self.matches);
+        }
+        if !self.matches.contains(&rule) {
+            self.matches.push(rule);
+        }
+        self.emit_matches(event, on_alert);
+        self.state.finish(event);
+        self.forget_predicted_fd(event);
+        Some(rule)
+    }
+
+    /// Undoes the descriptor a judged, not (yet) executed open-like call added to the state.
+    fn forget_predicted_fd(&mut self, event: &Event) {
+        if event.etype.spec().res_kind != ParamKind::Fd || event.res < 0 {
+            return;
+        }
+        let Some(close) = vigil_event::table::by_name("close") else {
+            return;
+        };
+        let undo = Event {
+            num: event.num,
+            ts: event.ts,
+            tid: event.tid,
+            pid: event.pid,
+            etype: close,
+            res: 0,
+            params: vec![Param::Int(event.res)],
+            truncated: 0,
+        };
+        self.state.apply(&undo);
+        self.state.finish(&undo);
+    }
+
+    /// A kernel-less driver's question at a reported syscall's entry (`entry`: its
+    /// arguments; `res` meaningless): could its result make any rule match? `false` lets it
+    /// run without the exit stop. `dup2`/`dup3` succeed with `newfd`, a result known now:
+    /// judged exactly as that success (which the state keeps, as the call will most likely
+    /// have it) unless some rule could match a failure. Other calls are judged as a failed
+    /// call, whose view names the path from the arguments, by the rules' entry filters.
+    pub fn may_need_result(&mut self, entry: &Event) -> bool {
+        if matches!(entry.etype.spec().name, "dup2" | "dup3") {
+            let newfd = match entry.param_by_name("newfd") {
+                Param::Int(v) => *v,
+                Param::Uint(v) => i64::try_from(*v).unwrap_or(-1),
+                _ => -1,
+            };
+            if newfd < 0 || self.ruleset.may_match_failure(entry.etype.0) {
+                return true;
+            }
+            let mut success = entry.clone();
+            success.res = newfd;
+            self.state.apply(&success);
+            self.matches.clear();
+            {
+                let view = self.state.view(&success);
+                self.ruleset
+                    .evaluate(&view, &mut self.ctx, &mut self.matches);
+            }
+            self.state.finish(&success);
+            return !self.matches.is_empty();
+        }
+        const ENOENT: i64 = 2;
+        let mut probe = entry.clone();
+        probe.res = -ENOENT;
+        self.state.apply(&probe);
+        let may = {
+            let view = self.state.view(&probe);
+            self.ruleset.may_match_before_result(&view, &mut self.ctx)
+        };
+        self.state.finish(&probe);
+        may
+    }
+
+    /// Process `pid` has descriptor `info` (read from `/proc`) whose creating call was not
+    /// seen: the state describes it so.
+    pub fn learn_fd(&mut self, pid: i64, info: &vigil_event::FdInfo) {
+        self.state.learn_fd(pid, info);
     }
 
     /// Drains `source`: snapshot first, then every event. Returns the final counters, with the

@@ -135,12 +135,26 @@ impl Outputs {
         metrics: &Metrics,
         hostname: &str,
     ) -> Result<Outputs, OutputsError> {
+        Outputs::from_config_to(config, metrics, hostname, sinks::Console::Stdout)
+    }
+
+    /// [`Outputs::from_config`] with `stdout_output` writing to `console`.
+    pub fn from_config_to(
+        config: &Config,
+        metrics: &Metrics,
+        hostname: &str,
+        console: sinks::Console,
+    ) -> Result<Outputs, OutputsError> {
         let formatter = Formatter::from_config(config);
         let mut planned: Vec<(&'static str, Box<dyn Sink>, DeliveryOptions)> = Vec::new();
         if config.stdout_output.enabled {
+            let sink: Box<dyn Sink> = match console {
+                sinks::Console::Stdout => Box::new(sinks::stdout_sink(config.buffered_outputs)),
+                sinks::Console::Stderr => Box::new(sinks::stderr_sink(config.buffered_outputs)),
+            };
             planned.push((
                 "stdout_output",
-                Box::new(sinks::stdout_sink(config.buffered_outputs)),
+                sink,
                 DeliveryOptions {
                     queue_capacity: config.outputs_queue.bound(),
                     ..DeliveryOptions::default()

@@ -46,14 +46,7 @@ pub const fn ret_errno(errno: u16) -> u32 {
     RET_ERRNO | errno as u32
 }
 
-/// A condition on one argument register, decided in the filter: the low 32 bits of argument
-/// `arg` (0-based) equal one of `values`. Exact for arguments the kernel reads as 32-bit
-/// integers (descriptors), which is what it is for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ArgIn {
-    pub arg: u8,
-    pub values: Vec<u32>,
-}
+pub use vigil_capture::ArgIn;
 
 /// At most this many values per [`ArgIn`] (keeps every jump short).
 pub const MAX_ARG_VALUES: usize = 64;

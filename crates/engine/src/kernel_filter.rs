@@ -1,0 +1,330 @@
+//! From the compiled rules to what a kernel-side filter decides: which syscalls stop a
+//! kernel-less tracer (and on which argument values), which are judged at entry for
+//! enforcement, and which rules enforce. The ptrace driver turns a [`KernelFilter`] into its
+//! seccomp program; this module knows rules, event types and fields, not seccomp.
+
+use vigil_capture::ArgIn;
+use vigil_fields::{Catalog, FieldArg, FieldRef};
+use vigil_rules::ruleset::wildcard_match;
+use vigil_rules::Ruleset;
+
+/// The rule tag that marks a rule for enforcement when no rule or tag is named explicitly
+/// (Falco ignores unknown tags, so such rules files still load in Falco).
+pub const ENFORCE_TAG: &str = "vigil.enforce";
+
+/// Which enabled rules enforce (block their syscall before it runs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnforceSelection {
+    /// Rule name patterns (`*` wildcards).
+    pub rules: Vec<String>,
+    /// Tag patterns (`*` wildcards). With neither rules nor tags: [`ENFORCE_TAG`].
+    pub tags: Vec<String>,
+}
+
+/// What the kernel side of a kernel-less capture is told.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelFilter {
+    /// Syscall numbers whose events the rules need (sorted, unique).
+    pub report: Vec<u16>,
+    /// Syscalls of `report` that stop only when an argument has one of some values.
+    pub report_when: Vec<(u16, ArgIn)>,
+    /// Syscall numbers judged at entry because an enforced rule watches them.
+    pub judged: Vec<u16>,
+    /// Per rule (indexed like [`Ruleset::rules`]): whether it enforces.
+    pub enforced: Vec<bool>,
+    /// Some enabled rule does not restrict `evt.type`: every syscall is reported.
+    pub watches_all: bool,
+}
+
+/// Why a filter cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    #[error("rule `{rule}` cannot be enforced: its condition does not restrict evt.type")]
+    EnforcedWithoutEventType { rule: String },
+}
+
+impl KernelFilter {
+    /// The filter for `ruleset`. `enforce`: the enforcing selection, if enforcement is on.
+    /// `everything`: every event of the interest set is wanted (a capture is written), so no
+    /// stop is optimised away.
+    pub fn derive(
+        ruleset: &Ruleset,
+        enforce: Option<&EnforceSelection>,
+        everything: bool,
+    ) -> Result<KernelFilter, FilterError> {
+        let (report, watches_all) = report_syscalls(ruleset);
+        let (report, report_when) = if everything {
+            (report, Vec::new())
+        } else {
+            (
+                without_exec_entry(ruleset, report),
+                result_arg_conditions(ruleset),
+            )
+        };
+        let (enforced, judged) = match enforce {
+            Some(selection) => enforced_rules(ruleset, selection)?,
+            None => (vec![false; ruleset.rules().len()], Vec::new()),
+        };
+        Ok(KernelFilter {
+            report,
+            report_when,
+            judged,
+            enforced,
+            watches_all,
+        })
+    }
+
+    /// Whether any rule enforces.
+    pub fn enforces(&self) -> bool {
+        self.enforced.iter().any(|&e| e)
+    }
+}
+
+fn syscall_nr(id: u16) -> Option<u16> {
+    vigil_event::table::events()
+        .get(usize::from(id))
+        .and_then(|s| s.nr)
+}
+
+/// The syscall numbers of the event types `ruleset`'s enabled rules watch, and whether some
+/// rule watches every type.
+fn report_syscalls(ruleset: &Ruleset) -> (Vec<u16>, bool) {
+    let types = ruleset.event_types();
+    let mut nrs: Vec<u16> = types.ids().filter_map(syscall_nr).collect();
+    nrs.sort_unstable();
+    nrs.dedup();
+    (nrs, types.is_all())
+}
+
+/// Whether `field` of an exec event is known only at the syscall's entry: the file name as
+/// passed (the exec event alone gives the resolved executable), `execveat`'s directory
+/// descriptor, path and flags, and the renderings of every argument.
+fn exec_entry_field(field: &FieldRef) -> bool {
+    let name = vigil_state::catalog().def(field.id).name;
+    match name {
+        "evt.arg" => match &field.arg {
+            FieldArg::Key(k) => matches!(k.as_str(), "filename" | "pathname" | "dirfd" | "flags"),
+            _ => true,
+        },
+        "evt.args" | "evt.info" => true,
+        _ => name.starts_with("evt.abspath") || name.starts_with("fs.path"),
+    }
+}
+
+/// `report` without `execve` when no enabled rule needs its entry (a rule that may match a
+/// failed exec, or reads [`exec_entry_field`]s): a successful exec is reported by the
+/// tracer's exec event whatever the filter says, so each exec then costs one stop instead
+/// of two. `execveat` keeps its entry stop when watched: at the exec event the registers no
+/// longer tell it from `execve` (the kernel reports a successful `execveat` as syscall 59
+/// there), and an exec event without entry arguments is an `execve`.
+fn without_exec_entry(ruleset: &Ruleset, report: Vec<u16>) -> Vec<u16> {
+    let Some(execve) = vigil_event::table::by_name("execve") else {
+        return report;
+    };
+    if ruleset.needs_entry(execve.0, &exec_entry_field) {
+        return report;
+    }
+    report
+        .into_iter()
+        .filter(|&nr| Some(nr) != execve.spec().nr)
+        .collect()
+}
+
+/// Seccomp conditions for syscalls whose successful result is one of their arguments
+/// (`dup2`/`dup3` return `newfd`, the second argument): when every enabled rule watching
+/// one requires `evt.rawres` to be one of some non-negative numbers, only calls with that
+/// argument stop (`dup2(sock, 0..=2)` for a redirection rule; `close(dup2(0, 9))` loops run
+/// free). A negative value (an errno) would make failures of any call match: no condition.
+fn result_arg_conditions(ruleset: &Ruleset) -> Vec<(u16, ArgIn)> {
+    let Ok(rawres) = vigil_state::catalog().lookup("evt.rawres", None) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, arg) in [("dup2", 1u8), ("dup3", 1)] {
+        let Some(etype) = vigil_event::table::by_name(name) else {
+            continue;
+        };
+        let (Some(nr), Some(values)) = (etype.spec().nr, ruleset.required_values(etype.0, &rawres))
+        else {
+            continue;
+        };
+        let values: Option<Vec<u32>> = values.iter().map(|&v| u32::try_from(v).ok()).collect();
+        if let Some(values) = values.filter(|v| !v.is_empty()) {
+            out.push((nr, ArgIn { arg, values }));
+        }
+    }
+    out
+}
+
+/// Which enabled rules enforce, and the syscalls they judge at entry.
+fn enforced_rules(
+    ruleset: &Ruleset,
+    selection: &EnforceSelection,
+) -> Result<(Vec<bool>, Vec<u16>), FilterError> {
+    let mut enforced = vec![false; ruleset.rules().len()];
+    let default_tag = [ENFORCE_TAG.to_string()];
+    let tags: &[String] = if selection.rules.is_empty() && selection.tags.is_empty() {
+        &default_tag
+    } else {
+        &selection.tags
+    };
+    let mut judged = Vec::new();
+    for (i, rule) in ruleset.rules().iter().enumerate() {
+        if !ruleset.is_enabled(i) {
+            continue;
+        }
+        let by_name = selection
+            .rules
+            .iter()
+            .any(|p| wildcard_match(p, &rule.name));
+        let by_tag = tags
+            .iter()
+            .any(|p| rule.tags.iter().any(|t| wildcard_match(p, t)));
+        if !(by_name || by_tag) {
+            continue;
+        }
+        let Some(types) = rule.event_types() else {
+            return Err(FilterError::EnforcedWithoutEventType {
+                rule: rule.name.clone(),
+            });
+        };
+        enforced[i] = true;
+        judged.extend(types.iter().filter_map(|&id| syscall_nr(id)));
+    }
+    judged.sort_unstable();
+    judged.dedup();
+    Ok((enforced, judged))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{load_rules, RulesText};
+    use vigil_rules::LoadOptions;
+
+    fn ruleset(text: &str) -> Ruleset {
+        let result = load_rules(
+            &[RulesText {
+                name: "rules.yaml".into(),
+                text: text.into(),
+            }],
+            &LoadOptions::default(),
+        );
+        result.ruleset.expect("rules load")
+    }
+
+    fn nr(name: &str) -> u16 {
+        vigil_event::table::by_name(name)
+            .and_then(|e| e.spec().nr)
+            .expect("a syscall")
+    }
+
+    fn rule(name: &str, condition: &str, tags: &str) -> String {
+        format!(
+            "- rule: {name}\n  desc: d\n  condition: {condition}\n  output: o\n  priority: WARNING\n  tags: [{tags}]\n"
+        )
+    }
+
+    #[test]
+    fn reports_the_rules_syscalls_and_drops_the_exec_entry_when_unneeded() {
+        let rules = ruleset(&format!(
+            "{}{}",
+            rule("Open", "evt.type = openat and fd.name = /etc/shadow", "a"),
+            rule(
+                "Exec",
+                "evt.type = execve and evt.res = SUCCESS and proc.name = nc",
+                "b"
+            )
+        ));
+        let f = KernelFilter::derive(&rules, None, false).unwrap();
+        assert!(f.report.contains(&nr("openat")), "{f:?}");
+        assert!(
+            !f.report.contains(&nr("execve")),
+            "a successful exec arrives as the exec event: {f:?}"
+        );
+        assert!(!f.watches_all);
+        assert!(f.judged.is_empty() && !f.enforces());
+        // A capture wants every event: the exec entry stays.
+        let f = KernelFilter::derive(&rules, None, true).unwrap();
+        assert!(f.report.contains(&nr("execve")));
+        // A rule that can match a failed exec needs the entry.
+        let rules = ruleset(&rule(
+            "Exec fail",
+            "evt.type = execve and evt.res != 0",
+            "b",
+        ));
+        let f = KernelFilter::derive(&rules, None, false).unwrap();
+        assert!(f.report.contains(&nr("execve")), "{f:?}");
+    }
+
+    #[test]
+    fn dup_targets_become_argument_conditions() {
+        let rules = ruleset(&rule(
+            "Redirect",
+            "evt.type in (dup2, dup3) and evt.rawres in (0, 1, 2)",
+            "a",
+        ));
+        let f = KernelFilter::derive(&rules, None, false).unwrap();
+        let dup2 = f.report_when.iter().find(|(n, _)| *n == nr("dup2"));
+        assert_eq!(
+            dup2.map(|(_, c)| c.clone()),
+            Some(ArgIn {
+                arg: 1,
+                values: vec![0, 1, 2]
+            }),
+            "{f:?}"
+        );
+        // A rule that can match any result: no condition.
+        let rules = ruleset(&rule("Any dup", "evt.type = dup2", "a"));
+        let f = KernelFilter::derive(&rules, None, false).unwrap();
+        assert!(f.report_when.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn enforcement_by_default_tag_name_or_tag_pattern() {
+        let rules = ruleset(&format!(
+            "{}{}{}",
+            rule(
+                "Shadow",
+                "evt.type = openat and fd.name = /etc/shadow",
+                "vigil.enforce"
+            ),
+            rule("Ptrace", "evt.type = ptrace", "mitre_x"),
+            rule("Connect", "evt.type = connect", "net")
+        ));
+        let default = EnforceSelection::default();
+        let f = KernelFilter::derive(&rules, Some(&default), false).unwrap();
+        assert_eq!(f.enforced, [true, false, false]);
+        assert_eq!(f.judged, [nr("openat")]);
+        let by_name = EnforceSelection {
+            rules: vec!["Ptr*".into()],
+            tags: Vec::new(),
+        };
+        let f = KernelFilter::derive(&rules, Some(&by_name), false).unwrap();
+        assert_eq!(
+            f.enforced,
+            [false, true, false],
+            "a name replaces the default tag"
+        );
+        let by_tag = EnforceSelection {
+            rules: Vec::new(),
+            tags: vec!["ne*".into()],
+        };
+        let f = KernelFilter::derive(&rules, Some(&by_tag), false).unwrap();
+        assert_eq!(f.enforced, [false, false, true]);
+        assert_eq!(f.judged, [nr("connect")]);
+    }
+
+    #[test]
+    fn a_rule_without_event_type_cannot_enforce_and_watches_everything() {
+        let rules = ruleset(&rule("Any", "proc.name = nc", "vigil.enforce"));
+        let e =
+            KernelFilter::derive(&rules, Some(&EnforceSelection::default()), false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "rule `Any` cannot be enforced: its condition does not restrict evt.type"
+        );
+        let f = KernelFilter::derive(&rules, None, false).unwrap();
+        assert!(f.watches_all);
+    }
+}
