@@ -26,7 +26,7 @@ use vigil_state::State;
 
 use crate::capture_out::CaptureOut;
 
-use super::{load_selection, system_state_config, InvalidInput, Matching, RulesSelection};
+use super::{live_state_config, load_selection, InvalidInput, Matching, RulesSelection};
 
 /// The rule tag that marks a rule for enforcement when `--enforce` is given without
 /// `--enforce-rule`/`--enforce-tag` (Falco ignores unknown tags, so such files still load).
@@ -527,7 +527,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let remote = remote_outputs(&config, &hostname)?;
     let ctx = ruleset.new_ctx();
     let mut pipeline = Pipeline {
-        state: State::new(system_state_config(&hostname)),
+        state: State::new(live_state_config(&hostname)),
         ruleset,
         ctx,
         matches: Vec::new(),
