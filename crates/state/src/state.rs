@@ -305,9 +305,29 @@ impl State {
         } else {
             p.loginuid
         };
+        // A container's files are read through this process or, when it has already exited,
+        // its nearest ancestors in the same container.
+        let mut pids = [pid; crate::users::MAX_ROOT_PIDS];
+        let mut n = 1;
+        if !p.image.container_id.is_empty() {
+            let mut at = p;
+            while n < pids.len() {
+                match self.procs.get(&at.ppid) {
+                    Some(parent)
+                        if parent.pid != at.pid
+                            && parent.image.container_id == p.image.container_id =>
+                    {
+                        pids[n] = parent.pid;
+                        n += 1;
+                        at = parent;
+                    }
+                    _ => break,
+                }
+            }
+        }
         live.resolve(
             &p.image.container_id,
-            pid,
+            &pids[..n],
             &[p.euid, loginuid],
             &[p.egid],
             ts,

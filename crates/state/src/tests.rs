@@ -1746,6 +1746,20 @@ fn live_container_processes_are_named_from_the_containers_files() {
         None,
         "no host name leaks in"
     );
+
+    // The container's passwd changes while a short-lived child (gone from procfs by the time
+    // its exec is processed) runs as a new uid: its parent's root is read instead.
+    procfs.set(
+        "700/root/etc/passwd",
+        "nginx:x:33:33::/var/cache/nginx:/sbin/nologin\nlate:x:77:77::/:/bin/sh\n",
+    );
+    apply(
+        &mut state,
+        ev(700, "clone").uint("flags", 17).res(710).build(),
+    );
+    let late = apply(&mut state, exec_as(710, 77, 77, &cgroup));
+    assert_eq!(f(&state, &late, "proc.ppid"), "700");
+    assert_eq!(f(&state, &late, "user.name"), "late");
 }
 
 #[test]
