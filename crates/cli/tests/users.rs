@@ -65,7 +65,11 @@ impl TempUser {
             uid: 0,
             gid: 0,
         };
-        assert!(out.status.success(), "useradd {name}: {}", text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "useradd {name}: {}",
+            text(&out.stderr)
+        );
         user.uid = id_of(name, "-u");
         user.gid = id_of(name, "-g");
         Some(user)
@@ -85,7 +89,11 @@ fn id_of(name: &str, flag: &str) -> u32 {
         .args([flag, name])
         .output()
         .expect("run id");
-    assert!(out.status.success(), "id {flag} {name}: {}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "id {flag} {name}: {}",
+        text(&out.stderr)
+    );
     text(&out.stdout)
         .trim()
         .parse()
@@ -262,7 +270,10 @@ fn run_names_a_user_created_after_it_started() {
         .output()
         .expect("run vigil run");
     if !out.status.success() && text(&out.stderr).contains("cannot trace") {
-        return skip(test, &format!("vigil run cannot trace: {}", text(&out.stderr)));
+        return skip(
+            test,
+            &format!("vigil run cannot trace: {}", text(&out.stderr)),
+        );
     }
     assert!(
         out.status.success(),
@@ -352,8 +363,17 @@ fn watch_names_container_users_from_the_containers_passwd() {
         linger: true,
     };
     let run = run_container(&ctx, &spec, &dir.0, &passwd_file, &group_file);
-    assert!(run.status.success(), "container: {}{}", text(&run.stdout), text(&run.stderr));
-    assert_eq!(text(&run.stdout).trim(), "vigil", "the container ran as intended");
+    assert!(
+        run.status.success(),
+        "container: {}{}",
+        text(&run.stdout),
+        text(&run.stderr)
+    );
+    assert_eq!(
+        text(&run.stdout).trim(),
+        "vigil",
+        "the container ran as intended"
+    );
 
     let alert = watch
         .wait_for(from, |a| {
@@ -365,7 +385,11 @@ fn watch_names_container_users_from_the_containers_passwd() {
                 watch.stderr()
             )
         });
-    assert_eq!(field_text(&alert, "user.uid"), CONTAINER_UID.to_string(), "{alert}");
+    assert_eq!(
+        field_text(&alert, "user.uid"),
+        CONTAINER_UID.to_string(),
+        "{alert}"
+    );
     assert_eq!(
         field_text(&alert, "user.name"),
         ctr_name,

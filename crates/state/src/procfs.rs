@@ -7,6 +7,10 @@
 //!
 //! Processes and threads exit while the table is read: a file that vanished only skips that
 //! process or thread, and everything skipped, cut or denied is counted in [`SnapshotStats`].
+//!
+//! The same trait reaches user databases ([`crate::LiveUsers`]): [`ProcSource::stamp`] and
+//! [`ProcSource::read_stamped`] on the host's `etc/passwd` (a [`RealProc`] rooted at `/`) and
+//! on a container's `PID/root/etc/passwd`, where no symbolic link is followed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read};
@@ -368,8 +372,9 @@ pub struct SnapshotStats {
     pub permission_denied: u64,
 }
 
-/// Reads the process table into a [`Snapshot`] (users and groups left empty: the state engine
-/// reads the system databases). Fails only when the process list itself cannot be read.
+/// Reads the process table into a [`Snapshot`] (users and groups left empty: a live state
+/// engine follows the host's and containers' databases itself, [`crate::LiveUsers`]). Fails
+/// only when the process list itself cannot be read.
 pub fn read_snapshot(
     src: &dyn ProcSource,
     opts: &SnapshotOptions,

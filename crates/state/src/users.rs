@@ -25,8 +25,11 @@ use vigil_event::{GroupInfo, UserInfo};
 use crate::procfs::{FileStamp, ProcSource, RealProc};
 
 /// A passwd or group file larger than this is read only this far (the last, cut line is
-/// dropped and the file counted as truncated): a container image may carry anything.
+/// dropped and the file counted as truncated).
 pub const MAX_DB_BYTES: usize = 16 << 20;
+/// The same bound for a container's files: an image may carry anything, and there may be
+/// thousands of containers.
+pub const MAX_CONTAINER_DB_BYTES: usize = 1 << 20;
 
 /// Looks up users and groups by id.
 pub trait UserDb: Send + Sync {
@@ -219,10 +222,14 @@ pub struct LiveUsersConfig {
     /// A uid or gid missing from its table triggers a stamp comparison at most this often
     /// per id (the first miss of an id always does).
     pub miss_retry_ns: u64,
-    /// Bytes read of one passwd or group file.
+    /// Bytes read of one of the host's passwd or group files.
     pub max_file_bytes: usize,
-    /// Container tables kept; past this, all are dropped and read again when needed.
+    /// Bytes read of one of a container's files.
+    pub max_container_file_bytes: usize,
+    /// Container tables kept, and the bytes of their files all together; past either, all
+    /// are dropped and read again when needed.
     pub max_containers: usize,
+    pub max_container_bytes: usize,
 }
 
 impl Default for LiveUsersConfig {
@@ -231,7 +238,9 @@ impl Default for LiveUsersConfig {
             check_interval_ns: 1_000_000_000,
             miss_retry_ns: 100_000_000,
             max_file_bytes: MAX_DB_BYTES,
+            max_container_file_bytes: MAX_CONTAINER_DB_BYTES,
             max_containers: 4096,
+            max_container_bytes: 16 << 20,
         }
     }
 }
@@ -247,7 +256,8 @@ pub struct LiveUsersStats {
     pub read_errors: u64,
     /// Malformed lines skipped, over every read.
     pub malformed_lines: u64,
-    /// Files cut at [`LiveUsersConfig::max_file_bytes`].
+    /// Files cut at their size bound ([`LiveUsersConfig::max_file_bytes`] and
+    /// [`LiveUsersConfig::max_container_file_bytes`]).
     pub truncated_files: u64,
     /// Container tables now held.
     pub container_tables: usize,
@@ -261,9 +271,11 @@ const MAX_MISSES: usize = 1024;
 struct Watched {
     users: MemUserDb,
     groups: MemUserDb,
-    /// Stamps of the files the tables were read from (`None`: never read).
+    /// Stamps of the files the tables were read from (`None`: never read), and their sizes.
     passwd: Option<FileStamp>,
     group: Option<FileStamp>,
+    passwd_bytes: usize,
+    group_bytes: usize,
     /// Event time of the last stamp comparison.
     checked_at: Option<u64>,
     /// Missing ids (uids as is, gids with bit 32 set) → event time of their last check.
@@ -293,6 +305,8 @@ pub struct LiveUsers {
     host: Watched,
     /// By container id (as in `container.id`).
     containers: FxHashMap<Vec<u8>, Watched>,
+    /// Bytes of the files the container tables were read from.
+    container_bytes: usize,
     next_check: u64,
     stats: LiveUsersStats,
     /// Why the host's files could not be read at start, if so.
@@ -325,6 +339,7 @@ impl LiveUsers {
             config,
             host: Watched::default(),
             containers: FxHashMap::default(),
+            container_bytes: 0,
             stats: LiveUsersStats::default(),
             start_error: None,
         };
@@ -393,10 +408,16 @@ impl LiveUsers {
             (std::mem::take(&mut self.host), Place::Host)
         } else {
             let table = match self.containers.remove(container) {
-                Some(t) => t,
+                Some(t) => {
+                    self.container_bytes -= t.passwd_bytes + t.group_bytes;
+                    t
+                }
                 None => {
-                    if self.containers.len() >= self.config.max_containers {
+                    if self.containers.len() >= self.config.max_containers
+                        || self.container_bytes >= self.config.max_container_bytes
+                    {
                         self.containers.clear();
+                        self.container_bytes = 0;
                     }
                     Watched::default()
                 }
@@ -461,6 +482,7 @@ impl LiveUsers {
         match place {
             Place::Host => self.host = table,
             Place::Container(..) => {
+                self.container_bytes += table.passwd_bytes + table.group_bytes;
                 self.containers.insert(container.to_vec(), table);
             }
         }
@@ -505,7 +527,12 @@ impl LiveUsers {
         };
         let passwd = format!("{prefix}etc/passwd");
         let group = format!("{prefix}etc/group");
-        let max = self.config.max_file_bytes.max(1);
+        let max = if in_proc {
+            self.config.max_container_file_bytes
+        } else {
+            self.config.max_file_bytes
+        }
+        .max(1);
         let mut result = Ok(());
         let mut changed = false;
         for (path, is_group) in [(passwd, false), (group, true)] {
@@ -528,11 +555,13 @@ impl LiveUsers {
                         self.stats.malformed_lines += bad as u64;
                         table.groups = MemUserDb::new([], groups);
                         table.group = Some(stamp);
+                        table.group_bytes = data.len();
                     } else {
                         let (users, bad) = parse_passwd(data);
                         self.stats.malformed_lines += bad as u64;
                         table.users = MemUserDb::new(users, []);
                         table.passwd = Some(stamp);
+                        table.passwd_bytes = data.len();
                     }
                     changed = true;
                 }
@@ -848,6 +877,45 @@ mod tests {
         assert_eq!(complete_lines(b"a\nb", 3), (&b"a\n"[..], true));
         assert_eq!(complete_lines(b"abc", 3), (&b""[..], true));
         assert_eq!(complete_lines(b"a\nb", 4), (&b"a\nb"[..], false));
+    }
+
+    #[test]
+    fn live_container_tables_are_bounded_in_size_and_number() {
+        let host = SharedFake::with(&[("etc/passwd", ROOT), ("etc/group", ROOT_GROUP)]);
+        let procfs = SharedFake::default();
+        let big: String = (0..100)
+            .map(|i| format!("u{i}:x:{i}:0::/:/bin/sh\n"))
+            .collect();
+        for pid in 1..=3 {
+            procfs.set(&format!("{pid}/root/etc/passwd"), &big);
+            procfs.set(&format!("{pid}/root/etc/group"), ROOT_GROUP);
+        }
+        let mut users = LiveUsers::new(
+            Box::new(host),
+            Box::new(procfs),
+            LiveUsersConfig {
+                max_container_file_bytes: 200,
+                max_container_bytes: 300,
+                ..LiveUsersConfig::default()
+            },
+        );
+        users.resolve(b"c1", &[1], &[0], &[0], T);
+        assert_eq!(
+            users.stats().truncated_files,
+            1,
+            "the container's passwd is cut"
+        );
+        assert_eq!(name(&users, "c1", 0).as_deref(), Some("u0"));
+        assert_eq!(name(&users, "c1", 99), None, "beyond the bound");
+        users.resolve(b"c2", &[2], &[0], &[0], T);
+        assert_eq!(users.stats().container_tables, 2);
+        // Over the byte budget: the tables are dropped, to be read again when needed.
+        users.resolve(b"c3", &[3], &[0], &[0], T);
+        assert_eq!(users.stats().container_tables, 1);
+        assert_eq!(users.user(b"c1", 0), None);
+        assert_eq!(name(&users, "c3", 0).as_deref(), Some("u0"));
+        users.resolve(b"c1", &[1], &[0], &[0], T + MS);
+        assert_eq!(name(&users, "c1", 0).as_deref(), Some("u0"), "read again");
     }
 
     #[test]
