@@ -49,6 +49,6 @@ pub use runtime::RuntimeDirs;
 pub use state::{State, StateConfig, StateStats, MAX_ANCESTORS};
 pub use users::{
     FileUserDb, LiveUsers, LiveUsersConfig, LiveUsersStats, MemUserDb, UserDb, UserDbError,
-    MAX_DB_BYTES,
+    MAX_CONTAINER_DB_BYTES, MAX_DB_BYTES, MAX_ROOT_PIDS,
 };
 pub use view::EventView;

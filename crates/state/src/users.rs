@@ -5,7 +5,8 @@
 //! [`LiveUsers`] is what live capture uses: the host's files followed as they change, and one
 //! table per container read from the container's own files through `/proc/PID/root`.
 //! Parsing is forgiving: a malformed line is skipped and counted, never an error; files are
-//! read up to a size bound ([`MAX_DB_BYTES`]).
+//! read up to a size bound ([`MAX_DB_BYTES`], [`MAX_CONTAINER_DB_BYTES`] for a container's,
+//! whose tables together are bounded too: [`LiveUsersConfig`]).
 //!
 //! How [`LiveUsers`] stays current without costing events anything: the files' [`FileStamp`]s
 //! (device, inode, size, times) are compared at most every
