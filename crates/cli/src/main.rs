@@ -448,6 +448,24 @@ fn system_state_config(hostname: &str) -> StateConfig {
     }
 }
 
+/// State configuration for live capture on this host (`watch`, `run`): users and groups are
+/// followed as they change — the host's `/etc/passwd` and `/etc/group`, and each container's
+/// own files through `/proc/PID/root` — instead of read once.
+fn live_state_config(hostname: &str) -> StateConfig {
+    let live_users = vigil_state::LiveUsers::system();
+    if let Some(err) = live_users.start_error() {
+        let cause = std::error::Error::source(err).map_or(String::new(), |e| format!(": {e}"));
+        eprintln!(
+            "vigil: warning: {err}{cause}; user and group names stay unknown until it can be read"
+        );
+    }
+    StateConfig {
+        hostname: hostname.as_bytes().to_vec(),
+        live_users: Some(live_users),
+        ..StateConfig::default()
+    }
+}
+
 fn validate(paths: &[PathBuf]) -> Result<ExitCode> {
     let files =
         vigil_engine::read_rules_paths(paths).map_err(|e| InvalidInput(format!("{e:#}")))?;

@@ -25,7 +25,7 @@ use vigil_rules::{RuleMatching, Ruleset};
 use crate::capture_out::CaptureOut;
 use crate::outputs::{Agent, AgentFlags};
 
-use super::{load_selection, system_state_config, InvalidInput, Matching, RulesSelection};
+use super::{live_state_config, load_selection, InvalidInput, Matching, RulesSelection};
 
 const EPERM: i32 = 1;
 
@@ -279,7 +279,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         None => None,
     };
     let hostname = crate::outputs::host_name();
-    let mut engine = Engine::new(ruleset, system_state_config(&hostname), hostname.clone());
+    let mut engine = Engine::new(ruleset, live_state_config(&hostname), hostname.clone());
     let stats_file = args
         .stats_file
         .as_deref()

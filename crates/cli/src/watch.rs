@@ -15,7 +15,7 @@ use vigil_rules::{RuleMatching, Ruleset};
 use crate::capture_out::CaptureOut;
 use crate::outputs::{Agent, AgentFlags};
 
-use crate::{load_selection, system_state_config, Matching, RulesSelection};
+use crate::{live_state_config, load_selection, Matching, RulesSelection};
 
 #[derive(Args)]
 pub struct WatchArgs {
@@ -133,7 +133,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     };
     let hostname = String::from_utf8_lossy(&snapshot.hostname).into_owned();
     // Live: container names and images come from the runtimes' state on this host.
-    let mut state_config = system_state_config(&hostname);
+    let mut state_config = live_state_config(&hostname);
     state_config.container_runtime = Some(vigil_state::RuntimeDirs::system());
     let mut engine = Engine::new(ruleset, state_config, hostname.clone());
     engine.load_snapshot(&snapshot);

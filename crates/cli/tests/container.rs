@@ -122,8 +122,9 @@ fn container_actions_alert_with_container_identity() {
                 ("proc.cmdline", M::Eq("cat /etc/shadow")),
             ],
         };
-        // Inside the container the agent names the user from the host's database and the
-        // parent is runc's init or the vigil binary; the container identity is what matters.
+        // Inside the container the agent names the user from the container's own database
+        // (tests/users.rs checks that) and the parent is runc's init or the vigil binary; the
+        // container identity is what matters here.
         fields.retain(|(k, _)| !matches!(*k, "container.id" | "proc.pname" | "user.name"));
         fields.push(("container.id", M::Eq(short)));
         fields.push(("container.name", M::Eq(name)));

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use vigil_engine::{corpus, load_rules, read_rules_paths, Engine, RulesText};
 use vigil_rules::LoadOptions;
-use vigil_state::StateConfig;
+use vigil_state::{FakeProc, LiveUsers, LiveUsersConfig, StateConfig};
 
 fn upstream_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/falco-rules")
@@ -45,22 +45,42 @@ fn bench_load(c: &mut Criterion) {
 fn bench_pipeline(c: &mut Criterion) {
     let all_events = corpus::events(200_000);
     let snapshot = corpus::snapshot();
-    let mut cases: Vec<(&str, Vec<RulesText>, bool)> = vec![
+    // (name, rules, watched types only, live user tables)
+    let mut cases: Vec<(&str, Vec<RulesText>, bool, bool)> = vec![
         // Baseline in the same run: the state engine alone (no rules).
-        ("state only (no rules), full stream", Vec::new(), false),
+        (
+            "state only (no rules), full stream",
+            Vec::new(),
+            false,
+            false,
+        ),
         (
             "vigil default, full stream",
             vec![RulesText::embedded_default()],
             false,
+            false,
         ),
     ];
     if let Some(files) = upstream(&["falco_rules.yaml"]) {
-        cases.push(("upstream stable, watched types only", files.clone(), true));
-        cases.push(("upstream stable, full stream", files, false));
+        cases.push((
+            "upstream stable, watched types only",
+            files.clone(),
+            true,
+            false,
+        ));
+        // As `vigil watch` runs it: user tables followed live (in-memory files here, so the
+        // figure is the bookkeeping's cost, not the file system's).
+        cases.push((
+            "upstream stable, watched types only, live users",
+            files.clone(),
+            true,
+            true,
+        ));
+        cases.push(("upstream stable, full stream", files, false, false));
     }
     let mut group = c.benchmark_group("state+rules on mixed corpus");
     group.sample_size(10);
-    for (name, files, watched_only) in cases {
+    for (name, files, watched_only, live) in cases {
         let load = || {
             load_rules(&files, &LoadOptions::default())
                 .ruleset
@@ -82,7 +102,11 @@ fn bench_pipeline(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter_batched(
                 || {
-                    let mut engine = Engine::new(load(), StateConfig::default(), "bench".into());
+                    let config = StateConfig {
+                        live_users: live.then(|| live_users(&snapshot)),
+                        ..StateConfig::default()
+                    };
+                    let mut engine = Engine::new(load(), config, "bench".into());
                     engine.load_snapshot(&snapshot);
                     engine
                 },
@@ -98,6 +122,37 @@ fn bench_pipeline(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// Live user tables whose host files hold the snapshot's users and groups.
+fn live_users(snapshot: &vigil_event::Snapshot) -> LiveUsers {
+    let text = |s: &[u8]| String::from_utf8_lossy(s).into_owned();
+    let passwd: String = snapshot
+        .users
+        .iter()
+        .map(|u| {
+            format!(
+                "{}:x:{}:{}::{}:{}\n",
+                text(&u.name),
+                u.uid,
+                u.gid,
+                text(&u.home),
+                text(&u.shell)
+            )
+        })
+        .collect();
+    let group: String = snapshot
+        .groups
+        .iter()
+        .map(|g| format!("{}:x:{}:\n", text(&g.name), g.gid))
+        .collect();
+    let mut host = FakeProc::new();
+    host.file("etc/passwd", passwd).file("etc/group", group);
+    LiveUsers::new(
+        Box::new(host),
+        Box::new(FakeProc::new()),
+        LiveUsersConfig::default(),
+    )
 }
 
 criterion_group!(benches, bench_load, bench_pipeline);

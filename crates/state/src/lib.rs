@@ -14,9 +14,11 @@
 //! still resolve). Malformed or surprising events are counted ([`StateStats`]), never a panic.
 //!
 //! It must not know about rules, outputs or drivers: it sees events ([`vigil_event`]) and
-//! serves fields ([`vigil_fields`]). No I/O except reading user databases when asked and
-//! reading `/proc` into a bootstrap [`vigil_event::Snapshot`] ([`procfs`], through the
-//! [`ProcSource`] trait so tests use an in-memory fake).
+//! serves fields ([`vigil_fields`]). No I/O except reading user databases ([`LiveUsers`]:
+//! the host's and containers' passwd/group files, through the [`ProcSource`] trait, when their
+//! stamps change), container runtimes' state files ([`runtime`]) and reading `/proc` into a
+//! bootstrap [`vigil_event::Snapshot`] ([`procfs`], through [`ProcSource`] so tests use an
+//! in-memory fake).
 #![forbid(unsafe_code)]
 
 mod container;
@@ -40,10 +42,13 @@ pub use container::container_id_from_cgroup;
 pub use fields::{catalog, FieldCatalog};
 pub use path::{normalize as normalize_path, resolve as resolve_path};
 pub use procfs::{
-    read_fd, read_snapshot, FakeProc, ProcError, ProcSource, RealProc, SnapshotOptions,
+    read_fd, read_snapshot, FakeProc, FileStamp, ProcError, ProcSource, RealProc, SnapshotOptions,
     SnapshotStats,
 };
 pub use runtime::RuntimeDirs;
 pub use state::{State, StateConfig, StateStats, MAX_ANCESTORS};
-pub use users::{FileUserDb, MemUserDb, UserDb, UserDbError};
+pub use users::{
+    FileUserDb, LiveUsers, LiveUsersConfig, LiveUsersStats, MemUserDb, UserDb, UserDbError,
+    MAX_CONTAINER_DB_BYTES, MAX_DB_BYTES, MAX_ROOT_PIDS,
+};
 pub use view::EventView;

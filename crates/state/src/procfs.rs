@@ -7,6 +7,10 @@
 //!
 //! Processes and threads exit while the table is read: a file that vanished only skips that
 //! process or thread, and everything skipped, cut or denied is counted in [`SnapshotStats`].
+//!
+//! The same trait reaches user databases ([`crate::LiveUsers`]): [`ProcSource::stamp`] and
+//! [`ProcSource::read_stamped`] on the host's `etc/passwd` (a [`RealProc`] rooted at `/`) and
+//! on a container's `PID/root/etc/passwd`, where no symbolic link is followed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read};
@@ -53,6 +57,54 @@ pub trait ProcSource {
     fn read(&self, path: &str, max: usize) -> io::Result<Vec<u8>>;
     /// The target of a symbolic link.
     fn read_link(&self, path: &str) -> io::Result<Vec<u8>>;
+    /// The [`FileStamp`] of the regular file at `path` (user databases are re-read when it
+    /// changes). Below a process's root (`PID/root/…`) no symbolic link is followed: a
+    /// container's link would resolve against the agent's root, not the container's.
+    fn stamp(&self, path: &str) -> io::Result<FileStamp> {
+        let _ = path;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    /// At most `max` bytes of the regular file at `path`, with the stamp of the file read
+    /// (the same rule for links as [`ProcSource::stamp`]).
+    fn read_stamped(&self, path: &str, max: usize) -> io::Result<(FileStamp, Vec<u8>)> {
+        let _ = (path, max);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+/// What tells one version of a file from another without reading it: device, inode, size and
+/// modification and change times. An editor or `useradd` replacing the file changes the
+/// inode; an in-place rewrite changes the times (at the file system's timestamp granularity:
+/// two same-size rewrites within one clock tick look alike).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+        }
+    }
+}
+
+/// Whether `rel` goes through a process's root (`PID/root/…`): the rest of the path belongs
+/// to another mount namespace and must not be resolved through symbolic links.
+fn below_process_root(rel: &str) -> Option<(&str, &str)> {
+    let (pid, rest) = rel.split_once('/')?;
+    parse_id(pid)?;
+    let inside = rest.strip_prefix("root/")?;
+    Some((&rel[..rel.len() - inside.len()], inside))
 }
 
 /// A real procfs mount.
@@ -107,6 +159,49 @@ impl ProcSource for RealProc {
         Ok(std::fs::read_link(self.path(path))?
             .into_os_string()
             .into_vec())
+    }
+
+    fn stamp(&self, path: &str) -> io::Result<FileStamp> {
+        let meta = match below_process_root(path) {
+            Some((root, inside)) => {
+                // Every directory on the way must be a real directory, the file a real file.
+                let mut at = root.trim_end_matches('/').to_owned();
+                let mut parts = inside.split('/').filter(|c| !c.is_empty()).peekable();
+                let mut meta = None;
+                while let Some(part) = parts.next() {
+                    if part == ".." {
+                        return Err(io::ErrorKind::InvalidInput.into());
+                    }
+                    at.push('/');
+                    at.push_str(part);
+                    let m = std::fs::symlink_metadata(self.path(&at))?;
+                    if parts.peek().is_some() && !m.is_dir() {
+                        return Err(io::ErrorKind::InvalidData.into());
+                    }
+                    meta = Some(m);
+                }
+                meta.ok_or(io::ErrorKind::InvalidInput)?
+            }
+            None => std::fs::metadata(self.path(path))?,
+        };
+        if !meta.is_file() {
+            return Err(io::ErrorKind::InvalidData.into());
+        }
+        Ok(FileStamp::of(&meta))
+    }
+
+    fn read_stamped(&self, path: &str, max: usize) -> io::Result<(FileStamp, Vec<u8>)> {
+        let checked = self.stamp(path)?;
+        let file = std::fs::File::open(self.path(path))?;
+        let stamp = FileStamp::of(&file.metadata()?);
+        // What was opened must be what was checked (not a link swapped in between).
+        if (stamp.dev, stamp.ino) != (checked.dev, checked.ino) {
+            return Err(io::ErrorKind::InvalidData.into());
+        }
+        let mut buf = Vec::with_capacity(max.min(usize::try_from(stamp.size).unwrap_or(max)));
+        file.take(u64::try_from(max).unwrap_or(u64::MAX))
+            .read_to_end(&mut buf)?;
+        Ok((stamp, buf))
     }
 }
 
@@ -199,6 +294,30 @@ impl ProcSource for FakeProc {
             _ => Err(io::Error::from_raw_os_error(22)),
         }
     }
+
+    /// The fake's stamp: the contents' length and a hash of them as the inode, so replacing
+    /// a file's contents changes its stamp. A link is refused as the real one refuses it
+    /// below a process root.
+    fn stamp(&self, path: &str) -> io::Result<FileStamp> {
+        match self.get(path)? {
+            FakeEntry::File(data) => {
+                let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+                for &b in data {
+                    hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+                }
+                Ok(FileStamp {
+                    ino: hash,
+                    size: data.len() as u64,
+                    ..FileStamp::default()
+                })
+            }
+            _ => Err(io::ErrorKind::InvalidData.into()),
+        }
+    }
+
+    fn read_stamped(&self, path: &str, max: usize) -> io::Result<(FileStamp, Vec<u8>)> {
+        Ok((self.stamp(path)?, self.read(path, max)?))
+    }
 }
 
 /// Limits for [`read_snapshot`].
@@ -253,8 +372,9 @@ pub struct SnapshotStats {
     pub permission_denied: u64,
 }
 
-/// Reads the process table into a [`Snapshot`] (users and groups left empty: the state engine
-/// reads the system databases). Fails only when the process list itself cannot be read.
+/// Reads the process table into a [`Snapshot`] (users and groups left empty: a live state
+/// engine follows the host's and containers' databases itself, [`crate::LiveUsers`]). Fails
+/// only when the process list itself cannot be read.
 pub fn read_snapshot(
     src: &dyn ProcSource,
     opts: &SnapshotOptions,

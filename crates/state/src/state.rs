@@ -16,7 +16,7 @@ use crate::schema::{self, Op, NONE};
 use crate::table::{
     FdEntry, FdObj, FdTable, FdType, Image, ImageParts, Net, Process, Thread, UNKNOWN_ID,
 };
-use crate::users::{MemUserDb, UserDb};
+use crate::users::{LiveUsers, LiveUsersStats, MemUserDb, UserDb};
 use crate::view::EventView;
 
 /// Bound on ancestor walks (`proc.aname`, reaper search, session leader search).
@@ -54,6 +54,11 @@ pub struct StateConfig {
     pub hostname: Vec<u8>,
     /// Users and groups when a snapshot brings none.
     pub user_db: Box<dyn UserDb>,
+    /// Live capture: users and groups from the host's files as they change and from each
+    /// container's own files. When set, it answers every lookup (snapshot users and
+    /// `user_db` are not used). `None` (the default): a replay, answered by the capture's
+    /// tables or `user_db`, which never change.
+    pub live_users: Option<LiveUsers>,
     /// Threads beyond this are not tracked (counted in [`StateStats::dropped_threads`]).
     pub max_threads: usize,
     /// Descriptors per fd table beyond this are not tracked (counted).
@@ -69,6 +74,7 @@ impl Default for StateConfig {
         StateConfig {
             hostname: Vec::new(),
             user_db: Box::new(MemUserDb::default()),
+            live_users: None,
             max_threads: 1 << 20,
             max_fds_per_table: 1 << 16,
             container_runtime: None,
@@ -105,6 +111,7 @@ pub struct State {
     pub(crate) containers: ContainerTable,
     runtime: Option<crate::runtime::RuntimeReader>,
     sys_users: Box<dyn UserDb>,
+    live_users: Option<LiveUsers>,
     snap_users: Option<MemUserDb>,
     snap_groups: Option<MemUserDb>,
     pub(crate) start_ts: u64,
@@ -230,6 +237,7 @@ impl State {
                 .container_runtime
                 .map(crate::runtime::RuntimeReader::new),
             sys_users: config.user_db,
+            live_users: config.live_users,
             snap_users: None,
             snap_groups: None,
             start_ts: 0,
@@ -247,20 +255,83 @@ impl State {
         }
     }
 
-    /// The user `uid`: from the snapshot's users when it had any, else the configured database.
+    /// The host's user `uid`: live, the host's current table; else the snapshot's users when
+    /// it had any, else the configured database.
     pub fn user(&self, uid: u32) -> Option<&UserInfo> {
-        match &self.snap_users {
-            Some(db) => db.user(uid),
-            None => self.sys_users.user(uid),
+        self.user_in(b"", uid)
+    }
+
+    /// The host's group `gid` (same precedence as [`State::user`]).
+    pub fn group(&self, gid: u32) -> Option<&GroupInfo> {
+        self.group_in(b"", gid)
+    }
+
+    /// The user `uid` as a process in `container` (a `container.id`; empty: the host) sees
+    /// it. Live, a container has its own table (no answer until it is read, never the
+    /// host's); a replay has only the capture's one table for every process.
+    pub fn user_in(&self, container: &[u8], uid: u32) -> Option<&UserInfo> {
+        match (&self.live_users, &self.snap_users) {
+            (Some(live), _) => live.user(container, uid),
+            (None, Some(db)) => db.user(uid),
+            (None, None) => self.sys_users.user(uid),
         }
     }
 
-    /// The group `gid` (same precedence as [`State::user`]).
-    pub fn group(&self, gid: u32) -> Option<&GroupInfo> {
-        match &self.snap_groups {
-            Some(db) => db.group(gid),
-            None => self.sys_users.group(gid),
+    /// The group `gid` as a process in `container` sees it (as [`State::user_in`]).
+    pub fn group_in(&self, container: &[u8], gid: u32) -> Option<&GroupInfo> {
+        match (&self.live_users, &self.snap_groups) {
+            (Some(live), _) => live.group(container, gid),
+            (None, Some(db)) => db.group(gid),
+            (None, None) => self.sys_users.group(gid),
         }
+    }
+
+    /// Counters of the live user tables (`None` in a replay).
+    pub fn live_users_stats(&self) -> Option<LiveUsersStats> {
+        self.live_users.as_ref().map(LiveUsers::stats)
+    }
+
+    /// Live: makes sure the user tables answer for process `pid`'s credentials (its
+    /// container's table read, a missing id looked for again; see [`LiveUsers::resolve`]).
+    fn resolve_users(&mut self, pid: i64, ts: u64) {
+        let (Some(live), Some(p)) = (self.live_users.as_mut(), self.procs.get(&pid)) else {
+            return;
+        };
+        if !p.creds_known {
+            return;
+        }
+        let loginuid = if p.loginuid == u32::MAX {
+            p.euid
+        } else {
+            p.loginuid
+        };
+        // A container's files are read through this process or, when it has already exited,
+        // its nearest ancestors in the same container.
+        let mut pids = [pid; crate::users::MAX_ROOT_PIDS];
+        let mut n = 1;
+        if !p.image.container_id.is_empty() {
+            let mut at = p;
+            while n < pids.len() {
+                match self.procs.get(&at.ppid) {
+                    Some(parent)
+                        if parent.pid != at.pid
+                            && parent.image.container_id == p.image.container_id =>
+                    {
+                        pids[n] = parent.pid;
+                        n += 1;
+                        at = parent;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        live.resolve(
+            &p.image.container_id,
+            &pids[..n],
+            &[p.euid, loginuid],
+            &[p.egid],
+            ts,
+        );
     }
 
     /// The domain names known to have resolved to `addr` (Falco `fd.sip.name` and friends).
@@ -318,6 +389,12 @@ impl State {
         }
         for t in &snap.threads {
             self.load_thread(t);
+        }
+        if self.live_users.is_some() {
+            let pids: Vec<i64> = self.procs.keys().copied().collect();
+            for pid in pids {
+                self.resolve_users(pid, snap.start_ts);
+            }
         }
         if let Some(rt) = self.runtime.as_mut() {
             for p in self.procs.values() {
@@ -649,6 +726,9 @@ impl State {
             self.stats.malformed_events += 1;
             return;
         }
+        if let Some(live) = self.live_users.as_mut() {
+            live.tick(evt.ts);
+        }
         let info = schema::type_info(evt.etype);
         if let Op::Clone {
             flags,
@@ -963,6 +1043,7 @@ impl State {
                         *pe = e;
                     }
                 }
+                self.resolve_users(pid, evt.ts);
             }
             Op::Setsid => {
                 if res < 0 {
@@ -1368,6 +1449,7 @@ impl State {
         if let (Some(rt), Some(p)) = (self.runtime.as_mut(), self.procs.get(&pid)) {
             rt.resolve(&p.image.container_id, evt.ts, &mut self.containers);
         }
+        self.resolve_users(pid, evt.ts);
     }
 
     fn dup_fd(&mut self, pid: i64, oldfd: i64, newfd: i64, cloexec: bool) {

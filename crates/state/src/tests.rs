@@ -1632,3 +1632,163 @@ fn learned_descriptors_resolve_like_opened_ones() {
         assert!(!live.name.is_empty(), "{live:?}");
     }
 }
+
+// ----- live user tables -----
+
+const HOST_PASSWD: &str = "root:x:0:0:root:/root:/bin/bash\n\
+    www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin\n\
+    alice:x:1000:1000:Alice:/home/alice:/bin/zsh\n";
+const HOST_GROUP: &str = "root:x:0:\nwww-data:x:33:\nalice:x:1000:\n";
+
+/// The default tree in a live state: host files and procfs are shared fakes.
+fn live_tree(host: &SharedFake, procfs: &SharedFake) -> State {
+    let live = crate::LiveUsers::new(
+        Box::new(host.clone()),
+        Box::new(procfs.clone()),
+        crate::LiveUsersConfig::default(),
+    );
+    let mut state = State::new(StateConfig {
+        user_db: Box::new(crate::MemUserDb::default()),
+        live_users: Some(live),
+        ..StateConfig::default()
+    });
+    state.load_snapshot(&snapshot());
+    state
+}
+
+/// `pid` executes `/bin/cat` with these credentials (`cgroup`: a container's, or the host).
+fn exec_as(pid: i64, uid: u32, gid: u32, cgroup: &str) -> vigil_event::Event {
+    ev(pid, "execve")
+        .bytes("filename", "/bin/cat")
+        .bytes("exe", "/bin/cat")
+        .bytes("comm", "cat")
+        .bytes("cgroups", cgroup)
+        .uint("uid", u64::from(uid))
+        .uint("gid", u64::from(gid))
+        .uint("euid", u64::from(uid))
+        .uint("egid", u64::from(gid))
+        .build()
+}
+
+#[test]
+fn live_user_added_after_start_is_named_at_its_first_exec() {
+    let host = SharedFake::with(&[("etc/passwd", HOST_PASSWD), ("etc/group", HOST_GROUP)]);
+    let mut state = live_tree(&host, &SharedFake::default());
+    let before = apply(&mut state, exec_as(400, 105, 65534, "0::/user.slice"));
+    assert_eq!(
+        field(&state, &before, "user.name"),
+        None,
+        "not in passwd yet"
+    );
+    assert_eq!(f(&state, &before, "user.uid"), "105");
+
+    host.set(
+        "etc/passwd",
+        &format!("{HOST_PASSWD}sshd:x:106:65534::/run/sshd:/usr/sbin/nologin\n"),
+    );
+    host.set("etc/group", &format!("{HOST_GROUP}nogroup:x:65534:\n"));
+    let after = apply(&mut state, exec_as(300, 106, 65534, "0::/user.slice"));
+    assert_eq!(f(&state, &after, "user.name"), "sshd");
+    assert_eq!(f(&state, &after, "user.homedir"), "/run/sshd");
+    assert_eq!(f(&state, &after, "group.name"), "nogroup");
+    // The process's later events resolve from the table (no lookup work of their own).
+    let reads = host.reads();
+    let stamps = host.stamps();
+    for fd in 0..100 {
+        let e = read(300, 300, fd);
+        state.apply(&e);
+        assert_eq!(f(&state, &e, "user.name"), "sshd");
+        state.finish(&e);
+    }
+    assert_eq!((host.reads(), host.stamps()), (reads, stamps));
+    let stats = state.live_users_stats().expect("live");
+    assert_eq!(stats.container_tables, 1, "the tree's nginx container");
+}
+
+#[test]
+fn live_container_processes_are_named_from_the_containers_files() {
+    let host = SharedFake::with(&[("etc/passwd", HOST_PASSWD), ("etc/group", HOST_GROUP)]);
+    // The container of the tree's nginx (pid 700) names uid 33 differently and has uid 1000
+    // as someone else; uid 0 is not in its passwd at all.
+    let procfs = SharedFake::with(&[
+        (
+            "700/root/etc/passwd",
+            "nginx:x:33:33::/var/cache/nginx:/sbin/nologin\nbob:x:1000:1000::/home/bob:/bin/sh\n",
+        ),
+        ("700/root/etc/group", "nginx:x:33:\n"),
+    ]);
+    let mut state = live_tree(&host, &procfs);
+    let nginx = read(700, 700, 0);
+    assert_eq!(
+        f(&state, &nginx, "user.name"),
+        "nginx",
+        "read at the snapshot"
+    );
+    assert_eq!(f(&state, &nginx, "user.homedir"), "/var/cache/nginx");
+    assert_eq!(f(&state, &nginx, "group.name"), "nginx");
+    assert_eq!(
+        f(&state, &read(400, 400, 0), "user.name"),
+        "alice",
+        "host processes keep the host's table"
+    );
+    let cgroup = format!("0::/system.slice/docker-{CONTAINER_ID}.scope");
+    let bob = apply(&mut state, exec_as(700, 1000, 1000, &cgroup));
+    assert_eq!(f(&state, &bob, "container.id"), &CONTAINER_ID[..12]);
+    assert_eq!(f(&state, &bob, "user.name"), "bob");
+    assert_eq!(
+        field(&state, &bob, "group.name"),
+        None,
+        "gid 1000 only on the host"
+    );
+    let root = apply(&mut state, exec_as(700, 0, 0, &cgroup));
+    assert_eq!(
+        field(&state, &root, "user.name"),
+        None,
+        "no host name leaks in"
+    );
+
+    // The container's passwd changes while a short-lived child (gone from procfs by the time
+    // its exec is processed) runs as a new uid: its parent's root is read instead.
+    procfs.set(
+        "700/root/etc/passwd",
+        "nginx:x:33:33::/var/cache/nginx:/sbin/nologin\nlate:x:77:77::/:/bin/sh\n",
+    );
+    apply(
+        &mut state,
+        ev(700, "clone").uint("flags", 17).res(710).build(),
+    );
+    let late = apply(&mut state, exec_as(710, 77, 77, &cgroup));
+    assert_eq!(f(&state, &late, "proc.ppid"), "700");
+    assert_eq!(f(&state, &late, "user.name"), "late");
+}
+
+#[test]
+fn replay_uses_the_captures_table_for_every_process() {
+    // No live tables: the snapshot's users answer, for host and container processes alike,
+    // and nothing is read while events are applied.
+    let mut snap = snapshot();
+    let (users, groups) = users_snapshot();
+    snap.users = users;
+    snap.groups = groups;
+    let mut state = State::new(StateConfig {
+        user_db: Box::new(user_db()),
+        ..StateConfig::default()
+    });
+    state.load_snapshot(&snap);
+    assert_eq!(state.live_users_stats(), None);
+    let e = apply(&mut state, exec_as(400, 1000, 1000, "0::/user.slice"));
+    assert_eq!(f(&state, &e, "user.name"), "bob");
+    let cgroup = format!("0::/system.slice/docker-{CONTAINER_ID}.scope");
+    let c = apply(&mut state, exec_as(700, 1000, 1000, &cgroup));
+    assert_eq!(
+        f(&state, &c, "user.name"),
+        "bob",
+        "captures carry one table"
+    );
+    let gone = apply(&mut state, exec_as(400, 0, 0, "0::/user.slice"));
+    assert_eq!(
+        field(&state, &gone, "user.name"),
+        None,
+        "root: not in the capture"
+    );
+}

@@ -397,3 +397,61 @@ pub fn users_snapshot() -> (Vec<UserInfo>, Vec<GroupInfo>) {
         }],
     )
 }
+
+/// A [`crate::FakeProc`] shared with the test that handed it to a [`crate::LiveUsers`] (so
+/// the test can change files afterwards), counting stamps and reads of files.
+#[derive(Clone, Default)]
+pub struct SharedFake {
+    pub fake: std::sync::Arc<std::sync::Mutex<crate::FakeProc>>,
+    pub stamps: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl SharedFake {
+    pub fn with(files: &[(&str, &str)]) -> SharedFake {
+        let shared = SharedFake::default();
+        for (path, text) in files {
+            shared.set(path, text);
+        }
+        shared
+    }
+
+    /// Writes (replaces) a file.
+    pub fn set(&self, path: &str, text: &str) {
+        self.fake.lock().unwrap().file(path, text);
+    }
+
+    pub fn remove(&self, path: &str) {
+        self.fake.lock().unwrap().remove(path);
+    }
+
+    pub fn stamps(&self) -> u64 {
+        self.stamps.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn reads(&self) -> u64 {
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl crate::ProcSource for SharedFake {
+    fn list(&self, dir: &str) -> std::io::Result<Vec<i64>> {
+        self.fake.lock().unwrap().list(dir)
+    }
+    fn read(&self, path: &str, max: usize) -> std::io::Result<Vec<u8>> {
+        self.fake.lock().unwrap().read(path, max)
+    }
+    fn read_link(&self, path: &str) -> std::io::Result<Vec<u8>> {
+        self.fake.lock().unwrap().read_link(path)
+    }
+    fn stamp(&self, path: &str) -> std::io::Result<crate::FileStamp> {
+        self.stamps
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.fake.lock().unwrap().stamp(path)
+    }
+    fn read_stamped(&self, path: &str, max: usize) -> std::io::Result<(crate::FileStamp, Vec<u8>)> {
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.fake.lock().unwrap().read_stamped(path, max)
+    }
+}

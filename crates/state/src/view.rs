@@ -332,12 +332,21 @@ impl<'a> EventView<'a> {
         Some(self.evt.res.to_string())
     }
 
+    /// The container whose user tables name this event's ids (empty: the host).
+    fn users_container(&self) -> &'a [u8] {
+        self.proc.map_or(&[], |p| p.image.container_id.as_slice())
+    }
+
     fn user_name(&self, uid: u32) -> Option<&'a [u8]> {
-        self.state.user(uid).map(|u| u.name.as_slice())
+        self.state
+            .user_in(self.users_container(), uid)
+            .map(|u| u.name.as_slice())
     }
 
     fn group_name(&self, gid: u32) -> Option<&'a [u8]> {
-        self.state.group(gid).map(|g| g.name.as_slice())
+        self.state
+            .group_in(self.users_container(), gid)
+            .map(|g| g.name.as_slice())
     }
 
     /// `evt.arg.NAME` for a schema parameter.
@@ -944,15 +953,15 @@ impl Extract for EventView<'_> {
             F::UserUid => push_opt(out, self.creds().map(|p| Value::U64(u64::from(p.euid)))),
             F::UserName => self
                 .creds()
-                .and_then(|p| state.user(p.euid))
+                .and_then(|p| state.user_in(&p.image.container_id, p.euid))
                 .is_some_and(|u| push_str(out, &u.name)),
             F::UserHomedir => self
                 .creds()
-                .and_then(|p| state.user(p.euid))
+                .and_then(|p| state.user_in(&p.image.container_id, p.euid))
                 .is_some_and(|u| push_str(out, &u.home)),
             F::UserShell => self
                 .creds()
-                .and_then(|p| state.user(p.euid))
+                .and_then(|p| state.user_in(&p.image.container_id, p.euid))
                 .is_some_and(|u| push_str(out, &u.shell)),
             F::UserLoginuid => push_opt(
                 out,
@@ -967,12 +976,12 @@ impl Extract for EventView<'_> {
             F::UserLoginname => self
                 .creds()
                 .filter(|p| p.loginuid != u32::MAX)
-                .and_then(|p| state.user(p.loginuid))
+                .and_then(|p| state.user_in(&p.image.container_id, p.loginuid))
                 .is_some_and(|u| push_str(out, &u.name)),
             F::GroupGid => push_opt(out, self.creds().map(|p| Value::U64(u64::from(p.egid)))),
             F::GroupName => self
                 .creds()
-                .and_then(|p| state.group(p.egid))
+                .and_then(|p| state.group_in(&p.image.container_id, p.egid))
                 .is_some_and(|g| push_str(out, &g.name)),
             // ----- container / k8s -----
             F::ContainerId => match self.image() {
