@@ -47,9 +47,20 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "deny", requires = "enforce")]
     enforce_action: EnforceAction,
     /// Record every syscall the workload makes and write an OCI/Docker seccomp profile
-    /// allowing exactly those to FILE.
+    /// allowing exactly those (plus what --learn-for's runtime needs) to FILE.
     #[arg(long, value_name = "FILE")]
     learn: Option<PathBuf>,
+    /// The runtime that will apply the learned profile: `runc` (Docker, containerd,
+    /// Kubernetes) adds the few syscalls runc itself makes after installing it; `none` keeps
+    /// exactly the workload's (for --seccomp-profile).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "RUNTIME",
+        default_value = "runc",
+        requires = "learn"
+    )]
+    learn_for: LearnFor,
     /// Apply an OCI/Docker seccomp profile (names and actions; no argument conditions).
     #[arg(long, value_name = "FILE")]
     seccomp_profile: Option<PathBuf>,
@@ -91,6 +102,12 @@ struct RunSelection {
     /// receive them too).
     #[arg(long = "alerts", value_name = "FILE")]
     alerts: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LearnFor {
+    Runc,
+    None,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -329,7 +346,11 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         }
     }
     if let Some(path) = &args.learn {
-        let text = vigil_ptrace::learned_profile(&outcome.used_syscalls);
+        let runtime = match args.learn_for {
+            LearnFor::Runc => vigil_ptrace::Runtime::Runc,
+            LearnFor::None => vigil_ptrace::Runtime::None,
+        };
+        let text = vigil_ptrace::learned_profile(&outcome.used_syscalls, runtime);
         if let Err(e) = std::fs::write(path, text) {
             pipeline
                 .fail(anyhow::Error::new(e).context(format!("cannot write `{}`", path.display())));

@@ -122,6 +122,16 @@ pub fn run(
 
 /// Runs a container as specified; waits for it and deletes it.
 pub fn run_spec(ctx: &Context, spec: &ContainerSpec) -> Result<ContainerRun, Error> {
+    run_spec_with(ctx, spec, |_| {})
+}
+
+/// [`run_spec`], with `edit` applied to the patched configuration last (extra mounts, a
+/// `linux.seccomp` profile, `process.noNewPrivileges`, …).
+pub fn run_spec_with(
+    ctx: &Context,
+    spec: &ContainerSpec,
+    edit: impl FnOnce(&mut Value),
+) -> Result<ContainerRun, Error> {
     if let Some(why) = unavailable(ctx) {
         return Err(Error::Container(why));
     }
@@ -145,6 +155,7 @@ pub fn run_spec(ctx: &Context, spec: &ContainerSpec) -> Result<ContainerRun, Err
     let rootfs = fs::canonicalize(ctx.rootfs_dir.join("rootfs"))
         .map_err(|e| Error::Container(format!("{}: {e}", ctx.rootfs_dir.display())))?;
     patch_config(&mut config, spec, &rootfs)?;
+    edit(&mut config);
     fs::write(&config_path, config.to_string())
         .map_err(|e| Error::Container(format!("writing {}: {e}", config_path.display())))?;
 

@@ -30,7 +30,7 @@ mod sys;
 mod tracer;
 
 pub use filter::ArgIn;
-pub use profile::{learned_profile, Profile, ProfileError};
+pub use profile::{learned_profile, Profile, ProfileError, Runtime};
 
 /// What to run and what to watch.
 #[derive(Clone, Debug, Default)]
