@@ -6,6 +6,11 @@
 //! Alerts go to stderr by default so that the workload's stdout stays its own (`vigil run`
 //! wraps entrypoints whose stdout is data); `--alerts FILE` (or the configuration's enabled
 //! `file_output`) sends them to a file instead.
+//!
+//! Privileges: the files (`--alerts`, `-w`, `--learn`) are opened first; the workload is
+//! forked with the privileges Vigil was started with; then the tracer drops all but
+//! [`vigil_ptrace::privs::TRACER`] and sets `no_new_privs` before the workload runs, and only
+//! then starts the configured remote outputs' threads ([`Handler::attached`]).
 
 use std::ffi::OsString;
 
@@ -108,8 +113,12 @@ struct Pipeline {
     hostname: String,
     alerts_out: Box<dyn Write>,
     /// The configuration's network and process outputs (syslog, program, HTTP), with their
-    /// queues and spools; stdout and file are `alerts_out` (stderr by default).
+    /// queues and spools; stdout and file are `alerts_out` (stderr by default). Started once
+    /// the tracer has dropped its privileges ([`Handler::attached`]), from `config`.
     remote: Option<Outputs>,
+    config: vigil_config::Config,
+    /// Why [`Handler::attached`] failed, with its exit-code class kept.
+    attach_error: Option<anyhow::Error>,
     json: Option<JsonOptions>,
     capture: Option<CaptureOut>,
     error: Option<anyhow::Error>,
@@ -207,6 +216,29 @@ impl Pipeline {
 }
 
 impl Handler for Pipeline {
+    fn attached(
+        &mut self,
+        privileges: Option<&vigil_ptrace::privs::Dropped>,
+    ) -> Result<(), String> {
+        if let Some(dropped) = privileges {
+            log::info!(
+                "tracer privileges dropped: kept capabilities {}; no_new_privs set",
+                dropped.describe()
+            );
+        }
+        match remote_outputs(&self.config, &self.hostname) {
+            Ok(remote) => {
+                self.remote = remote;
+                Ok(())
+            }
+            Err(e) => {
+                let text = format!("{e:#}");
+                self.attach_error = Some(e);
+                Err(text)
+            }
+        }
+    }
+
     fn start(&mut self, snapshot: &Snapshot) {
         self.state.load_snapshot(snapshot);
         if let Some(capture) = self.capture.as_mut() {
@@ -453,6 +485,11 @@ fn remote_outputs(config: &vigil_config::Config, hostname: &str) -> Result<Optio
     let mut config = config.clone();
     config.stdout_output.enabled = false;
     config.file_output.enabled = false;
+    // A wrapped container entrypoint usually has no syslog socket: skipped without the
+    // warning `vigil watch` gives.
+    if config.syslog_output.enabled && !config.syslog_output.socket.exists() {
+        config.syslog_output.enabled = false;
+    }
     if !(config.syslog_output.enabled
         || config.program_output.enabled
         || config.http_output.enabled)
@@ -465,6 +502,7 @@ fn remote_outputs(config: &vigil_config::Config, hostname: &str) -> Result<Optio
 }
 
 pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
+    crate::outputs::init_logging();
     let config = args.selection.config.load()?;
     let mut ruleset = load_selection(&args.selection, &config)?;
     ruleset.set_rule_matching(match args.rule_matching {
@@ -504,12 +542,11 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         (config.file_output.enabled && !config.file_output.filename.as_os_str().is_empty())
             .then(|| config.file_output.filename.clone())
     });
+    // Files are opened before the tracer gives up its privileges (a directory only root's
+    // CAP_DAC_OVERRIDE may write to stays writable), owner-only.
     let alerts_out: Box<dyn Write> = match &alerts_path {
         Some(path) => Box::new(BufWriter::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
+            vigil_output::files::append(path)
                 .with_context(|| format!("cannot open `{}`", path.display()))?,
         )),
         None => Box::new(io::stderr()),
@@ -524,7 +561,6 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         include_output_fields: config.json_include_output_fields_property,
     });
     let hostname = crate::outputs::host_name();
-    let remote = remote_outputs(&config, &hostname)?;
     let ctx = ruleset.new_ctx();
     let mut pipeline = Pipeline {
         state: State::new(system_state_config(&hostname)),
@@ -535,7 +571,9 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         action: args.enforce_action,
         hostname,
         alerts_out,
-        remote,
+        remote: None,
+        config,
+        attach_error: None,
         json,
         capture,
         error: None,
@@ -556,17 +594,47 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             MechanismArg::Ptrace => Mechanism::Ptrace,
             MechanismArg::Notify => Mechanism::Notify,
         },
+        drop_privileges: true,
     };
     let traced = vigil_ptrace::traced_syscalls(&spec).len();
-    let outcome = vigil_ptrace::run(&spec, &mut pipeline)?;
+    // Opened now (the tracer will not be allowed to create it later), written when the
+    // workload has ended: an existing profile is replaced only then, and one created here
+    // is removed again if the workload never ran.
+    let mut learn_out = match &args.learn {
+        Some(path) => {
+            let existed = path.exists();
+            let file = vigil_output::files::append(path)
+                .with_context(|| format!("cannot create `{}`", path.display()))?;
+            Some((file, existed))
+        }
+        None => None,
+    };
+    let outcome = match vigil_ptrace::run(&spec, &mut pipeline) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            if let (Some(path), Some((_, false))) = (&args.learn, &learn_out) {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(match (e, pipeline.attach_error.take()) {
+                // The remote outputs' own error (invalid configuration is invalid input).
+                (vigil_ptrace::RunError::Handler(_), Some(err)) => err,
+                (e, _) => e.into(),
+            });
+        }
+    };
     if let Some(capture) = pipeline.capture.take() {
         if let Err(e) = capture.finish() {
             pipeline.fail(e);
         }
     }
-    if let Some(path) = &args.learn {
+    if let (Some(path), Some((file, _))) = (&args.learn, learn_out.as_mut()) {
         let text = vigil_ptrace::learned_profile(&outcome.used_syscalls);
-        if let Err(e) = std::fs::write(path, text) {
+        // Appending to an emptied file writes from its start.
+        if let Err(e) = file
+            .set_len(0)
+            .and_then(|()| file.write_all(text.as_bytes()))
+            .and_then(|()| file.sync_all())
+        {
             pipeline
                 .fail(anyhow::Error::new(e).context(format!("cannot write `{}`", path.display())));
         }
