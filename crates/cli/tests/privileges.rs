@@ -286,19 +286,22 @@ impl Drop for Agent {
     }
 }
 
-/// Why `vigil watch` cannot run here, if it cannot.
+/// Why `vigil watch` cannot run here, if it cannot: as `vigil watch` itself says (it names
+/// what eBPF capture needs and is missing: privileges, BTF, tracefs).
 fn watch_missing() -> Option<String> {
     if !is_root() {
         return Some("not root (vigil watch needs root and eBPF)".into());
     }
-    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        return Some("no kernel BTF".into());
-    }
-    let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .any(|t| Path::new(t).join("events/syscalls").is_dir());
-    if !tracefs {
-        return Some("tracefs is not mounted".into());
+    let out = Command::new(VIGIL)
+        .args(["watch", "--duration", "0", "-o", "webserver.enabled=false"])
+        .args(["-o", "syslog_output.enabled=false"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .expect("run vigil watch");
+    let err = text(&out.stderr);
+    if !out.status.success() && err.contains("eBPF capture needs") {
+        return Some(err.trim().to_owned());
     }
     None
 }
@@ -680,6 +683,74 @@ fn run_follows_and_signals_a_workload_that_changed_user() {
         started.elapsed() < Duration::from_secs(50),
         "the signal was forwarded (not the sleep ending)"
     );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn run_as_a_user_without_capabilities_only_sets_no_new_privs() {
+    const TEST: &str = "run_as_a_user_without_capabilities_only_sets_no_new_privs";
+    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
+        skip(
+            TEST,
+            "needs root and /usr/bin/setpriv to start vigil run as user 65534",
+        );
+        return;
+    }
+    let out = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", VIGIL])
+        .args(["run", "--", "sh", "-c"])
+        .arg("grep -E '^(Cap|NoNewPrivs)' /proc/$PPID/status; exit 3")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run setpriv");
+    let err = text(&out.stderr);
+    if err.contains("Permission denied") && !err.contains("vigil") {
+        skip(
+            TEST,
+            "the vigil binary is not executable by user 65534 here",
+        );
+        return;
+    }
+    assert_eq!(out.status.code(), Some(3), "the workload's status: {err}");
+    let tracer = parse_status(&text(&out.stdout));
+    for key in ["CapEff", "CapPrm", "CapInh", "CapAmb"] {
+        assert_eq!(hex(&tracer, key), 0, "tracer {key}: {tracer:?}");
+    }
+    assert_eq!(
+        tracer.get("NoNewPrivs").map(String::as_str),
+        Some("1"),
+        "{tracer:?}"
+    );
+    // Without CAP_SETPCAP the bounding set cannot change (nothing to give away there).
+    assert_eq!(
+        hex(&tracer, "CapBnd"),
+        hex(&status_of(Path::new("/proc/self/status")), "CapBnd"),
+        "{tracer:?}"
+    );
+}
+
+#[test]
+fn run_refuses_invalid_remote_outputs_before_the_workload_runs() {
+    const TEST: &str = "run_refuses_invalid_remote_outputs_before_the_workload_runs";
+    if !can_trace(TEST) {
+        return;
+    }
+    // The remote outputs start after the tracer's drop, with the workload forked and
+    // waiting: a bad one is still invalid input, and the workload is killed unstarted.
+    let dir = scratch("bad-output");
+    let marker = dir.join("marker");
+    let out = Command::new(VIGIL)
+        .args(["run", "-o", "http_output.enabled=true", "-o"])
+        .arg("http_output.url=notaurl")
+        .args(["--", "touch"])
+        .arg(&marker)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run vigil run");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("http_output.url `notaurl`"), "{err}");
+    assert!(!marker.exists(), "the workload never ran");
     let _ = fs::remove_dir_all(&dir);
 }
 
