@@ -16,6 +16,6 @@ pub mod signals;
 pub mod tick;
 
 pub use append::{AppendError, Appender};
-pub use server::{AgentServer, ServerError};
+pub use server::{AgentServer, BoundServer, ServerError};
 pub use signals::Signals;
 pub use tick::{Tick, TickCounts};

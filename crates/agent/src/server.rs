@@ -99,15 +99,71 @@ pub fn tls_config(path: &Path) -> Result<ServerConfig, ServerError> {
         })
 }
 
+/// A server whose socket is bound and listening but that serves nothing yet: binding may need
+/// privileges (a port below 1024) that the agent gives up before it starts threads, and
+/// serving needs a thread ([`BoundServer::serve`]).
+pub struct BoundServer {
+    listener: TcpListener,
+    addr: SocketAddr,
+    routes: Routes,
+}
+
+impl BoundServer {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Starts the serving thread.
+    pub fn serve(self) -> Result<AgentServer, ServerError> {
+        let BoundServer {
+            listener,
+            addr,
+            routes,
+        } = self;
+        let scheme = if routes.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("vigil-web".into())
+            .spawn(move || serve(listener, routes, thread_stop))
+            .map_err(|source| ServerError::Bind {
+                address: addr.to_string(),
+                source,
+            })?;
+        log::info!("webserver listening on {scheme}://{addr}");
+        Ok(AgentServer {
+            addr,
+            tls: scheme == "https",
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
 impl AgentServer {
-    /// Listens on `listen_address:listen_port` (port 0: any free port; see [`Self::addr`]).
-    /// `bpf_stats` (Falco's `metrics.libbpf_stats_enabled`): `/metrics` includes the
-    /// statistics of the agent's BPF programs, read at each scrape.
+    /// Listens on `listen_address:listen_port` (port 0: any free port; see [`Self::addr`])
+    /// and serves: [`AgentServer::bind`], then [`BoundServer::serve`].
     pub fn start(
         config: &Webserver,
         metrics: &Metrics,
         bpf_stats: bool,
     ) -> Result<AgentServer, ServerError> {
+        Self::bind(config, metrics, bpf_stats)?.serve()
+    }
+
+    /// Reads the certificate (with `ssl_enabled`) and binds `listen_address:listen_port`,
+    /// without serving yet. `bpf_stats` (Falco's `metrics.libbpf_stats_enabled`): `/metrics`
+    /// includes the statistics of the agent's BPF programs, read at each scrape.
+    pub fn bind(
+        config: &Webserver,
+        metrics: &Metrics,
+        bpf_stats: bool,
+    ) -> Result<BoundServer, ServerError> {
         let tls = if config.ssl_enabled {
             Some(Arc::new(tls_config(&config.ssl_certificate)?))
         } else {
@@ -131,23 +187,10 @@ impl AgentServer {
             tls,
             bpf_stats,
         };
-        let scheme = if routes.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("vigil-web".into())
-            .spawn(move || serve(listener, routes, thread_stop))
-            .map_err(bind_err)?;
-        log::info!("webserver listening on {scheme}://{addr}");
-        Ok(AgentServer {
+        Ok(BoundServer {
+            listener,
             addr,
-            tls: scheme == "https",
-            stop,
-            thread: Some(thread),
+            routes,
         })
     }
 
@@ -353,6 +396,33 @@ mod tests {
         assert!(!e.is_config());
         let e = e.to_string();
         assert!(e.contains(&format!("127.0.0.1:{taken}")), "{e}");
+    }
+
+    #[test]
+    fn a_bound_server_listens_before_it_serves() {
+        let metrics = Metrics::new();
+        let bound = AgentServer::bind(&config(false), &metrics, false).unwrap();
+        let addr = bound.addr();
+        assert_ne!(addr.port(), 0, "port 0 resolves to the bound port");
+        // Bound and listening: the port is taken, and a client connects (its request waits
+        // in the backlog until the thread serves it).
+        let mut c = config(false);
+        c.listen_port = addr.port();
+        assert!(
+            AgentServer::bind(&c, &metrics, false).is_err(),
+            "port taken"
+        );
+        let mut early = TcpStream::connect(addr).unwrap();
+        early
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(early, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let server = bound.serve().unwrap();
+        assert_eq!(server.addr(), addr);
+        let mut answer = String::new();
+        early.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        server.stop();
     }
 
     use rustls::pki_types::ServerName;

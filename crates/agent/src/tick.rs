@@ -5,7 +5,7 @@
 //! snapshot` with `output_rule`, and/or its JSON line in `output_file`).
 
 use std::borrow::Cow;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -75,7 +75,7 @@ impl Tick {
     pub fn with_snapshots(mut self, config: &vigil_config::Metrics) -> io::Result<Tick> {
         if config.enabled {
             let file = match &config.output_file {
-                Some(path) => Some(OpenOptions::new().create(true).append(true).open(path)?),
+                Some(path) => Some(vigil_output::files::append(path)?),
                 None => None,
             };
             self.snapshots = Some(Snapshots {

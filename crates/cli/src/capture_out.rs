@@ -16,10 +16,11 @@ pub enum CaptureOut {
 }
 
 impl CaptureOut {
-    /// Creates `path`; the form follows its extension.
+    /// Creates `path`, owner-only (a capture holds whole process environments); the form
+    /// follows its extension.
     pub fn create(path: &Path) -> Result<CaptureOut> {
-        let file =
-            File::create(path).with_context(|| format!("cannot create `{}`", path.display()))?;
+        let file = vigil_output::files::create(path)
+            .with_context(|| format!("cannot create `{}`", path.display()))?;
         let out = BufWriter::new(file);
         let jsonl = matches!(
             path.extension().and_then(|e| e.to_str()),

@@ -539,7 +539,7 @@ fn convert(input: &std::path::Path, output: &std::path::Path, to: CaptureForm) -
         std::fs::File::open(input).with_context(|| format!("cannot open `{}`", input.display()))?;
     let mut reader = open_any(io::BufReader::new(file))
         .map_err(|e| InvalidInput(format!("cannot read `{}`: {e}", input.display())))?;
-    let out = std::fs::File::create(output)
+    let out = vigil_output::files::create(output)
         .with_context(|| format!("cannot create `{}`", output.display()))?;
     let out = io::BufWriter::new(out);
     let invalid = |e: vigil_event::codec::CaptureError| {

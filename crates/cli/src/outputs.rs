@@ -17,13 +17,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use vigil_agent::{AgentServer, Appender, Signals, Tick, TickCounts};
+use vigil_agent::{AgentServer, Appender, BoundServer, Signals, Tick, TickCounts};
 use vigil_capture::{ReplaySource, Source, SourceStats};
-use vigil_config::Config;
+use vigil_config::{BindFailure, Config};
 use vigil_engine::{AlertDecorator, Engine};
 use vigil_event::{Event, Snapshot};
 use vigil_output::sinks::Console;
 use vigil_output::{Formatter, Metrics, Outputs};
+use vigil_ptrace::privs::Capability;
 use vigil_rules::Ruleset;
 
 use crate::InvalidInput;
@@ -309,11 +310,16 @@ pub struct AgentFlags<'a> {
     pub signals: bool,
     /// Where `stdout_output` writes.
     pub console: Console,
+    /// Drop every capability but these once the files are open and the web server's socket
+    /// is bound, before any thread starts ([`vigil_ptrace::privs::drop_to`]).
+    pub privileges: Option<&'a [Capability]>,
 }
 
 impl Agent {
     /// Starts outputs, metrics and (for a live run) the signal handlers and the web server;
-    /// installs `append_output` on `engine`.
+    /// installs `append_output` on `engine`. What may need privileges comes first (the stats
+    /// and metrics files, binding the web server), then `flags.privileges` are dropped, then
+    /// the threads start (output workers, the web server's), inheriting the reduced set.
     pub fn start(
         config: Config,
         hostname: &str,
@@ -323,42 +329,40 @@ impl Agent {
         init_logging();
         let metrics = Metrics::new();
         engine.set_decorator(decorator(&config)?);
-        let outputs = start_outputs(&config, &metrics, hostname, flags.console)?;
+        let tick = Tick::new(&metrics, flags.stats_file)
+            .context("cannot create the stats file")?
+            .with_snapshots(&config.metrics)
+            .context("cannot open metrics.output_file")?;
+        let bound = if flags.live && config.webserver.enabled {
+            bind_webserver(&config, &metrics)?
+        } else {
+            None
+        };
         let signals = if flags.signals {
             Signals::install().context("cannot install signal handlers")?
         } else {
             Signals::detached()
         };
-        let server = if flags.live && config.webserver.enabled {
-            match AgentServer::start(
-                &config.webserver,
-                &metrics,
-                config.metrics.libbpf_stats_enabled,
-            ) {
-                Ok(server) => {
-                    eprintln!(
-                        "vigil: webserver listening on {}://{}",
-                        server.scheme(),
-                        server.addr()
-                    );
-                    Some(server)
-                }
-                // A bad certificate is a configuration error: serving the endpoints without
-                // the TLS the user asked for (or not at all, silently) is worse than stopping.
-                Err(e) if e.is_config() => return Err(e.into()),
-                // Alerts matter more than the metrics endpoint: keep running, say so.
-                Err(e) => {
-                    eprintln!("vigil: warning: webserver not started: {e}");
-                    None
-                }
+        if let Some(keep) = flags.privileges {
+            let dropped = vigil_ptrace::privs::drop_to(keep).context("cannot drop privileges")?;
+            log::info!(
+                "privileges dropped: kept capabilities {}; no_new_privs set",
+                dropped.describe()
+            );
+        }
+        let outputs = start_outputs(&config, &metrics, hostname, flags.console)?;
+        let server = match bound {
+            Some(bound) => {
+                let server = bound.serve().context("cannot start the webserver")?;
+                eprintln!(
+                    "vigil: webserver listening on {}://{}",
+                    server.scheme(),
+                    server.addr()
+                );
+                Some(server)
             }
-        } else {
-            None
+            None => None,
         };
-        let tick = Tick::new(&metrics, flags.stats_file)
-            .context("cannot create the stats file")?
-            .with_snapshots(&config.metrics)
-            .context("cannot open metrics.output_file")?;
         Ok(Agent {
             metrics,
             outputs,
@@ -472,6 +476,34 @@ impl Agent {
     }
 }
 
+/// Binds the configured web server (serving starts later, [`BoundServer::serve`]). A bad
+/// certificate stops the start; so does an address that cannot be bound, unless
+/// `webserver.bind_failure` is `continue`.
+fn bind_webserver(config: &Config, metrics: &Metrics) -> Result<Option<BoundServer>> {
+    let webserver = &config.webserver;
+    match AgentServer::bind(webserver, metrics, config.metrics.libbpf_stats_enabled) {
+        Ok(bound) => Ok(Some(bound)),
+        // A bad certificate is a configuration error: serving the endpoints without the TLS
+        // the user asked for (or not at all, silently) is worse than stopping.
+        Err(e) if e.is_config() => Err(e.into()),
+        // Health checks and scrapes that find nothing (or another process) would report a
+        // healthy agent as down, or a different one as this one: stop unless told otherwise.
+        Err(e) => match webserver.bind_failure {
+            BindFailure::Exit => Err(anyhow::anyhow!(
+                "{e} (set `webserver.bind_failure: continue` to run without /healthz and \
+                 /metrics, or `webserver.enabled: false`)"
+            )),
+            BindFailure::Continue => {
+                eprintln!(
+                    "vigil: warning: webserver not started: {e}; running without /healthz and \
+                     /metrics (webserver.bind_failure: continue)"
+                );
+                Ok(None)
+            }
+        },
+    }
+}
+
 /// Evaluates the capture at `path` and delivers alerts through the configured outputs.
 pub fn run(
     path: &Path,
@@ -495,6 +527,8 @@ pub fn run(
             live: flags.follow,
             signals: flags.follow,
             console: Console::Stdout,
+            // Not a live capture: a replay runs as it was started.
+            privileges: None,
         },
         &mut engine,
     )?;

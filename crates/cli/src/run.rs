@@ -6,8 +6,15 @@
 //! Alerts go to stderr by default so that the workload's stdout stays its own (`vigil run`
 //! wraps entrypoints whose stdout is data); `--alerts FILE` (or the configuration's enabled
 //! `file_output`) sends them to a file instead.
+//!
+//! Privileges: the capture and `--learn` files are opened first; the workload is forked with
+//! the privileges Vigil was started with; then the tracer drops all but
+//! [`vigil_ptrace::privs::TRACER`] and sets `no_new_privs` before the workload runs, and only
+//! then starts the agent's threads (outputs, web server) in [`Handler::attached`]: a
+//! configuration they refuse still stops the run before the workload's first instruction.
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -126,7 +133,12 @@ enum EnforceAction {
 /// enforcement decision at judged entries.
 struct Pipeline {
     engine: Engine,
-    agent: Agent,
+    /// Started in [`Handler::attached`], once the tracer's privileges are dropped.
+    agent: Option<Agent>,
+    /// What [`Handler::attached`] starts the agent with.
+    pending: Option<PendingAgent>,
+    /// Why [`Handler::attached`] failed, with its exit-code class kept.
+    attach_error: Option<anyhow::Error>,
     /// Per rule index: blocks when it matches.
     enforced: Vec<bool>,
     action: EnforceAction,
@@ -136,6 +148,13 @@ struct Pipeline {
     /// Re-reads rules and configuration (SIGHUP is the workload's under `vigil run`, so
     /// this runs only if the agent's signal handling asks for it).
     configure: Box<dyn FnMut() -> Result<(Config, Ruleset)>>,
+}
+
+/// The agent's start-up parameters, kept until the tracer is ready for threads.
+struct PendingAgent {
+    config: Config,
+    hostname: String,
+    stats_file: Option<(PathBuf, Duration)>,
 }
 
 impl Pipeline {
@@ -157,10 +176,12 @@ impl Pipeline {
 
     /// The stats file, metrics snapshots and drop alert when due (cheap when not).
     fn housekeeping(&mut self) {
+        let Some(agent) = self.agent.as_mut() else {
+            return;
+        };
         let configure = &mut self.configure;
         if let Err(e) =
-            self.agent
-                .housekeeping(&mut self.engine, &SourceStats::default, &mut || configure())
+            agent.housekeeping(&mut self.engine, &SourceStats::default, &mut || configure())
         {
             self.fail(e);
         }
@@ -168,6 +189,42 @@ impl Pipeline {
 }
 
 impl Handler for Pipeline {
+    fn attached(
+        &mut self,
+        privileges: Option<&vigil_ptrace::privs::Dropped>,
+    ) -> Result<(), String> {
+        if let Some(dropped) = privileges {
+            log::info!(
+                "tracer privileges dropped: kept capabilities {}; no_new_privs set",
+                dropped.describe()
+            );
+        }
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        let flags = AgentFlags {
+            stats_file: pending
+                .stats_file
+                .as_ref()
+                .map(|(path, every)| (path.as_path(), *every)),
+            live: true,
+            signals: false,
+            console: Console::Stderr,
+            // Already dropped by the tracer, for every thread started from here on.
+            privileges: None,
+        };
+        match Agent::start(pending.config, &pending.hostname, &flags, &mut self.engine) {
+            Ok(agent) => {
+                self.agent = Some(agent);
+                Ok(())
+            }
+            Err(e) => {
+                let text = format!("{e:#}");
+                self.attach_error = Some(e);
+                Err(text)
+            }
+        }
+    }
     fn start(&mut self, snapshot: &Snapshot) {
         self.engine.load_snapshot(snapshot);
         if let Some(capture) = self.capture.as_mut() {
@@ -191,7 +248,9 @@ impl Handler for Pipeline {
                 "vigil.action".into(),
                 Some(Value::Str(word.as_bytes().to_vec().into())),
             ));
-            agent.emit(&alert);
+            if let Some(agent) = agent.as_mut() {
+                agent.emit(&alert);
+            }
         });
         if blocked.is_none() {
             return Verdict::Allow;
@@ -218,8 +277,10 @@ impl Handler for Pipeline {
 
     fn event(&mut self, event: &Event) {
         self.record(event);
-        self.agent
-            .process(&mut self.engine, std::slice::from_ref(event));
+        match self.agent.as_mut() {
+            Some(agent) => agent.process(&mut self.engine, std::slice::from_ref(event)),
+            None => self.engine.process(event, &mut |_| {}),
+        }
         self.housekeeping();
     }
 }
@@ -296,27 +357,21 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         None => None,
     };
     let hostname = crate::outputs::host_name();
-    let mut engine = Engine::new(ruleset, live_state_config(&hostname), hostname.clone());
-    let stats_file = args
-        .stats_file
-        .as_deref()
-        .map(|p| (p, Duration::from_millis(args.stats_interval.max(1))));
-    // Every output starts (or fails, exit 2) before the workload does.
-    let agent = Agent::start(
+    let engine = Engine::new(ruleset, live_state_config(&hostname), hostname.clone());
+    let pending = PendingAgent {
         config,
-        &hostname,
-        &AgentFlags {
-            stats_file,
-            live: true,
-            signals: false,
-            console: Console::Stderr,
-        },
-        &mut engine,
-    )?;
+        hostname,
+        stats_file: args
+            .stats_file
+            .clone()
+            .map(|p| (p, Duration::from_millis(args.stats_interval.max(1)))),
+    };
     let selection = args.rules;
     let mut pipeline = Pipeline {
         engine,
-        agent,
+        agent: None,
+        pending: Some(pending),
+        attach_error: None,
         enforced: filter.enforced,
         action: args.enforce_action,
         capture,
@@ -337,21 +392,51 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             MechanismArg::Ptrace => Mechanism::Ptrace,
             MechanismArg::Notify => Mechanism::Notify,
         },
+        drop_privileges: true,
     };
     let traced = vigil_ptrace::traced_syscalls(&spec).len();
-    let outcome = vigil_ptrace::run(&spec, &mut pipeline)?;
+    // Opened now (the tracer will not be allowed to create it later), written when the
+    // workload has ended: an existing profile is replaced only then, and one created here
+    // is removed again if the workload never ran.
+    let mut learn_out = match &args.learn {
+        Some(path) => {
+            let existed = path.exists();
+            let file = vigil_output::files::append(path)
+                .with_context(|| format!("cannot create `{}`", path.display()))?;
+            Some((file, existed))
+        }
+        None => None,
+    };
+    let outcome = match vigil_ptrace::run(&spec, &mut pipeline) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            if let (Some(path), Some((_, false))) = (&args.learn, &learn_out) {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(match (e, pipeline.attach_error.take()) {
+                // The agent's own error (invalid configuration is invalid input).
+                (vigil_ptrace::RunError::Handler(_), Some(err)) => err,
+                (e, _) => e.into(),
+            });
+        }
+    };
     if let Some(capture) = pipeline.capture.take() {
         if let Err(e) = capture.finish() {
             pipeline.fail(e);
         }
     }
-    if let Some(path) = &args.learn {
+    if let (Some(path), Some((file, _))) = (&args.learn, learn_out.as_mut()) {
         let runtime = match args.learn_for {
             LearnFor::Runc => vigil_ptrace::Runtime::Runc,
             LearnFor::None => vigil_ptrace::Runtime::None,
         };
         let text = vigil_ptrace::learned_profile(&outcome.used_syscalls, runtime);
-        if let Err(e) = std::fs::write(path, text) {
+        // Appending to an emptied file writes from its start.
+        if let Err(e) = file
+            .set_len(0)
+            .and_then(|()| file.write_all(text.as_bytes()))
+            .and_then(|()| file.sync_all())
+        {
             pipeline
                 .fail(anyhow::Error::new(e).context(format!("cannot write `{}`", path.display())));
         }
@@ -384,7 +469,10 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         error,
         ..
     } = pipeline;
-    let finished = agent.finish(&engine, &SourceStats::default(), false);
+    let finished = match agent {
+        Some(agent) => agent.finish(&engine, &SourceStats::default(), false),
+        None => Ok(()),
+    };
     if let Some(err) = error.or(finished.err()) {
         // The workload ran to its end; Vigil's own failure is reported, its status kept.
         eprintln!("vigil: {err:#}");

@@ -1,4 +1,10 @@
 //! `vigil watch`: host-wide capture with eBPF, evaluated live against the rules.
+//!
+//! Set-up runs with the privileges the agent was started with (loading BPF programs, reading
+//! every process's `/proc`, creating the capture); then [`Agent::start`] drops all but
+//! [`vigil_ptrace::privs::WATCH`] (re-attaching tracepoints on SIGHUP, reading `/proc` and
+//! container files lazily) and sets `no_new_privs`, before any thread starts. The reasons for
+//! each kept capability are in `vigil_ptrace::privs`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -149,6 +155,9 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             live: true,
             signals: true,
             console: vigil_output::sinks::Console::Stdout,
+            // Everything that needed more is done: programs loaded, snapshot read, capture
+            // open; the stats and metrics files and the web server come before the drop.
+            privileges: Some(vigil_ptrace::privs::WATCH),
         },
         &mut engine,
     )?;

@@ -66,6 +66,8 @@ fn watch_alerts_on_a_sensitive_read_and_its_capture_replays_the_same() {
         .arg("watch")
         .arg("-r")
         .arg(&rules)
+        // Tests run agents in parallel: none holds the default web server port.
+        .args(["-o", "webserver.enabled=false"])
         .args(["--json", "--stats", "-w"])
         .arg(&capture)
         .stdout(Stdio::piped())
@@ -232,6 +234,7 @@ fn watch_stops_after_duration_and_prints_stats() {
     }
     let out = Command::new(VIGIL)
         .args(["watch", "--duration", "1", "--stats"])
+        .args(["-o", "webserver.enabled=false"])
         .output()
         .expect("run vigil watch");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -267,7 +270,8 @@ fn watched_syscalls_without_a_tracepoint_are_named_at_start() {
     )
     .expect("write rules");
     let out = Command::new(VIGIL)
-        .args(["watch", "--raw-fallback", "--duration", "0", "-r"])
+        .args(["watch", "--raw-fallback", "--duration", "0"])
+        .args(["-o", "webserver.enabled=false", "-r"])
         .arg(&rules)
         .output()
         .expect("run vigil watch");

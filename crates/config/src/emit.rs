@@ -199,6 +199,7 @@ impl Config {
             "prometheus_metrics_enabled",
             w.prometheus_metrics_enabled,
         );
+        o.kv(1, "bind_failure", w.bind_failure.as_str());
         let m = &self.metrics;
         o.line(0, "metrics:");
         o.kv(1, "enabled", m.enabled);
@@ -292,6 +293,7 @@ mod tests {
         c.http_output.max_consecutive_timeouts = u32::MAX;
         c.outputs_queue.capacity = u64::MAX;
         c.webserver.listen_port = 0;
+        c.webserver.bind_failure = BindFailure::Continue;
         c.metrics.interval = Duration::from_millis(1500);
         c.metrics.output_file = Some(PathBuf::from("null"));
         c.program_output.program = "true".into();

@@ -331,6 +331,28 @@ pub struct Webserver {
     pub ssl_enabled: bool,
     pub ssl_certificate: PathBuf,
     pub prometheus_metrics_enabled: bool,
+    /// Vigil-only (`bind_failure`): what an enabled web server whose address cannot be bound
+    /// (port taken, address not on this host) does to the agent's start.
+    pub bind_failure: BindFailure,
+}
+
+/// `webserver.bind_failure`: `exit` (the default: the start fails, exit code 1, naming the
+/// address) or `continue` (a warning, and the agent runs without `/healthz` and `/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BindFailure {
+    #[default]
+    Exit,
+    Continue,
+}
+
+impl BindFailure {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BindFailure::Exit => "exit",
+            BindFailure::Continue => "continue",
+        }
+    }
 }
 
 impl Default for Webserver {
@@ -343,6 +365,7 @@ impl Default for Webserver {
             ssl_enabled: false,
             ssl_certificate: PathBuf::from("/etc/falco/falco.pem"),
             prometheus_metrics_enabled: false,
+            bind_failure: BindFailure::Exit,
         }
     }
 }

@@ -298,7 +298,7 @@ section!(queue_section, OutputsQueue, ignored: NONE, { capacity => uint });
 section!(webserver_section, Webserver, ignored: WEBSERVER_FALCO_ONLY, {
     enabled => bool, listen_port => uint, listen_address => string,
     k8s_healthz_endpoint => string, ssl_enabled => bool, ssl_certificate => path,
-    prometheus_metrics_enabled => bool,
+    prometheus_metrics_enabled => bool, bind_failure => bind_failure,
 });
 section!(metrics_section, Metrics, ignored: METRICS_FALCO_ONLY, {
     enabled => bool, interval => duration, output_rule => bool, output_file => opt_path,
@@ -343,6 +343,19 @@ impl Ctx<'_> {
                 n,
                 path,
                 format!("unknown rule matching `{s}` (expected `first` or `all`)"),
+            )),
+        }
+    }
+
+    fn bind_failure(&self, n: &Node, path: &str) -> Result<BindFailure, ConfigError> {
+        let s = self.string(n, path)?;
+        match s.to_ascii_lowercase().as_str() {
+            "exit" => Ok(BindFailure::Exit),
+            "continue" => Ok(BindFailure::Continue),
+            _ => Err(self.err(
+                n,
+                path,
+                format!("unknown bind failure action `{s}` (expected `exit` or `continue`)"),
             )),
         }
     }
@@ -813,6 +826,7 @@ webserver:
   ssl_enabled: true
   ssl_certificate: /s.pem
   prometheus_metrics_enabled: true
+  bind_failure: continue
 metrics:
   enabled: true
   interval: 15m
@@ -948,6 +962,7 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
                 ssl_enabled: true,
                 ssl_certificate: "/s.pem".into(),
                 prometheus_metrics_enabled: true,
+                bind_failure: BindFailure::Continue,
             }
         );
         assert_eq!(
@@ -1017,6 +1032,7 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
             ("webserver: {listen_port: 70000}\n", "`webserver.listen_port`: integer 70000 is out of range"),
             ("webserver: {listen_address: [a]}\n", "`webserver.listen_address`"),
             ("webserver: {ssl_enabled: x}\n", "`webserver.ssl_enabled`"),
+            ("webserver: {bind_failure: ignore}\n", "`webserver.bind_failure`: unknown bind failure action `ignore` (expected `exit` or `continue`)"),
             ("metrics: {interval: 10}\n", "`metrics.interval`: expected a string, found an integer"),
             ("metrics: {interval: 10 parsecs}\n", "`metrics.interval`: invalid duration `10 parsecs`"),
             ("metrics: {output_file: [x]}\n", "`metrics.output_file`"),

@@ -269,6 +269,8 @@ impl Driver for Watch {
             // Cases include syscalls this kernel may not implement (init_module without module
             // support): capture their attempts too.
             .arg("--raw-fallback")
+            // No web server: another agent may hold its port, which would stop the start.
+            .args(["-o", "webserver.enabled=false"])
             .arg("-r")
             .arg(&rules)
             .arg("-w")

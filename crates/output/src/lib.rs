@@ -6,7 +6,7 @@
 //! ([`sinks`], [`http`]), one delivery worker per output with a bounded queue, retries and a
 //! bounded disk spool ([`delivery`], [`spool`]), the set of configured outputs ([`Outputs`]),
 //! the metrics registry with Prometheus text exposition ([`metrics`]) and Falco's stats file
-//! ([`stats`]). Knows nothing about rules, events or state: an alert arrives already rendered,
+//! ([`stats`]); every file it writes is opened owner-only ([`files`]). Knows nothing about rules, events or state: an alert arrives already rendered,
 //! with its typed output fields.
 #![forbid(unsafe_code)]
 
@@ -16,6 +16,7 @@ use serde_json::{Map, Number, Value as Json};
 use vigil_fields::Value;
 
 pub mod delivery;
+pub mod files;
 pub mod format;
 pub mod http;
 pub mod metrics;

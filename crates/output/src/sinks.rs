@@ -2,7 +2,7 @@
 //! Each delivers one formatted record at a time; queueing and retries are
 //! [`crate::delivery`]'s job.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -136,11 +136,7 @@ impl FileSink {
     }
 
     fn open(&self) -> io::Result<BufWriter<File>> {
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map(BufWriter::new)
+        crate::files::append(&self.path).map(BufWriter::new)
     }
 }
 

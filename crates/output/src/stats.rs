@@ -56,10 +56,10 @@ pub struct StatsFile {
 }
 
 impl StatsFile {
-    /// Creates (truncates) the file.
+    /// Creates (truncates) the file, owner-only ([`crate::files`]).
     pub fn create(path: &Path) -> io::Result<StatsFile> {
         Ok(StatsFile {
-            out: BufWriter::new(File::create(path)?),
+            out: BufWriter::new(crate::files::create(path)?),
             lines: StatsLines::default(),
         })
     }

@@ -12,7 +12,9 @@
 //! instead of ptrace (no results, no process events; see `README.md`).
 //!
 //! Needs no privilege beyond being allowed to ptrace its own child (`CAP_SYS_PTRACE` in some
-//! containers, e.g. on Fargate), and works as root too.
+//! containers, e.g. on Fargate), and works as root too. With [`RunSpec::drop_privileges`] the
+//! tracer gives up what it does not need ([`privs::TRACER`]) once the workload is attached;
+//! [`privs`] holds the capability calls for the whole command line.
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -24,6 +26,7 @@ mod decode;
 mod fds;
 mod filter;
 mod notify;
+pub mod privs;
 mod procinfo;
 pub mod profile;
 mod sys;
@@ -53,6 +56,10 @@ pub struct RunSpec {
     pub profile: Option<Profile>,
     /// How syscalls are intercepted.
     pub mechanism: Mechanism,
+    /// Once the workload is forked and attached (before it runs), reduce the tracer to
+    /// [`privs::TRACER`] and set `no_new_privs` ([`privs::drop_to`]; the process must still
+    /// be single-threaded then). The workload keeps the privileges it was forked with.
+    pub drop_privileges: bool,
 }
 
 /// The interception mechanism.
@@ -81,6 +88,15 @@ pub enum Verdict {
 /// Where the tracer delivers what it sees. Called on the tracer's thread, with the tracee
 /// stopped: time spent here is time the workload waits.
 pub trait Handler {
+    /// Once the workload is attached and the tracer's privileges are dropped (`privileges`
+    /// says what was kept, `None` when [`RunSpec::drop_privileges`] is off), before
+    /// [`Handler::start`]: the place to start threads, which inherit the reduced privileges.
+    /// An error kills the workload before it runs and ends [`run`] with
+    /// [`RunError::Handler`].
+    fn attached(&mut self, privileges: Option<&privs::Dropped>) -> Result<(), String> {
+        let _ = privileges;
+        Ok(())
+    }
     /// Once, before the workload's first instruction: its process and Vigil's ancestry.
     fn start(&mut self, snapshot: &Snapshot);
     /// A judged syscall at entry, built as if it succeeded (`res` 0, or the descriptor the
@@ -162,6 +178,10 @@ pub enum RunError {
     NoStatus,
     #[error("{0} is not supported with the user-notify mechanism")]
     NotifyUnsupported(&'static str),
+    #[error("the tracer cannot drop its privileges")]
+    Privileges(#[source] privs::PrivError),
+    #[error("{0}")]
+    Handler(String),
 }
 
 /// Syscalls the state engine needs whatever the rules watch: the working directory (relative
@@ -292,6 +312,13 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
         let _ = sys::wait_any();
         return Err(RunError::Attach(e));
     }
+    if let Err(e) = prepare(spec, handler) {
+        // Killed while waiting at the gate (PTRACE_O_EXITKILL would do it too, later).
+        let _ = sys::kill(child, libc::SIGKILL);
+        sys::close(gate_write);
+        let _ = sys::wait_any();
+        return Err(e);
+    }
     let _ = sys::forward_signals_to(child);
     let snapshot = procinfo::snapshot_of(&procinfo::ancestry(i64::from(child)), true);
     handler.start(&snapshot);
@@ -307,6 +334,19 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
         stats,
         used_syscalls: used,
     })
+}
+
+/// With the workload attached and waiting at its gate: drops the tracer's privileges (when
+/// asked) and lets the handler start what it needs ([`Handler::attached`]).
+fn prepare(spec: &RunSpec, handler: &mut dyn Handler) -> Result<(), RunError> {
+    let dropped = if spec.drop_privileges {
+        Some(privs::drop_to(privs::TRACER).map_err(RunError::Privileges)?)
+    } else {
+        None
+    };
+    handler
+        .attached(dropped.as_ref())
+        .map_err(RunError::Handler)
 }
 
 fn run_notify(
@@ -334,6 +374,14 @@ fn run_notify(
             return Err(RunError::Attach(e));
         }
     };
+    if let Err(e) = prepare(spec, handler) {
+        let _ = sys::kill(child, libc::SIGKILL);
+        sys::close(gate_write);
+        sys::close(listener);
+        sys::close(pidfd);
+        let _ = sys::wait_child(child);
+        return Err(e);
+    }
     let _ = sys::forward_signals_to(child);
     let snapshot = procinfo::snapshot_of(&procinfo::ancestry(i64::from(child)), true);
     handler.start(&snapshot);

@@ -89,7 +89,10 @@ impl Watch {
     /// Starts `vigil watch --json ARGS…` and waits until it reports it is watching.
     pub fn start_with_args(args: &[std::ffi::OsString]) -> Watch {
         let mut cmd = Command::new(VIGIL);
-        cmd.args(["watch", "--json"]).args(args);
+        // The live tests' agents need no web server (and must not clash on its port with
+        // another test's agent: a taken port stops the start).
+        cmd.args(["watch", "--json", "-o", "webserver.enabled=false"])
+            .args(args);
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

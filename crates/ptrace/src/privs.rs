@@ -1,0 +1,235 @@
+//! Least privilege for the live commands: once set-up is done, a command keeps only the
+//! capabilities it still uses, clears its inheritable and ambient sets and its bounding set,
+//! and sets `no_new_privs`. The user id is not changed (root stays uid 0): capabilities are
+//! what grant the power, and files the agent created as root stay its own to reopen.
+//!
+//! The kept sets, and why each capability is there (everything else is dropped):
+//!
+//! - **`vigil watch`** ([`WATCH`]), dropped once the BPF programs are loaded, the `/proc`
+//!   snapshot read, the capture, stats and metrics files opened and the web server's socket
+//!   bound — before any thread starts:
+//!   - `CAP_PERFMON`: SIGHUP attaches the syscall tracepoints of the reloaded rules' event
+//!     types (`--raw-fallback`: also `raw_syscalls`), each a `perf_event_open` of a tracepoint,
+//!     which fails with `EACCES` without it (`perf_event_paranoid` ≥ 1).
+//!   - `CAP_BPF`: the `bpf()` calls after start — attaching a program to those perf events,
+//!     updating the capture-spec maps, reading the drop counters. Linux 6.5 moved the
+//!     unprivileged-BPF check into map creation and program loading ("bpf: move unprivileged
+//!     checks into map_create() and bpf_prog_load()"), so a reload works without it there;
+//!     before 6.5 every `bpf()` command needs it when `kernel.unprivileged_bpf_disabled` is set
+//!     (the default on current distributions).
+//!   - `CAP_SYS_PTRACE`: the state engine reads `/proc/PID/{exe,cwd,root,fd/N,environ}` of any
+//!     process lazily; the kernel allows that for another user's process, or one holding
+//!     capabilities the agent no longer has, only with it (`ptrace_may_access`).
+//!   - `CAP_DAC_READ_SEARCH`: `/proc/PID/fd` and `/proc/PID/environ` belong to the process's
+//!     user with mode 0500/0400, and files inside containers are read through
+//!     `/proc/PID/root` (a container's `/etc/passwd`, runtime state in rootless storage).
+//!     Reading needs only this read-only bypass; `CAP_DAC_OVERRIDE` (write anywhere) is
+//!     dropped, so outputs opened after start (SIGHUP reload, SIGUSR1 reopen, `keep_alive:
+//!     false`) must be writable by uid 0 through ordinary permissions.
+//!   - Not kept: `CAP_NET_BIND_SERVICE` (the web server binds once, at start; a reload does
+//!     not rebind), `CAP_SYS_ADMIN` (tracefs is looked up through what was opened at start),
+//!     `CAP_SYS_RESOURCE` (BPF memory is charged to the memory cgroup since Linux 5.11).
+//! - **`vigil run`** ([`TRACER`]), dropped by the tracer right after the workload is forked
+//!   and attached, before the workload runs its first instruction (the workload is a fork
+//!   made before the drop: it keeps exactly the privileges it would have without Vigil):
+//!   - `CAP_SYS_PTRACE`: `process_vm_readv`, `pidfd_getfd` and `/proc/PID/{exe,cwd,fd}` of
+//!     tracees that changed user or hold capabilities the tracer dropped (a root workload
+//!     keeps all of its own).
+//!   - `CAP_KILL`: forwarding signals to, and `--enforce-action kill` of, a workload that
+//!     changed user.
+//!   - `CAP_DAC_READ_SEARCH`: `/proc/PID/fd` and `/proc/PID/environ` of such tracees.
+//!
+//! The bounding set is emptied (when the process may: `CAP_SETPCAP`) and the inheritable and
+//! ambient sets cleared, so a program the agent starts (`program_output`'s `sh -c`) gets no
+//! capability at all, even as uid 0; `no_new_privs` keeps it from gaining any through a
+//! setuid or file-capability binary. A command started without privileges (`vigil run` as a
+//! user) has nothing to drop and only sets `no_new_privs`.
+//!
+//! Capabilities and `no_new_privs` belong to each thread, not to the process, so
+//! [`drop_to`] refuses to run once a second thread exists: callers drop before starting
+//! output workers or the web server's thread, which then inherit the reduced sets.
+
+use std::collections::HashSet;
+use std::io;
+
+use caps::CapSet;
+pub use caps::Capability;
+use thiserror::Error;
+
+use crate::sys;
+
+/// What `vigil watch` keeps after set-up (see the module documentation for why).
+pub const WATCH: &[Capability] = &[
+    Capability::CAP_BPF,
+    Capability::CAP_PERFMON,
+    Capability::CAP_SYS_PTRACE,
+    Capability::CAP_DAC_READ_SEARCH,
+];
+
+/// What the tracer of `vigil run` keeps once the workload is attached.
+pub const TRACER: &[Capability] = &[
+    Capability::CAP_SYS_PTRACE,
+    Capability::CAP_KILL,
+    Capability::CAP_DAC_READ_SEARCH,
+];
+
+/// Why privileges could not be dropped.
+#[derive(Debug, Error)]
+pub enum PrivError {
+    #[error(
+        "cannot drop privileges with {threads} threads running (capabilities belong to each \
+         thread; the drop must come before any thread starts)"
+    )]
+    Threads { threads: usize },
+    #[error("cannot {what}: {message}")]
+    Caps { what: &'static str, message: String },
+    #[error("cannot set no_new_privs")]
+    NoNewPrivs(#[source] io::Error),
+}
+
+fn caps_err(what: &'static str) -> impl FnOnce(caps::errors::CapsError) -> PrivError {
+    move |e| PrivError::Caps {
+        what,
+        message: e.to_string(),
+    }
+}
+
+/// What [`drop_to`] left.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    /// The capabilities still effective and permitted, ascending.
+    pub kept: Vec<Capability>,
+    /// Whether the bounding set was emptied (needs `CAP_SETPCAP`; without it the process had
+    /// no privilege to give away there, and `no_new_privs` keeps children from gaining any).
+    pub bounding_cleared: bool,
+}
+
+impl Dropped {
+    /// The kept capabilities as text: `CAP_KILL, CAP_SYS_PTRACE`, or `none`.
+    pub fn describe(&self) -> String {
+        describe(&self.kept)
+    }
+}
+
+/// `caps` as text, ascending: `CAP_KILL, CAP_SYS_PTRACE`, or `none`.
+pub fn describe(caps: &[Capability]) -> String {
+    let mut sorted: Vec<Capability> = caps.to_vec();
+    sorted.sort_by_key(|c| c.index());
+    sorted.dedup();
+    if sorted.is_empty() {
+        return "none".to_owned();
+    }
+    sorted
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The capability bit mask of `caps` (as `/proc/PID/status` prints `CapEff`).
+pub fn mask(caps: &[Capability]) -> u64 {
+    caps.iter().fold(0, |m, c| m | c.bitmask())
+}
+
+/// The number of threads of this process (`None` when `/proc` cannot tell).
+fn threads() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Keeps only the capabilities in `keep` that the process has (effective and permitted), empties
+/// the inheritable, ambient and (with `CAP_SETPCAP`) bounding sets, and sets `no_new_privs`.
+/// Refuses, changing nothing, when the process has more than one thread.
+pub fn drop_to(keep: &[Capability]) -> Result<Dropped, PrivError> {
+    if let Some(n) = threads().filter(|&n| n > 1) {
+        return Err(PrivError::Threads { threads: n });
+    }
+    let permitted = caps::read(None, CapSet::Permitted).map_err(caps_err("read capabilities"))?;
+    let kept: HashSet<Capability> = keep
+        .iter()
+        .copied()
+        .filter(|c| permitted.contains(c))
+        .collect();
+    caps::clear(None, CapSet::Ambient).map_err(caps_err("clear the ambient capabilities"))?;
+    // Emptying the bounding set needs CAP_SETPCAP in the effective set, so it comes before
+    // the effective set shrinks.
+    let bounding_cleared = permitted.contains(&Capability::CAP_SETPCAP);
+    if bounding_cleared {
+        caps::raise(None, CapSet::Effective, Capability::CAP_SETPCAP)
+            .map_err(caps_err("raise CAP_SETPCAP"))?;
+        for cap in caps::all() {
+            // A capability this kernel does not know is refused by PR_CAPBSET_READ: skip it.
+            if caps::has_cap(None, CapSet::Bounding, cap).unwrap_or(false) {
+                caps::drop(None, CapSet::Bounding, cap)
+                    .map_err(caps_err("drop from the bounding set"))?;
+            }
+        }
+    }
+    caps::clear(None, CapSet::Inheritable)
+        .map_err(caps_err("clear the inheritable capabilities"))?;
+    // Effective first: it must stay a subset of permitted at every step.
+    caps::set(None, CapSet::Effective, &kept)
+        .map_err(caps_err("set the effective capabilities"))?;
+    caps::set(None, CapSet::Permitted, &kept)
+        .map_err(caps_err("set the permitted capabilities"))?;
+    sys::set_no_new_privs().map_err(PrivError::NoNewPrivs)?;
+    let mut kept: Vec<Capability> = kept.into_iter().collect();
+    kept.sort_by_key(|c| c.index());
+    Ok(Dropped {
+        kept,
+        bounding_cleared,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_match_the_kernel_bit_numbers() {
+        // include/uapi/linux/capability.h: DAC_READ_SEARCH 2, KILL 5, SYS_PTRACE 19,
+        // PERFMON 38, BPF 39.
+        assert_eq!(mask(WATCH), (1 << 2) | (1 << 19) | (1 << 38) | (1 << 39));
+        assert_eq!(mask(TRACER), (1 << 2) | (1 << 5) | (1 << 19));
+        assert_eq!(mask(&[]), 0);
+    }
+
+    #[test]
+    fn describe_sorts_and_names() {
+        assert_eq!(describe(&[]), "none");
+        assert_eq!(
+            describe(TRACER),
+            "CAP_DAC_READ_SEARCH, CAP_KILL, CAP_SYS_PTRACE"
+        );
+    }
+
+    #[test]
+    fn drop_is_refused_with_threads_running_and_changes_nothing() {
+        let before = std::fs::read_to_string("/proc/self/status").expect("read status");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let _ = rx.recv();
+        });
+        // The test harness runs tests on threads of their own: at least two threads exist
+        // here (this one and `other`), whatever else runs.
+        let err = drop_to(&[]).expect_err("a multi-threaded process cannot drop");
+        assert!(
+            matches!(err, PrivError::Threads { threads } if threads >= 2),
+            "{err}"
+        );
+        assert!(err.to_string().contains("threads"), "{err}");
+        drop(tx);
+        other.join().expect("helper thread");
+        let after = std::fs::read_to_string("/proc/self/status").expect("read status");
+        let caps = |s: &str| -> Vec<String> {
+            s.lines()
+                .filter(|l| l.starts_with("Cap") || l.starts_with("NoNewPrivs"))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(caps(&before), caps(&after), "nothing changed");
+    }
+}
