@@ -223,6 +223,14 @@ fn default_enforce_set_blocks_each_tagged_rule() {
         let free_alerts = dir.join(format!("{i}-free.jsonl"));
         let free = vigil_run(false, &free_alerts, &cmd);
         let free_text = text(&free);
+        // With the default enforcement set it is refused with EPERM, and alerts.
+        let blocked_alerts = dir.join(format!("{i}-enforced.jsonl"));
+        let blocked = vigil_run(true, &blocked_alerts, &cmd);
+        let blocked_text = text(&blocked);
+        if let Some(mut t) = target {
+            let _ = t.kill();
+            let _ = t.wait();
+        }
         if !free.status.success() || refused(&free_text) {
             let why = format!("{rule}: the attack fails even without --enforce: {free_text}");
             if nix_is_root() || strict() {
@@ -231,15 +239,6 @@ fn default_enforce_set_blocks_each_tagged_rule() {
                 eprintln!("not checked (not root): {why}");
             }
             continue;
-        }
-
-        // With the default enforcement set it is refused with EPERM, and alerts.
-        let blocked_alerts = dir.join(format!("{i}-enforced.jsonl"));
-        let blocked = vigil_run(true, &blocked_alerts, &cmd);
-        let blocked_text = text(&blocked);
-        if let Some(mut t) = target {
-            let _ = t.kill();
-            let _ = t.wait();
         }
         if !refused(&blocked_text) {
             failures.push(format!(
