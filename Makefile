@@ -5,7 +5,7 @@ CARGO ?= cargo
 VIGIL := target/release/vigil
 # Debian packages the build needs (clang, llvm, libelf, zlib: the eBPF programs and libbpf;
 # strace, runc, debootstrap, openssl, curl and bpftool: tests).
-APT_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev strace runc debootstrap \
+APT_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev strace runc debootstrap sudo logrotate \
   openssl curl bpftool
 RUST_COMPONENTS := rustfmt clippy
 

@@ -170,6 +170,12 @@ impl Watch {
         }
     }
 
+    /// Every alert after `from`.
+    pub fn since(&self, from: usize) -> Vec<Value> {
+        let list = self.alerts.0.lock().unwrap();
+        list.iter().skip(from).cloned().collect()
+    }
+
     /// Alerts of `rule` after `from` (for failure messages).
     pub fn alerts_of(&self, from: usize, rule: &str) -> Vec<Value> {
         let list = self.alerts.0.lock().unwrap();
