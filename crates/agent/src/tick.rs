@@ -60,11 +60,16 @@ impl Tick {
             Some((path, every)) => Some((StatsFile::create(path)?, every, Instant::now())),
             None => None,
         };
+        let housekeeping = Duration::from_millis(250);
+        let now = Instant::now();
         Ok(Tick {
             metrics: metrics.clone(),
             stats,
-            housekeeping: Duration::from_millis(250),
-            last: Instant::now(),
+            housekeeping,
+            // Due at the first call: the counters are published with the first event (a
+            // traced workload may go idle right after it, and nothing calls again until its
+            // next event).
+            last: now.checked_sub(housekeeping).unwrap_or(now),
             snapshots: None,
             started: Instant::now(),
         })

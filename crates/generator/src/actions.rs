@@ -471,7 +471,16 @@ fn fileless_execution_via_memfd(_: &Context) -> Result<String, Error> {
     file.write_all(&image)
         .map_err(io_err(A, "writing the memfd"))?;
     let argv = [CString::from(c"vigil-memfd")];
-    let env: [CString; 0] = [];
+    // The caller's environment, as any exec passes it on: tools that match alerts to the run
+    // that caused them by `proc.env` (Falco's event-generator suite) see their marker.
+    let env: Vec<CString> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let mut pair = k.into_encoded_bytes();
+            pair.push(b'=');
+            pair.extend_from_slice(&v.into_encoded_bytes());
+            CString::new(pair).ok()
+        })
+        .collect();
     let code = sys::child_execveat(file.as_fd(), &argv, &env).map_err(sys_err(A, "fork"))?;
     if code != 0 {
         return Err(Error::Failed {

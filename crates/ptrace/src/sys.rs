@@ -256,12 +256,16 @@ pub enum Wait {
     NoChildren,
 }
 
-/// `waitpid(-1, __WALL)`, retried on `EINTR`.
+/// `waitpid(-1, __WALL | __WNOTHREAD)`, retried on `EINTR`: the calling thread's children
+/// and tracees only. Children other threads start (an output's `program` command, waited
+/// for by its own thread) are not reaped from under them (`wait(2)`: `__WNOTHREAD`).
 pub fn wait_any() -> io::Result<Wait> {
+    const WNOTHREAD: libc::c_int = 0x2000_0000;
     loop {
         let mut status = 0;
         // SAFETY: `status` is a valid, writable int.
-        let pid = unsafe { libc::waitpid(-1, std::ptr::addr_of_mut!(status), libc::__WALL) };
+        let pid =
+            unsafe { libc::waitpid(-1, std::ptr::addr_of_mut!(status), libc::__WALL | WNOTHREAD) };
         if pid >= 0 {
             return Ok(Wait::Status(pid, status));
         }
