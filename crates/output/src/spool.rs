@@ -67,6 +67,8 @@ const ACK_MAGIC: [u8; 4] = *b"VGAK";
 const ACK_LEN: usize = 16;
 /// Bytes the reader loads at a time.
 const CHUNK: usize = 64 * 1024;
+/// Records kept in memory for a reader that keeps up with the writer.
+const TAIL_MAX: usize = 1024;
 /// Damage warnings logged in full before only every 100th is.
 const LOGGED_WARNINGS: u64 = 10;
 
@@ -112,10 +114,15 @@ pub struct Spool {
     /// appends to the back one.
     segments: VecDeque<Segment>,
     writer: Option<File>,
-    cursor: Option<Cursor>,
-    /// The next unread offset of the front segment (meaningful while `cursor` is on it).
-    read_pos: u64,
+    /// The open file of the segment being read.
+    reader: Option<SegmentReader>,
+    /// The segment being read and its next unread offset (`None`, or another id than the
+    /// front's: the front segment is read from its start).
+    read: Option<(u64, u64)>,
     peeked: Option<Peeked>,
+    /// Records appended while the reader had read everything before them, in order: `peek`
+    /// hands them out without reading them back (at most [`TAIL_MAX`]).
+    tail: VecDeque<Tail>,
     next_id: u64,
     next_seq: u64,
     bytes: u64,
@@ -172,17 +179,25 @@ struct Peeked {
     next: u64,
 }
 
+/// A record just appended: its frame spans `[at, next)` of the newest segment.
+struct Tail {
+    record: Record,
+    seq: u64,
+    at: u64,
+    next: u64,
+}
+
 /// A read buffer over one segment file: holds the bytes `[at, at + buf.len())`.
-struct Cursor {
+struct SegmentReader {
     id: u64,
     file: File,
     buf: Vec<u8>,
     at: u64,
 }
 
-impl Cursor {
-    fn new(id: u64, file: File) -> Cursor {
-        Cursor {
+impl SegmentReader {
+    fn new(id: u64, file: File) -> SegmentReader {
+        SegmentReader {
             id,
             file,
             buf: Vec::new(),
@@ -266,7 +281,7 @@ fn le_u64(b: &[u8]) -> u64 {
 }
 
 /// The frame at `pos` of a segment of `format` whose data ends at `end`.
-fn parse_at(cursor: &mut Cursor, format: Format, pos: u64, end: u64) -> io::Result<Parsed> {
+fn parse_at(reader: &mut SegmentReader, format: Format, pos: u64, end: u64) -> io::Result<Parsed> {
     if pos >= end {
         return Ok(Parsed::End);
     }
@@ -274,14 +289,14 @@ fn parse_at(cursor: &mut Cursor, format: Format, pos: u64, end: u64) -> io::Resu
         Format::V2 => FRAME_HEADER,
         Format::Legacy => LEGACY_HEADER,
     };
-    let Some(header) = cursor.get(pos, header_len, end)? else {
+    let Some(header) = reader.get(pos, header_len, end)? else {
         return Ok(Parsed::Bad("torn frame header"));
     };
     let len = le_u32(header) as usize;
     if len > MAX_RECORD {
         return Ok(Parsed::Bad("impossible record length"));
     }
-    let Some(frame) = cursor.get(pos, header_len + len, end)? else {
+    let Some(frame) = reader.get(pos, header_len + len, end)? else {
         return Ok(Parsed::Bad("torn record"));
     };
     let (seq, severity) = match format {
@@ -307,10 +322,10 @@ fn parse_at(cursor: &mut Cursor, format: Format, pos: u64, end: u64) -> io::Resu
 }
 
 /// The offset of the next valid frame after damage at `pos` (`end` when there is none).
-fn resync(cursor: &mut Cursor, pos: u64, end: u64) -> io::Result<u64> {
+fn resync(reader: &mut SegmentReader, pos: u64, end: u64) -> io::Result<u64> {
     let mut candidate = pos + 1;
     while candidate < end {
-        if let Parsed::Frame(_) = parse_at(cursor, Format::V2, candidate, end)? {
+        if let Parsed::Frame(_) = parse_at(reader, Format::V2, candidate, end)? {
             return Ok(candidate);
         }
         candidate += 1;
@@ -463,9 +478,10 @@ impl Spool {
             sync,
             segments: VecDeque::new(),
             writer: None,
-            cursor: None,
-            read_pos: 0,
+            reader: None,
+            read: None,
             peeked: None,
+            tail: VecDeque::new(),
             next_id: ids.last().map_or(0, |id| id + 1),
             next_seq: 1,
             bytes: 0,
@@ -539,12 +555,12 @@ impl Spool {
                 return Ok(None);
             }
         };
-        let mut cursor = Cursor::new(id, file);
+        let mut reader = SegmentReader::new(id, file);
         let mut pos = format.start();
         let mut pending = 0;
         let mut max_seq = 0;
         loop {
-            match parse_at(&mut cursor, format, pos, len)? {
+            match parse_at(&mut reader, format, pos, len)? {
                 Parsed::End => break,
                 Parsed::Frame(frame) => {
                     match frame.seq {
@@ -555,7 +571,7 @@ impl Spool {
                     pos = frame.next;
                 }
                 Parsed::Bad(_) => match format {
-                    Format::V2 => pos = resync(&mut cursor, pos, len)?,
+                    Format::V2 => pos = resync(&mut reader, pos, len)?,
                     Format::Legacy => break,
                 },
             }
@@ -659,8 +675,26 @@ impl Spool {
             SpoolSync::EachRecord => file.sync_data(),
             _ => Ok(()),
         };
+        let at = back.bytes;
         back.bytes += size;
         back.pending += 1;
+        let next = back.bytes;
+        // Keep the record for a reader that has read (or is delivering) everything before it.
+        let caught_up = match (self.tail.back(), &self.peeked) {
+            (Some(last), _) => last.next == at,
+            (None, Some(peeked)) => self.segments.len() == 1 && peeked.next == at,
+            (None, None) => self.segments.len() == 1 && self.read_pos() == at,
+        };
+        if caught_up && self.tail.len() < TAIL_MAX {
+            self.tail.push_back(Tail {
+                record: record.clone(),
+                seq,
+                at,
+                next,
+            });
+        } else {
+            self.tail.clear();
+        }
         self.bytes += size;
         self.records += 1;
         self.next_seq += 1;
@@ -707,6 +741,7 @@ impl Spool {
         let Some(file) = self.writer.take() else {
             return Ok(());
         };
+        self.tail.clear();
         if self.dirty && matches!(self.sync, SpoolSync::Every(_)) {
             self.unsynced.push(file);
         }
@@ -721,11 +756,22 @@ impl Spool {
         let Some(front) = self.segments.front() else {
             return false;
         };
-        let pos = match &self.cursor {
-            Some(c) if c.id == front.id => self.read_pos,
-            _ => front.format.start(),
-        };
-        self.peeked.is_none() && pos >= front.bytes
+        self.peeked.is_none() && self.read_pos() >= front.bytes
+    }
+
+    /// The next unread offset of the front segment.
+    fn read_pos(&self) -> u64 {
+        match (self.segments.front(), self.read) {
+            (Some(front), Some((id, pos))) if id == front.id => pos,
+            (Some(front), _) => front.format.start(),
+            (None, _) => 0,
+        }
+    }
+
+    fn set_read_pos(&mut self, pos: u64) {
+        if let Some(front) = self.segments.front() {
+            self.read = Some((front.id, pos));
+        }
     }
 
     /// The oldest unacknowledged record, without removing it. Damaged frames on the way are
@@ -741,12 +787,28 @@ impl Spool {
             };
             let (id, end, format) = (front.id, front.bytes, front.format);
             let writing = self.writer.is_some() && self.segments.len() == 1;
-            if self.cursor.as_ref().is_none_or(|c| c.id != id) {
+            let pos = self.read_pos();
+            if let Some(tail) = self.tail.pop_front() {
+                if writing && tail.at == pos {
+                    self.account(tail.seq);
+                    self.peeked = Some(Peeked {
+                        record: tail.record,
+                        seq: Some(tail.seq),
+                        next: tail.next,
+                    });
+                    continue;
+                }
+                // Out of step (appends and reads should never leave it so): read the file.
+                self.tail.clear();
+            }
+            if writing && pos >= end {
+                // Read up to the writer.
+                self.settle_damage();
+                return Ok(None);
+            }
+            if self.reader.as_ref().is_none_or(|r| r.id != id) {
                 match File::open(segment_path(&self.dir, id)) {
-                    Ok(file) => {
-                        self.cursor = Some(Cursor::new(id, file));
-                        self.read_pos = format.start();
-                    }
+                    Ok(file) => self.reader = Some(SegmentReader::new(id, file)),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {
                         // Deleted behind our back: the sequence gap counts what it held.
                         self.warn(format!("spool segment {id} disappeared"));
@@ -756,9 +818,8 @@ impl Spool {
                     Err(e) => return Err(e),
                 }
             }
-            let cursor = self.cursor.as_mut().expect("a cursor was just ensured");
-            let pos = self.read_pos;
-            match parse_at(cursor, format, pos, end)? {
+            let reader = self.reader.as_mut().expect("a reader was just ensured");
+            match parse_at(reader, format, pos, end)? {
                 Parsed::End => {
                     if writing {
                         self.settle_damage();
@@ -768,11 +829,11 @@ impl Spool {
                 }
                 Parsed::Bad(why) => {
                     let resume = match format {
-                        Format::V2 => resync(cursor, pos, end)?,
+                        Format::V2 => resync(reader, pos, end)?,
                         // Without checksums there is no telling where valid data resumes.
                         Format::Legacy => end,
                     };
-                    self.read_pos = resume;
+                    self.set_read_pos(resume);
                     self.damaged(format);
                     let path = segment_path(&self.dir, id);
                     self.warn(format!(
@@ -783,16 +844,16 @@ impl Spool {
                     ));
                 }
                 Parsed::Frame(frame) => {
-                    let body = cursor
+                    let body = reader
                         .get(frame.body_at, frame.body_len, end)?
                         .map(|b| String::from_utf8_lossy(b).into_owned());
                     let Some(body) = body else {
                         // parse_at just read these bytes; only a file cut meanwhile gets here.
-                        self.read_pos = end;
+                        self.set_read_pos(end);
                         self.damaged(format);
                         continue;
                     };
-                    self.read_pos = frame.next;
+                    self.set_read_pos(frame.next);
                     if let Some(seq) = frame.seq {
                         self.account(seq);
                         if seq <= self.acked {
@@ -875,7 +936,7 @@ impl Spool {
         let Some(peeked) = self.peeked.take() else {
             return Ok(());
         };
-        self.read_pos = peeked.next;
+        self.set_read_pos(peeked.next);
         if let Some(front) = self.segments.front_mut() {
             front.pending = front.pending.saturating_sub(1);
         }
@@ -923,8 +984,10 @@ impl Spool {
         if self.segments.is_empty() {
             self.writer = None;
         }
-        self.cursor = None;
+        self.reader = None;
+        self.read = None;
         self.peeked = None;
+        self.tail.clear();
         self.bytes = self.bytes.saturating_sub(front.bytes);
         // Records of a segment that vanished (or whose end was unreadable) are no longer
         // pending; the damage or gap counts say what became of them.
@@ -1059,6 +1122,38 @@ mod tests {
         }
         assert!(s.bytes() <= 4096);
         assert_eq!(s.next_seq(), 5001);
+        assert!(
+            s.reader.is_none(),
+            "records handed out from memory, not read back"
+        );
+    }
+
+    #[test]
+    fn records_appended_during_a_delivery_are_handed_out_from_memory_in_order() {
+        // The worker's pattern under load: a record is out for delivery while more arrive.
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), 1 << 20);
+        assert!(s.append(&rec(0)).unwrap());
+        let mut next = 1;
+        for i in 0..500 {
+            assert_eq!(s.peek().unwrap(), Some(rec(i)));
+            for _ in 0..(i % 3) {
+                assert!(s.append(&rec(next)).unwrap());
+                next += 1;
+            }
+            s.ack().unwrap();
+            if s.peek().unwrap().is_none() {
+                assert!(s.append(&rec(next)).unwrap());
+                next += 1;
+            }
+        }
+        assert!(s.reader.is_none(), "nothing read back from the file");
+        // A reopen reads the same records from the file.
+        drop(s);
+        let mut s = open(dir.path(), 1 << 20);
+        let rest: Vec<Record> = drain(&mut s).into_iter().map(|(r, _)| r).collect();
+        let want: Vec<Record> = (500..next).map(rec).collect();
+        assert_eq!(rest, want);
     }
 
     #[test]
