@@ -28,6 +28,9 @@
 //! [`Losses::corrupt`]; sequence numbers missing between two valid records without damage in
 //! between (a deleted segment) are counted in [`Losses::gap`]. Damage counts the unacknowledged
 //! records the damaged bytes held (from the sequence numbers around it), at least one.
+//! Records appended while the reader keeps up (the usual case when the output is healthy) are
+//! also kept in memory, up to 1024, and handed out from there instead of being read back; the
+//! file stays the record of what is pending.
 //!
 //! **Earlier formats.** Segments without the header come from builds before format 2 (frames
 //! `u32 length | u8 severity | body`, no sequence, no checksum): they are read in that format,
@@ -36,7 +39,8 @@
 //!
 //! **Budget.** `max_bytes` counts the segment files on disk (headers and delivered records of
 //! a segment still in use included); `append` refuses what does not fit. Memory stays bounded
-//! by one read buffer (64 KiB, or one record when larger).
+//! by one read buffer (64 KiB, or one record when larger) and the 1024 records kept for a
+//! reader that keeps up.
 //!
 //! Delivery is at-least-once across a crash: a record sent but not yet acknowledged when the
 //! agent dies is sent again at restart (one record: the cursor is written at every ack).
