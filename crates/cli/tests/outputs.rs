@@ -1,5 +1,7 @@
 //! End-to-end tests of alert delivery through the `vigil` binary: the HTTP output surviving a
-//! 30-second outage with every alert delivered once and in order, a spool budget running out
+//! 30-second outage with every alert delivered once and in order, a `kill -9` of the agent
+//! during an outage losing nothing (write-ahead spool; modes under umask 000), damaged spool
+//! records counted and never delivered, a spool budget running out
 //! (loss counted in `/metrics`, logged and raised as an internal alert), the stats file, SIGHUP
 //! reload and SIGUSR1 reopen on a long-running `vigil replay --follow`, and the Falco output
 //! settings (`json_*`, `time_format_iso_8601`, `append_output`, `program_output`).
@@ -82,7 +84,11 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
+        Receiver::start_on("127.0.0.1:0".parse().unwrap())
+    }
+
+    fn start_on(addr: SocketAddr) -> Receiver {
+        let listener = TcpListener::bind(addr).expect("bind receiver");
         let mut r = Receiver {
             addr: listener.local_addr().unwrap(),
             bodies: Arc::default(),
@@ -171,15 +177,30 @@ struct Agent {
 
 impl Agent {
     fn start(dir: &Path, config: &str) -> Agent {
+        Agent::launch(dir, config, &dir.join("capture.jsonl"), None)
+    }
+
+    /// Follows `capture` (created with its header when missing); with `umask`, started
+    /// through `sh -c 'umask …; exec vigil …'` (the agent keeps the shell's pid).
+    fn launch(dir: &Path, config: &str, capture: &Path, umask: Option<&str>) -> Agent {
         fs::write(dir.join("rules.yaml"), RULES).unwrap();
         fs::write(dir.join("config.yaml"), config).unwrap();
-        let capture = dir.join("capture.jsonl");
         if !capture.exists() {
-            fs::write(&capture, capture_header()).unwrap();
+            fs::write(capture, capture_header()).unwrap();
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        let mut command = match umask {
+            Some(mask) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("umask {mask}; exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_vigil"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_vigil")),
+        };
+        let mut child = command
             .args(["replay", "--follow"])
-            .arg(&capture)
+            .arg(capture)
             .arg("-c")
             .arg(dir.join("config.yaml"))
             .arg("-r")
@@ -235,6 +256,12 @@ impl Agent {
             .find(|l| l.contains("webserver listening on http://"))
             .unwrap();
         line.rsplit("http://").next().unwrap().to_owned()
+    }
+
+    /// SIGKILL, as a crash would; waits for the process to be gone.
+    fn kill(mut self) {
+        self.child.kill().expect("kill -9 vigil");
+        self.child.wait().expect("reap vigil");
     }
 
     /// SIGTERM, then the exit status and the whole stderr.
@@ -498,6 +525,229 @@ fn exhausted_spool_budget_is_counted_reported_and_alerted() {
             && stderr.contains(&format!("spool_full={}", dropped as u64 + 1)),
         "{stderr}"
     );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// The spool's segment files.
+fn spool_segments(spool: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(spool)
+        .expect("read the spool directory")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "spool"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn kill_9_during_an_outage_loses_no_spooled_alert() {
+    // The agent runs with a spool against a receiver that is down, gets every alert into the
+    // spool and is killed with SIGKILL; restarted with the receiver up, it delivers all of
+    // them, in order, once. Started under umask 000: the spool is 0700 and its files 0600.
+    let dir = scratch("kill9");
+    // A port nobody listens on until the second run.
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let spool = dir.join("spool");
+    let config = agent_config(&format!(
+        "http_output:\n  enabled: true\n  url: http://{addr}/\n  spool_dir: {}\n  \
+         retry_max_backoff: 200ms\n",
+        spool.display()
+    ));
+    let capture = dir.join("capture.jsonl");
+    let agent = Agent::launch(&dir, &config, &capture, Some("000"));
+    let web = agent.web_addr();
+    let n = 3000u64;
+    append_events(&capture, 0..n);
+    // Events are counted processed after their alerts were handed to the outputs.
+    wait_for("every event processed", Duration::from_secs(120), || {
+        metric(&scrape(&web), "vigil_events_processed_total", &[]) == n as f64
+    });
+    let during = scrape(&web);
+    assert_eq!(
+        metric(
+            &during,
+            "vigil_alerts_total",
+            &[("rule", "Seq tool"), ("priority", "Warning")]
+        ),
+        n as f64
+    );
+    assert_eq!(
+        metric(&during, "vigil_output_delivered_total", &[("sink", "http")]),
+        0.0
+    );
+    assert!(
+        metric(
+            &during,
+            "vigil_output_delivery_failures_total",
+            &[("sink", "http")]
+        ) > 0.0,
+        "the outage was noticed"
+    );
+    agent.kill();
+    assert_eq!(mode(&spool), 0o700, "spool directory under umask 000");
+    let files: Vec<PathBuf> = fs::read_dir(&spool)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!spool_segments(&spool).is_empty(), "alerts on disk");
+    for file in &files {
+        assert_eq!(mode(file), 0o600, "{} under umask 000", file.display());
+    }
+
+    let receiver = Receiver::start_on(addr);
+    let agent = Agent::launch(&dir, &config, &dir.join("capture-2.jsonl"), None);
+    let web = agent.web_addr();
+    wait_for(
+        "every alert after the restart",
+        Duration::from_secs(120),
+        || receiver.count() as u64 >= n,
+    );
+    let after = scrape(&web);
+    let stderr = agent.stop();
+    let seqs: Vec<u64> = receiver
+        .bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|b| seq_of(b))
+        .collect();
+    assert_eq!(seqs.len() as u64, n, "exactly once: {stderr}");
+    assert!(seqs.iter().copied().eq(0..n), "in order: {seqs:?}");
+    assert_eq!(
+        metric(&after, "vigil_output_delivered_total", &[("sink", "http")]),
+        n as f64
+    );
+    for reason in ["spool_corrupt", "spool_gap"] {
+        assert_eq!(
+            metric(
+                &after,
+                "vigil_output_dropped_total",
+                &[("sink", "http"), ("reason", reason)]
+            ),
+            0.0,
+            "{reason}"
+        );
+    }
+    assert!(
+        stderr.contains(&format!("http: delivered {n}, ")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("dropped 0, left in spool 0"), "{stderr}");
+    assert!(
+        spool_segments(&spool).len() <= 1,
+        "delivered segments deleted"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn damaged_spool_records_are_counted_and_never_delivered() {
+    let dir = scratch("damaged");
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let spool = dir.join("spool");
+    let config = agent_config(&format!(
+        "http_output:\n  enabled: true\n  url: http://{addr}/\n  spool_dir: {}\n  \
+         retry_max_backoff: 200ms\n",
+        spool.display()
+    ));
+    let capture = dir.join("capture.jsonl");
+    let agent = Agent::launch(&dir, &config, &capture, None);
+    let web = agent.web_addr();
+    append_events(&capture, 0..20);
+    wait_for("20 processed events", Duration::from_secs(60), || {
+        metric(&scrape(&web), "vigil_events_processed_total", &[]) == 20.0
+    });
+    agent.kill();
+
+    // Between the runs, damage two records on disk: alert 5's text (`seq n=5` → `seq n=7`,
+    // still valid JSON, so only the checksum can tell), and the length field of alert 12's
+    // frame (its top byte: the frame header is 17 bytes, the length its first 4).
+    let find = |data: &[u8], needle: &str| {
+        data.windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+    };
+    let mut damaged = 0;
+    for segment in spool_segments(&spool) {
+        let mut data = fs::read(&segment).unwrap();
+        if let Some(at) = find(&data, "seq n=5\"") {
+            data[at + "seq n=".len()] = b'7';
+            damaged += 1;
+        }
+        if let Some(at) = find(&data, "seq n=12\"") {
+            let body = data[..at]
+                .windows(b"{\"hostname\"".len())
+                .rposition(|w| w == b"{\"hostname\"")
+                .expect("the alert's JSON object");
+            data[body - 17 + 3] ^= 0x40;
+            damaged += 1;
+        }
+        fs::write(&segment, data).unwrap();
+    }
+    assert_eq!(damaged, 2, "both records found in the spool");
+
+    let receiver = Receiver::start_on(addr);
+    let agent = Agent::launch(&dir, &config, &dir.join("capture-2.jsonl"), None);
+    let web = agent.web_addr();
+    let internal = |bodies: &[String]| -> Vec<serde_json::Value> {
+        bodies
+            .iter()
+            .map(|b| serde_json::from_str::<serde_json::Value>(b).unwrap())
+            .filter(|v| v["rule"] == "Vigil lost spooled alerts")
+            .collect()
+    };
+    wait_for(
+        "18 alerts and the spool-loss alert",
+        Duration::from_secs(60),
+        || {
+            let bodies = receiver.bodies.lock().unwrap();
+            let alerts = bodies.iter().filter(|b| b.contains("\"Seq tool\"")).count();
+            alerts >= 18 && !internal(&bodies).is_empty()
+        },
+    );
+    let after = scrape(&web);
+    let stderr = agent.stop();
+    let bodies = receiver.bodies.lock().unwrap().clone();
+    let seqs: Vec<u64> = bodies
+        .iter()
+        .filter(|b| b.contains("\"Seq tool\""))
+        .map(|b| seq_of(b))
+        .collect();
+    let want: Vec<u64> = (0..20).filter(|n| *n != 5 && *n != 12).collect();
+    assert_eq!(seqs, want, "the damaged records never reach the receiver");
+    assert_eq!(
+        metric(
+            &after,
+            "vigil_output_dropped_total",
+            &[("sink", "http"), ("reason", "spool_corrupt")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        metric(
+            &after,
+            "vigil_output_dropped_total",
+            &[("sink", "http"), ("reason", "spool_gap")]
+        ),
+        0.0
+    );
+    let alerts = internal(&bodies);
+    let total = alerts.last().unwrap()["output_fields"]["vigil.spool_corrupt_total"]
+        .as_u64()
+        .expect("a running total");
+    assert!((1..=2).contains(&total), "{alerts:?}");
+    assert!(stderr.contains("dropped 2 (spool_corrupt=2)"), "{stderr}");
+    assert!(stderr.contains("checksum mismatch"), "{stderr}");
     let _ = fs::remove_dir_all(&dir);
 }
 

@@ -1,13 +1,24 @@
-//! Delivery to one output: a bounded in-memory queue, a worker thread, retries with capped
-//! exponential backoff, and an optional bounded on-disk spool.
+//! Delivery to one output: a worker thread, retries with capped exponential backoff, and
+//! either a bounded in-memory queue or, with a spool, a write-ahead on-disk queue.
+//!
+//! **Without a spool** an alert waits in the bounded in-memory queue; it is dropped (counted)
+//! when the queue is full, after `max_attempts` failed attempts, or, for an output with a
+//! consecutive-timeout budget, after more timed-out attempts in a row than it allows.
+//!
+//! **With a spool** the queue is the spool ([`crate::spool`]): `enqueue` appends the alert to
+//! it (one `write(2)`) before it returns, so from then on the alert survives a crash or
+//! `kill -9` of the agent; the worker delivers from the spool in order and acknowledges each
+//! alert after a successful send. Delivery is at-least-once across a crash: the alert being
+//! sent when the agent dies is sent again at restart. Power loss is covered by
+//! [`SpoolSync`]: by default a background thread `fdatasync`s the spool once a second (power
+//! loss then loses at most about the last second of alerts). An alert is dropped (counted) when
+//! the spool's byte budget is full; records the spool finds damaged or missing on read are
+//! counted as `spool_corrupt` / `spool_gap` and never sent. When the spool cannot be written
+//! (an I/O error), alerts wait in the in-memory queue, not crash-safe, until it can again;
+//! nothing enters the spool while older alerts wait in memory, so the order holds.
 //!
 //! Order is kept end to end: the record being delivered (the head) is always the oldest, then
-//! the spool, then the queue. When a delivery fails, the head and the whole queue move to the
-//! spool; when the queue is full, the producer moves the queue to the spool before adding. An
-//! alert is dropped only when the queue is full and the spool is absent or over its byte
-//! budget (or, without a spool, after `max_attempts` failed attempts or, for an output with a
-//! consecutive-timeout budget, after more timed-out attempts in a row than it allows); every
-//! drop is counted per reason.
+//! the spool, then the queue. Every drop is counted per reason.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -16,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::metrics::Metrics;
 use crate::sinks::{Sink, SinkError};
-use crate::spool::Spool;
+use crate::spool::{Losses, Spool, SpoolSync};
 
 /// One formatted alert on its way to an output.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,16 +42,18 @@ pub struct Record {
 pub mod reason {
     /// The in-memory queue was full and there is no spool.
     pub const QUEUE_FULL: &str = "queue_full";
-    /// The queue was full and the spool's byte budget was exhausted.
+    /// The spool's byte budget was exhausted.
     pub const SPOOL_FULL: &str = "spool_full";
-    /// The spool could not be written.
+    /// The spool could not be written and the in-memory queue was full too.
     pub const SPOOL_ERROR: &str = "spool_error";
     /// No spool, and every attempt failed.
     pub const DELIVERY_FAILED: &str = "delivery_failed";
     /// Still queued in memory when the shutdown deadline passed.
     pub const SHUTDOWN: &str = "shutdown";
-    /// Unreadable spool records (torn by a crash).
+    /// Spool records found damaged (checksum mismatch, torn by a crash): never sent.
     pub const SPOOL_CORRUPT: &str = "spool_corrupt";
+    /// Spool records missing between two valid ones (a deleted segment).
+    pub const SPOOL_GAP: &str = "spool_gap";
     /// The output is closed for good (standard output closed by the reader).
     pub const CLOSED: &str = "output_closed";
     /// Given up after more consecutive timed-out attempts than the output allows (Falco's
@@ -51,9 +64,12 @@ pub mod reason {
 /// How one output is delivered to.
 #[derive(Clone, Debug)]
 pub struct DeliveryOptions {
+    /// The in-memory queue's bound (with a spool: only while the spool cannot be written).
     pub queue_capacity: usize,
     /// Spool directory and byte budget.
     pub spool: Option<(std::path::PathBuf, u64)>,
+    /// When the spool is forced to disk (see [`SpoolSync`]).
+    pub spool_sync: SpoolSync,
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
     /// Attempts per alert when there is no spool (with a spool, attempts never stop).
@@ -72,6 +88,7 @@ impl Default for DeliveryOptions {
         DeliveryOptions {
             queue_capacity: 100_000,
             spool: None,
+            spool_sync: SpoolSync::default(),
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(30),
             max_attempts: 5,
@@ -100,6 +117,14 @@ impl SinkReport {
     pub fn dropped_total(&self) -> u64 {
         self.dropped.values().sum()
     }
+
+    /// Alerts the spool found damaged or missing (`spool_corrupt` + `spool_gap`).
+    pub fn spool_lost(&self) -> u64 {
+        [reason::SPOOL_CORRUPT, reason::SPOOL_GAP]
+            .iter()
+            .filter_map(|r| self.dropped.get(*r))
+            .sum()
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -118,11 +143,20 @@ struct State {
     deadline: Option<Instant>,
     /// The worker is waiting out a backoff after a failure.
     failing: bool,
+    /// Alerts enqueued so far: the worker sleeps only when none came since it last looked.
+    enqueued: u64,
+    /// The spool's losses already counted in the report.
+    losses_counted: Losses,
+    /// Spool I/O errors so far (logged under a rate limit).
+    spool_errors: u64,
 }
 
 struct Shared {
     state: Mutex<State>,
+    /// Wakes the worker.
     wake: Condvar,
+    /// Wakes the spool's sync thread (at shutdown).
+    sync_wake: Condvar,
     capacity: usize,
     name: String,
     metrics: Metrics,
@@ -133,18 +167,57 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn drop_record(&self, state: &mut State, why: &str) {
-        *state.report.dropped.entry(why.to_owned()).or_insert(0) += 1;
+    fn drop_records(&self, state: &mut State, why: &str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let before = state.report.dropped_total();
+        *state.report.dropped.entry(why.to_owned()).or_insert(0) += n;
         self.metrics.add(
             "vigil_output_dropped_total",
             &[("sink", &self.name), ("reason", why)],
-            1.0,
+            n as f64,
         );
-        let total = state.report.dropped_total();
-        // One log line for the first drop and then every 1000th, so a flood stays readable.
-        if why != reason::CLOSED && (total == 1 || total.is_multiple_of(1000)) {
+        let total = before + n;
+        // One log line for the first drop and then one per 1000, so a flood stays readable.
+        if why != reason::CLOSED && (before == 0 || total / 1000 > before / 1000) {
             log::warn!(
                 "output `{}`: dropped {total} alert(s) so far (latest reason: {why})",
+                self.name
+            );
+        }
+    }
+
+    fn drop_record(&self, state: &mut State, why: &str) {
+        self.drop_records(state, why, 1);
+    }
+
+    /// Counts what the spool found damaged or missing since the last look.
+    fn count_spool_losses(&self, state: &mut State) {
+        let Some(losses) = state.spool.as_ref().map(Spool::losses) else {
+            return;
+        };
+        let counted = state.losses_counted;
+        self.drop_records(
+            state,
+            reason::SPOOL_CORRUPT,
+            losses.corrupt.saturating_sub(counted.corrupt),
+        );
+        self.drop_records(
+            state,
+            reason::SPOOL_GAP,
+            losses.gap.saturating_sub(counted.gap),
+        );
+        state.losses_counted = losses;
+    }
+
+    /// A spool read or write failed: logged for the first and then every 1000th.
+    fn spool_error(&self, state: &mut State, what: &str, e: &std::io::Error) {
+        state.spool_errors += 1;
+        let n = state.spool_errors;
+        if n == 1 || n.is_multiple_of(1000) {
+            log::warn!(
+                "output `{}`: cannot {what} spool: {e} ({n} spool error(s) so far)",
                 self.name
             );
         }
@@ -181,39 +254,73 @@ impl Shared {
         }
     }
 
+    /// Write-ahead: the alert goes to the spool before `enqueue` returns. Alerts held in
+    /// memory after a spool error are older and go first; while any remain, the alert joins
+    /// them.
+    fn enqueue_spooled(&self, state: &mut State, record: Record) {
+        self.spill(state);
+        let in_memory = !state.queue.is_empty() || matches!(state.head, Some((_, Origin::Queue)));
+        if !in_memory {
+            let Some(spool) = state.spool.as_mut() else {
+                return;
+            };
+            match spool.append(&record) {
+                Ok(true) => return,
+                Ok(false) => {
+                    self.drop_record(state, reason::SPOOL_FULL);
+                    return;
+                }
+                Err(e) => self.spool_error(state, "write", &e),
+            }
+        }
+        if state.queue.len() < self.capacity {
+            state.queue.push_back(record);
+        } else {
+            self.drop_record(state, reason::SPOOL_ERROR);
+        }
+    }
+
     /// Moves the head (if it came from the queue) and the queue into the spool, oldest first;
     /// what does not fit stays in the queue.
     fn spill(&self, state: &mut State) {
+        if state.spool.is_none()
+            || (state.queue.is_empty() && !matches!(state.head, Some((_, Origin::Queue))))
+        {
+            return;
+        }
         let State {
             queue, spool, head, ..
         } = state;
         let Some(spool) = spool.as_mut() else {
             return;
         };
+        let mut failed = None;
         if let Some((record, origin)) = head.as_mut() {
             if *origin == Origin::Queue {
-                match spool.push(record) {
+                match spool.append(record) {
                     Ok(true) => *origin = Origin::Spool,
                     // No room: the head stays in memory and the queue must wait behind it.
                     Ok(false) => return,
+                    Err(e) => failed = Some(e),
+                }
+            }
+        }
+        if failed.is_none() {
+            while let Some(record) = queue.front() {
+                match spool.append(record) {
+                    Ok(true) => {
+                        queue.pop_front();
+                    }
+                    Ok(false) => break,
                     Err(e) => {
-                        log::warn!("output `{}`: cannot write spool: {e}", self.name);
-                        return;
+                        failed = Some(e);
+                        break;
                     }
                 }
             }
         }
-        while let Some(record) = queue.front() {
-            match spool.push(record) {
-                Ok(true) => {
-                    queue.pop_front();
-                }
-                Ok(false) => break,
-                Err(e) => {
-                    log::warn!("output `{}`: cannot write spool: {e}", self.name);
-                    break;
-                }
-            }
+        if let Some(e) = failed {
+            self.spool_error(state, "write", &e);
         }
     }
 }
@@ -222,6 +329,7 @@ impl Shared {
 pub struct Delivery {
     shared: Arc<Shared>,
     worker: Option<JoinHandle<()>>,
+    syncer: Option<JoinHandle<()>>,
 }
 
 impl Delivery {
@@ -233,7 +341,7 @@ impl Delivery {
     ) -> std::io::Result<Delivery> {
         let name = sink.name().to_owned();
         let spool = match &options.spool {
-            Some((dir, max)) => Some(Spool::open(dir, *max)?),
+            Some((dir, max)) => Some(Spool::open(dir, *max, options.spool_sync)?),
             None => None,
         };
         let shared = Arc::new(Shared {
@@ -248,8 +356,12 @@ impl Delivery {
                 reopen: false,
                 deadline: None,
                 failing: false,
+                enqueued: 0,
+                losses_counted: Losses::default(),
+                spool_errors: 0,
             }),
             wake: Condvar::new(),
+            sync_wake: Condvar::new(),
             capacity: options.queue_capacity.max(1),
             name: name.clone(),
             metrics: metrics.clone(),
@@ -267,14 +379,51 @@ impl Delivery {
         ] {
             metrics.add(family, &labels, 0.0);
         }
-        shared.gauges(&shared.lock());
+        if options.spool.is_some() {
+            for why in [reason::SPOOL_CORRUPT, reason::SPOOL_GAP] {
+                metrics.add(
+                    "vigil_output_dropped_total",
+                    &[("sink", name.as_str()), ("reason", why)],
+                    0.0,
+                );
+            }
+        }
+        {
+            let mut state = shared.lock();
+            // Segments of a future format are counted when the spool opens.
+            shared.count_spool_losses(&mut state);
+            shared.gauges(&state);
+        }
+        let syncer = match (&options.spool, options.spool_sync) {
+            (Some(_), SpoolSync::Every(interval)) => {
+                let sync_shared = Arc::clone(&shared);
+                Some(
+                    std::thread::Builder::new()
+                        .name(format!("vigil-sync-{name}"))
+                        .spawn(move || sync_spool(&sync_shared, interval))?,
+                )
+            }
+            _ => None,
+        };
         let worker_shared = Arc::clone(&shared);
         let worker = std::thread::Builder::new()
             .name(format!("vigil-out-{name}"))
-            .spawn(move || run(worker_shared, sink, options))?;
+            .spawn(move || run(worker_shared, sink, options));
+        let worker = match worker {
+            Ok(worker) => worker,
+            Err(e) => {
+                shared.lock().deadline = Some(Instant::now());
+                shared.sync_wake.notify_all();
+                if let Some(syncer) = syncer {
+                    let _ = syncer.join();
+                }
+                return Err(e);
+            }
+        };
         Ok(Delivery {
             shared,
             worker: Some(worker),
+            syncer,
         })
     }
 
@@ -282,20 +431,17 @@ impl Delivery {
         &self.shared.name
     }
 
-    /// Queues a record. Never blocks on the output; when the queue is full the queue moves to
-    /// the spool, and when that is impossible the record is dropped and counted.
+    /// Queues a record. Never blocks on the output. With a spool the record is on disk (one
+    /// `write(2)`, no sync) when this returns; it is dropped and counted when the spool's
+    /// budget is full. Without a spool it is dropped and counted when the queue is full.
     pub fn enqueue(&self, record: Record) {
         let mut state = self.shared.lock();
         state.report.accepted += 1;
-        if state.queue.len() >= self.shared.capacity {
-            self.shared.spill(&mut state);
-        }
-        if state.queue.len() >= self.shared.capacity {
-            let why = match &state.spool {
-                None => reason::QUEUE_FULL,
-                Some(_) => reason::SPOOL_FULL,
-            };
-            self.shared.drop_record(&mut state, why);
+        state.enqueued += 1;
+        if state.spool.is_some() {
+            self.shared.enqueue_spooled(&mut state, record);
+        } else if state.queue.len() >= self.shared.capacity {
+            self.shared.drop_record(&mut state, reason::QUEUE_FULL);
         } else {
             state.queue.push_back(record);
         }
@@ -330,14 +476,29 @@ impl Delivery {
         self.stop(deadline)
     }
 
-    fn stop(&mut self, deadline: Instant) -> SinkReport {
+    /// Stops the threads at once, as a crash would: nothing in memory is saved or counted,
+    /// and the spool is neither synced nor tidied.
+    #[cfg(test)]
+    fn crash(mut self) {
+        self.join_threads(Instant::now());
+    }
+
+    fn join_threads(&mut self, deadline: Instant) {
         self.shared.lock().deadline = Some(deadline);
         self.shared.wake.notify_all();
-        if let Some(worker) = self.worker.take() {
-            if worker.join().is_err() {
-                log::error!("output `{}`: delivery worker panicked", self.shared.name);
+        self.shared.sync_wake.notify_all();
+        for thread in [self.worker.take(), self.syncer.take()]
+            .into_iter()
+            .flatten()
+        {
+            if thread.join().is_err() {
+                log::error!("output `{}`: delivery thread panicked", self.shared.name);
             }
         }
+    }
+
+    fn stop(&mut self, deadline: Instant) -> SinkReport {
+        self.join_threads(deadline);
         let mut state = self.shared.lock();
         self.shared.spill(&mut state);
         if let Some((_, Origin::Queue)) = state.head.take() {
@@ -346,9 +507,17 @@ impl Delivery {
         while state.queue.pop_front().is_some() {
             self.shared.drop_record(&mut state, reason::SHUTDOWN);
         }
+        self.shared.count_spool_losses(&mut state);
         state.report.spooled_at_exit = state.spool.as_ref().map_or(0, Spool::len);
         self.shared.gauges(&state);
-        state.report.clone()
+        let job = state.spool.as_mut().map(Spool::sync_job);
+        let report = state.report.clone();
+        drop(state);
+        // A clean stop leaves the spool on stable storage whatever the sync policy.
+        if let Some(Err(e) | Ok(Err(e))) = job.map(|j| j.map(crate::spool::SyncJob::run)) {
+            log::warn!("output `{}`: cannot sync spool: {e}", self.shared.name);
+        }
+        report
     }
 }
 
@@ -356,6 +525,35 @@ impl Drop for Delivery {
     fn drop(&mut self) {
         if self.worker.is_some() {
             self.stop(Instant::now());
+        }
+    }
+}
+
+/// The spool's sync thread: every `interval`, flushes what was written since the last pass
+/// (outside the lock, so `enqueue` never waits for the disk).
+fn sync_spool(shared: &Shared, interval: Duration) {
+    let mut state = shared.lock();
+    loop {
+        state = shared
+            .sync_wake
+            .wait_timeout_while(state, interval, |s| s.deadline.is_none())
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+        if state.deadline.is_some() {
+            return;
+        }
+        let job = state.spool.as_mut().map(Spool::sync_job);
+        match job {
+            Some(Ok(job)) if !job.is_empty() => {
+                drop(state);
+                let result = job.run();
+                state = shared.lock();
+                if let Err(e) = result {
+                    shared.spool_error(&mut state, "sync", &e);
+                }
+            }
+            Some(Err(e)) => shared.spool_error(&mut state, "sync", &e),
+            _ => {}
         }
     }
 }
@@ -379,12 +577,13 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
         if state.deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
+        let seen = state.enqueued;
         if state.head.is_none() {
             let from_spool = match state.spool.as_mut().map(Spool::peek) {
                 Some(Ok(Some(record))) => Some(record),
                 Some(Ok(None)) | None => None,
                 Some(Err(e)) => {
-                    log::warn!("output `{}`: cannot read spool: {e}", shared.name);
+                    shared.spool_error(&mut state, "read", &e);
                     None
                 }
             };
@@ -392,11 +591,7 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                 Some(record) => Some((record, Origin::Spool)),
                 None => state.queue.pop_front().map(|r| (r, Origin::Queue)),
             };
-            let corrupt = state.spool.as_ref().map_or(0, Spool::corrupt);
-            let counted = state.report.dropped.get(reason::SPOOL_CORRUPT).copied();
-            for _ in counted.unwrap_or(0)..corrupt {
-                shared.drop_record(&mut state, reason::SPOOL_CORRUPT);
-            }
+            shared.count_spool_losses(&mut state);
         }
         let Some((record, _)) = state.head.clone() else {
             if state.deadline.is_some() {
@@ -408,12 +603,7 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                 Err(e) => log::warn!("output `{}`: flush failed: {e}", shared.name),
             }
             let state = shared.lock();
-            if state.head.is_none()
-                && state.queue.is_empty()
-                && state.spool.as_ref().is_none_or(Spool::is_empty)
-                && !state.reopen
-                && state.deadline.is_none()
-            {
+            if state.enqueued == seen && !state.reopen && state.deadline.is_none() {
                 let _unused = shared
                     .wake
                     .wait_timeout(state, Duration::from_secs(1))
@@ -427,11 +617,7 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
         match result {
             Ok(()) => {
                 if let Some((_, Origin::Spool)) = state.head {
-                    if let Some(spool) = state.spool.as_mut() {
-                        if let Err(e) = spool.ack() {
-                            log::warn!("output `{}`: cannot update spool: {e}", shared.name);
-                        }
-                    }
+                    ack_head(&shared, &mut state);
                 }
                 state.head = None;
                 state.report.delivered += 1;
@@ -452,9 +638,7 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
             }
             Err(SinkError::Closed) => {
                 if let Some((_, Origin::Spool)) = state.head {
-                    if let Some(spool) = state.spool.as_mut() {
-                        let _ = spool.ack();
-                    }
+                    ack_head(&shared, &mut state);
                 }
                 state.head = None;
                 timeouts = 0;
@@ -482,11 +666,7 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                         failure_logged = true;
                     }
                     if let Some((_, Origin::Spool)) = state.head {
-                        if let Some(spool) = state.spool.as_mut() {
-                            if let Err(e) = spool.ack() {
-                                log::warn!("output `{}`: cannot update spool: {e}", shared.name);
-                            }
-                        }
+                        ack_head(&shared, &mut state);
                     }
                     state.head = None;
                     timeouts = 0;
@@ -538,6 +718,13 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
     }
 }
 
+/// Acknowledges the head, which came from the spool.
+fn ack_head(shared: &Shared, state: &mut State) {
+    if let Some(Err(e)) = state.spool.as_mut().map(Spool::ack) {
+        shared.spool_error(state, "update", &e);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,6 +768,7 @@ mod tests {
         DeliveryOptions {
             queue_capacity: queue,
             spool,
+            spool_sync: SpoolSync::Every(Duration::from_millis(10)),
             initial_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(5),
             max_attempts: 3,
@@ -851,6 +1039,142 @@ mod tests {
         let report = d.shutdown(far());
         assert_eq!(report.delivered, 1, "{report:?}");
         assert_eq!(got.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_crash_after_enqueue_loses_nothing() {
+        // The output is down and the worker sleeps in a long backoff while alerts arrive; then
+        // the process "dies": no shutdown, nothing saved from memory. A new run delivers every
+        // alert, in order, exactly once.
+        let dir = tempfile::tempdir().unwrap();
+        let sink = flaky();
+        sink.down.store(true, Ordering::SeqCst);
+        let metrics = Metrics::new();
+        let mut opts = fast(100_000, Some((dir.path().to_owned(), 64 << 20)));
+        opts.initial_backoff = Duration::from_secs(3600);
+        opts.max_backoff = Duration::from_secs(3600);
+        let d = Delivery::start(Box::new(sink.clone()), opts.clone(), &metrics).unwrap();
+        let n = 3000;
+        for i in 0..n {
+            d.enqueue(rec(i));
+        }
+        assert_eq!(d.report().delivered, 0);
+        d.crash();
+        sink.down.store(false, Ordering::SeqCst);
+        let metrics = Metrics::new();
+        let d = Delivery::start(Box::new(sink.clone()), fast(8, opts.spool), &metrics).unwrap();
+        let report = d.shutdown(far());
+        let got = sink.got.lock().unwrap().clone();
+        let want: Vec<String> = (0..n).map(|i| rec(i).body.to_string()).collect();
+        assert_eq!(got.len(), want.len(), "{report:?}");
+        assert!(got == want, "alerts out of order or duplicated");
+        assert_eq!(report.delivered, n);
+        assert_eq!(report.dropped_total(), 0, "{report:?}");
+        assert_eq!(report.spooled_at_exit, 0);
+    }
+
+    #[test]
+    fn a_crash_while_delivering_resends_at_most_the_alert_in_flight() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = flaky();
+        let metrics = Metrics::new();
+        let opts = fast(8, Some((dir.path().to_owned(), 64 << 20)));
+        let d = Delivery::start(Box::new(sink.clone()), opts.clone(), &metrics).unwrap();
+        let n = 2000;
+        for i in 0..n {
+            d.enqueue(rec(i));
+        }
+        d.crash();
+        let first = sink.got.lock().unwrap().len() as u64;
+        let d = Delivery::start(Box::new(sink.clone()), opts, &metrics).unwrap();
+        let report = d.shutdown(far());
+        let got = sink.got.lock().unwrap().clone();
+        // Every alert, in order; the one being sent at the crash may come twice.
+        let mut deduped = got.clone();
+        deduped.dedup();
+        let want: Vec<String> = (0..n).map(|i| rec(i).body.to_string()).collect();
+        assert!(deduped == want, "{first} then {report:?}");
+        assert!(got.len() as u64 <= n + 1, "{} sent for {n}", got.len());
+    }
+
+    #[test]
+    fn spool_write_errors_hold_alerts_in_memory_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = flaky();
+        sink.down.store(true, Ordering::SeqCst);
+        let metrics = Metrics::new();
+        let d = Delivery::start(
+            Box::new(sink.clone()),
+            fast(4, Some((dir.path().to_owned(), 1 << 20))),
+            &metrics,
+        )
+        .unwrap();
+        for i in 0..3 {
+            d.enqueue(rec(i));
+        }
+        let set_failing = |on: bool| d.shared.lock().spool.as_mut().unwrap().fail_appends(on);
+        set_failing(true);
+        // Four fit in memory, the rest are dropped and counted.
+        for i in 3..9 {
+            d.enqueue(rec(i));
+        }
+        assert_eq!(d.shared.lock().queue.len(), 4);
+        assert_eq!(d.report().dropped.get(reason::SPOOL_ERROR), Some(&2));
+        set_failing(false);
+        // The held alerts go to the spool ahead of the new one.
+        d.enqueue(rec(9));
+        assert!(d.shared.lock().queue.is_empty());
+        sink.down.store(false, Ordering::SeqCst);
+        let report = d.shutdown(far());
+        let want: Vec<String> = [0, 1, 2, 3, 4, 5, 6, 9]
+            .iter()
+            .map(|i| rec(*i).body.to_string())
+            .collect();
+        assert_eq!(*sink.got.lock().unwrap(), want, "{report:?}");
+        assert_eq!(report.dropped_total(), 2);
+    }
+
+    #[test]
+    fn damaged_spool_records_are_counted_and_never_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = flaky();
+        sink.down.store(true, Ordering::SeqCst);
+        let metrics = Metrics::new();
+        let opts = fast(100, Some((dir.path().to_owned(), 1 << 20)));
+        let d = Delivery::start(Box::new(sink.clone()), opts.clone(), &metrics).unwrap();
+        for i in 0..10 {
+            d.enqueue(rec(i));
+        }
+        assert_eq!(d.shutdown(Instant::now()).spooled_at_exit, 10);
+        let segment = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "spool"))
+            .unwrap();
+        let mut data = std::fs::read(&segment).unwrap();
+        let at = data
+            .windows(14)
+            .position(|w| w == b"alert-00000004")
+            .unwrap();
+        data[at + 13] = b'7';
+        std::fs::write(&segment, data).unwrap();
+        sink.down.store(false, Ordering::SeqCst);
+        let d = Delivery::start(Box::new(sink.clone()), opts, &metrics).unwrap();
+        let report = d.shutdown(far());
+        let want: Vec<String> = [0, 1, 2, 3, 5, 6, 7, 8, 9]
+            .iter()
+            .map(|i| rec(*i).body.to_string())
+            .collect();
+        assert_eq!(*sink.got.lock().unwrap(), want);
+        assert_eq!(report.dropped.get(reason::SPOOL_CORRUPT), Some(&1));
+        assert_eq!(report.spool_lost(), 1);
+        assert_eq!(
+            metrics.get(
+                "vigil_output_dropped_total",
+                &[("sink", "flaky"), ("reason", "spool_corrupt")]
+            ),
+            1.0
+        );
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
     (
         "vigil_output_dropped_total",
         Kind::Counter,
-        "Alerts an output lost, by reason (budget exhausted, or given up after consecutive timeouts).",
+        "Alerts an output lost, by reason (queue or spool budget exhausted, given up after failed attempts or consecutive timeouts, spool records damaged or missing on disk).",
     ),
     (
         "vigil_internal_alerts_total",

@@ -1,5 +1,6 @@
 //! The set of configured outputs: formats each alert once, counts it, and hands it to every
-//! enabled output's delivery worker. Also raises Vigil's internal drop alert.
+//! enabled output's delivery worker. Also raises Vigil's internal drop alerts (dropped events,
+//! dropped alerts, spool damage).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -7,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use vigil_config::{Config, Delivery as DeliveryConfig};
 
-use crate::delivery::{Delivery, DeliveryOptions, Record, SinkReport};
+use crate::delivery::{reason, Delivery, DeliveryOptions, Record, SinkReport};
 use crate::format::Formatter;
 use crate::http::{HttpSetupError, HttpSink};
 use crate::metrics::Metrics;
@@ -18,6 +19,9 @@ use crate::Alert;
 pub const DROPPED_EVENTS_RULE: &str = "Vigil dropped events";
 /// Rule name of the internal alert for dropped alerts.
 pub const DROPPED_ALERTS_RULE: &str = "Vigil dropped alerts";
+/// Rule name of the internal alert for spooled alerts found damaged or missing on disk
+/// (`spool_corrupt`, `spool_gap`; not included in the dropped-alerts alert).
+pub const SPOOL_LOSS_RULE: &str = "Vigil lost spooled alerts";
 
 /// Why the outputs could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +53,11 @@ impl DeliveryReport {
     /// Alerts lost by every output together.
     pub fn dropped_total(&self) -> u64 {
         self.sinks.iter().map(SinkReport::dropped_total).sum()
+    }
+
+    /// Alerts every output together dropped for `why` (a [`reason`]).
+    pub fn dropped_by(&self, why: &str) -> u64 {
+        self.sinks.iter().filter_map(|s| s.dropped.get(why)).sum()
     }
 
     /// One line per output for the log: `http: delivered 10, dropped 2 (spool_full=2), …`.
@@ -104,6 +113,11 @@ struct DropWatch {
     last_alert: Option<Instant>,
     seen_events: u64,
     seen_alerts: u64,
+    /// The spool-loss alert has its own rate limit, so a flood of dropped alerts cannot hide
+    /// damage on disk (nor the reverse).
+    last_spool_alert: Option<Instant>,
+    /// `(corrupt, gap)` totals at the last spool-loss alert.
+    seen_spool: (u64, u64),
 }
 
 /// Every enabled output with its delivery worker.
@@ -229,6 +243,8 @@ impl Outputs {
                 last_alert: None,
                 seen_events: 0,
                 seen_alerts: 0,
+                last_spool_alert: None,
+                seen_spool: (0, 0),
             },
         })
     }
@@ -257,6 +273,8 @@ impl Outputs {
                 last_alert: None,
                 seen_events: 0,
                 seen_alerts: 0,
+                last_spool_alert: None,
+                seen_spool: (0, 0),
             },
         })
     }
@@ -322,72 +340,115 @@ impl Outputs {
     }
 
     /// Checks the drop counters (`events_dropped`: the total the source reported so far) and
-    /// raises the internal alert when more than the threshold were dropped since the last
-    /// alert, at most once per rate-limit period. Returns the alerts raised.
+    /// raises the internal alerts when more than the threshold were dropped since the last
+    /// one, at most once per rate-limit period: dropped events, dropped alerts (every reason
+    /// but spool damage) and, with its own rate limit, spooled alerts found damaged or missing
+    /// on disk. Each carries the running totals. Returns the alerts raised.
     pub fn check_drops(&mut self, events_dropped: u64, now_ns: u64) -> Vec<Alert> {
         self.drop_alerts(events_dropped, now_ns, false)
     }
 
-    /// The last drop check, at exit: raises the internal alert for every drop not yet
-    /// reported, whatever the rate limit and the threshold, so the totals a reader of the
+    /// The last drop check, at exit: raises the internal alerts for every loss not yet
+    /// reported, whatever the rate limits and the threshold, so the totals a reader of the
     /// alerts sees are the final ones. Returns the alerts raised.
     pub fn final_drops(&mut self, events_dropped: u64, now_ns: u64) -> Vec<Alert> {
         self.drop_alerts(events_dropped, now_ns, true)
     }
 
     fn drop_alerts(&mut self, events_dropped: u64, now_ns: u64, last: bool) -> Vec<Alert> {
-        let alerts_dropped: u64 = self.report().dropped_total();
+        let report = self.report();
+        let spool_corrupt = report.dropped_by(reason::SPOOL_CORRUPT);
+        let spool_gap = report.dropped_by(reason::SPOOL_GAP);
+        let alerts_dropped = report.dropped_total() - spool_corrupt - spool_gap;
         let w = &mut self.drops;
         if !w.enabled {
             return Vec::new();
         }
-        if !last && w.last_alert.is_some_and(|t| t.elapsed() < w.rate_limit) {
-            return Vec::new();
-        }
-        let threshold = if last { 0 } else { w.threshold };
-        let new_events = events_dropped.saturating_sub(w.seen_events);
-        let new_alerts = alerts_dropped.saturating_sub(w.seen_alerts);
-        let mut raised = Vec::new();
         let priority = w.priority;
-        let make = |rule: &'static str, what: &str, n: u64, total: u64| Alert {
+        let alert = |rule: &str, output: String, fields: Vec<(String, u64)>| Alert {
             time: now_ns,
             rule: rule.to_owned(),
             priority: Cow::Borrowed(priority),
             source: Cow::Borrowed("internal"),
             tags: vec!["vigil".to_owned()],
             hostname: self.hostname.clone(),
-            output: format!("Vigil dropped {n} {what} since the last report ({total} in total)"),
-            output_fields: vec![
-                (
-                    format!("vigil.{what}_dropped"),
-                    Some(vigil_fields::Value::U64(n)),
-                ),
-                (
-                    format!("vigil.{what}_dropped_total"),
-                    Some(vigil_fields::Value::U64(total)),
-                ),
-            ],
+            output,
+            output_fields: fields
+                .into_iter()
+                .map(|(name, n)| (name, Some(vigil_fields::Value::U64(n))))
+                .collect(),
         };
-        if new_events > threshold {
-            raised.push(make(
-                DROPPED_EVENTS_RULE,
-                "events",
-                new_events,
-                events_dropped,
-            ));
+        let mut raised = Vec::new();
+        let threshold = if last { 0 } else { w.threshold };
+        if last || w.last_alert.is_none_or(|t| t.elapsed() >= w.rate_limit) {
+            let new_events = events_dropped.saturating_sub(w.seen_events);
+            let new_alerts = alerts_dropped.saturating_sub(w.seen_alerts);
+            let make = |rule: &str, what: &str, n: u64, total: u64| {
+                alert(
+                    rule,
+                    format!("Vigil dropped {n} {what} since the last report ({total} in total)"),
+                    vec![
+                        (format!("vigil.{what}_dropped"), n),
+                        (format!("vigil.{what}_dropped_total"), total),
+                    ],
+                )
+            };
+            let before = raised.len();
+            if new_events > threshold {
+                raised.push(make(
+                    DROPPED_EVENTS_RULE,
+                    "events",
+                    new_events,
+                    events_dropped,
+                ));
+            }
+            if new_alerts > threshold {
+                raised.push(make(
+                    DROPPED_ALERTS_RULE,
+                    "alerts",
+                    new_alerts,
+                    alerts_dropped,
+                ));
+            }
+            if raised.len() > before {
+                w.last_alert = Some(Instant::now());
+                w.seen_events = events_dropped;
+                w.seen_alerts = alerts_dropped;
+            }
         }
-        if new_alerts > threshold {
-            raised.push(make(
-                DROPPED_ALERTS_RULE,
-                "alerts",
-                new_alerts,
-                alerts_dropped,
+        let (new_corrupt, new_gap) = (
+            spool_corrupt.saturating_sub(w.seen_spool.0),
+            spool_gap.saturating_sub(w.seen_spool.1),
+        );
+        if new_corrupt + new_gap > threshold
+            && (last
+                || w.last_spool_alert
+                    .is_none_or(|t| t.elapsed() >= w.rate_limit))
+        {
+            let sinks: Vec<&str> = report
+                .sinks
+                .iter()
+                .filter(|s| s.spool_lost() > 0)
+                .map(|s| s.name.as_str())
+                .collect();
+            raised.push(alert(
+                SPOOL_LOSS_RULE,
+                format!(
+                    "Vigil lost {} spooled alert(s) since the last report: {new_corrupt} damaged, \
+                     {new_gap} missing ({spool_corrupt} damaged and {spool_gap} missing in \
+                     total; output {})",
+                    new_corrupt + new_gap,
+                    sinks.join(", ")
+                ),
+                vec![
+                    ("vigil.spool_corrupt".to_owned(), new_corrupt),
+                    ("vigil.spool_gap".to_owned(), new_gap),
+                    ("vigil.spool_corrupt_total".to_owned(), spool_corrupt),
+                    ("vigil.spool_gap_total".to_owned(), spool_gap),
+                ],
             ));
-        }
-        if !raised.is_empty() {
-            w.last_alert = Some(Instant::now());
-            w.seen_events = events_dropped;
-            w.seen_alerts = alerts_dropped;
+            w.last_spool_alert = Some(Instant::now());
+            w.seen_spool = (spool_corrupt, spool_gap);
         }
         for alert in &raised {
             log::warn!("{}", alert.output);
@@ -528,6 +589,99 @@ mod tests {
             ),
             3.0
         );
+    }
+
+    /// A sink that is always down.
+    struct Down;
+    impl Sink for Down {
+        fn name(&self) -> &str {
+            "collect"
+        }
+        fn send(&mut self, _: &Record) -> Result<(), crate::sinks::SinkError> {
+            Err(crate::sinks::SinkError::Unavailable("down".into()))
+        }
+    }
+
+    #[test]
+    fn spool_damage_raises_its_own_alert_with_totals() {
+        let dir = tempfile::tempdir().unwrap();
+        let spooled = DeliveryOptions {
+            spool: Some((dir.path().to_owned(), 1 << 20)),
+            ..DeliveryOptions::default()
+        };
+        let metrics = Metrics::new();
+        let outputs = Outputs::with_sinks(
+            Formatter::default(),
+            vec![(Box::new(Down), spooled.clone())],
+            &metrics,
+        )
+        .unwrap();
+        for rule in ["A", "B", "C"] {
+            outputs.emit(&alert(rule, "Warning"));
+        }
+        let report = outputs.shutdown(Instant::now());
+        assert_eq!(report.sinks[0].spooled_at_exit, 3);
+        // Damage the second record: the first byte of its body (the three text lines are
+        // alike, `00:00:00.000000000: Warning out`).
+        let segment = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "spool"))
+            .unwrap();
+        let mut data = std::fs::read(&segment).unwrap();
+        let bodies: Vec<usize> = data
+            .windows(8)
+            .enumerate()
+            .filter(|(_, w)| *w == b"00:00:00")
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(bodies.len(), 3);
+        data[bodies[1]] = b'1';
+        std::fs::write(&segment, data).unwrap();
+
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let mut outputs = Outputs::with_sinks(
+            Formatter::default(),
+            vec![(Box::new(Collect(got.clone())), spooled)],
+            &metrics,
+        )
+        .unwrap();
+        let start = Instant::now();
+        while outputs.report().sinks[0].delivered < 2 {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "delivery stalled"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let raised = outputs.check_drops(0, 0);
+        assert_eq!(raised.len(), 1, "{raised:?}");
+        assert_eq!(raised[0].rule, SPOOL_LOSS_RULE);
+        assert_eq!(
+            raised[0].output,
+            "Vigil lost 1 spooled alert(s) since the last report: 1 damaged, 0 missing (1 \
+             damaged and 0 missing in total; output collect)"
+        );
+        let field = |name: &str| {
+            raised[0]
+                .output_fields
+                .iter()
+                .find(|(n, _)| n == name)
+                .and_then(|(_, v)| v.clone())
+        };
+        assert_eq!(
+            field("vigil.spool_corrupt_total"),
+            Some(vigil_fields::Value::U64(1))
+        );
+        assert_eq!(field("vigil.spool_gap"), Some(vigil_fields::Value::U64(0)));
+        // Nothing new: nothing raised, even without a rate limit.
+        outputs.drops.rate_limit = Duration::ZERO;
+        assert!(outputs.check_drops(0, 0).is_empty());
+        let report = outputs.shutdown(Instant::now() + Duration::from_secs(10));
+        // The two intact alerts and the internal one.
+        assert_eq!(report.sinks[0].delivered, 3);
+        assert_eq!(report.dropped_by(reason::SPOOL_CORRUPT), 1);
+        assert_eq!(got.lock().unwrap().len(), 3);
     }
 
     #[test]
