@@ -5,7 +5,7 @@
 //! filter and template of one [`Compiler`], so that one event extracts a field at most once. The
 //! compiler collects every problem of a condition instead of stopping at the first.
 
-use crate::ast::{CmpOp, Expr, Literal, Operand, Rhs, Span, Transformer};
+use crate::ast::{CmpOp, Expr, Literal, Modifier, Operand, Rhs, Span, Transformer};
 use crate::eval::{COperand, FieldSlots, Filter, Glob, Node, PathSet, Test, V};
 use crate::parser::MAX_DEPTH;
 
@@ -512,6 +512,9 @@ impl<'c> Compiler<'c> {
                     rhs: rop,
                 });
             }
+            Rhs::Modified(m, items) => {
+                return self.modified(lhs, &lop, lty, (op, *m), items, span, warnings);
+            }
             Rhs::Value(lit) => vec![lit],
             Rhs::List(items) => {
                 if !op.takes_list() {
@@ -564,6 +567,100 @@ impl<'c> Compiler<'c> {
             lhs: lop,
             test,
             all: op == CmpOp::In && lty.is_list,
+        })
+    }
+
+    /// `lhs OP MOD (items)`: one test per item, combined by the modifier (libs 0.25: the
+    /// left-hand side must be single-valued; an empty list never matches). `= anyof` is an
+    /// `in` set and `evt.type = anyof` / `evt.type != allof` stay event-type bit tests, so
+    /// such rules are indexed by event type like their `in` spelling.
+    fn modified(
+        &mut self,
+        lhs: &Operand,
+        lop: &COperand,
+        lty: OperandType,
+        (op, m): (CmpOp, Modifier),
+        items: &[Literal],
+        span: Span,
+        warnings: &mut Vec<CompileError>,
+    ) -> Result<Node, Vec<CompileError>> {
+        if op.takes_list() {
+            return Err(vec![err(
+                "E_BAD_OPERATOR",
+                format!(
+                    "operator `{}` takes a list and cannot have the modifier `{}`",
+                    op.as_str(),
+                    m.as_str()
+                ),
+                span,
+            )]);
+        }
+        if lty.is_list {
+            return Err(vec![err(
+                "E_BAD_OPERATOR",
+                format!(
+                    "modifier `{}` needs a single-valued left-hand side, and `{}` is a list",
+                    m.as_str(),
+                    lhs.field.name
+                ),
+                span,
+            )]);
+        }
+        if items.is_empty() {
+            return Ok(Node::Const(false));
+        }
+        let is_evt_type = lhs.transformers.is_empty()
+            && lhs.field.arg.is_none()
+            && lop.field.id == self.catalog.evt_type_field();
+        let as_set = matches!((op, m), (CmpOp::Eq, Modifier::AnyOf));
+        if is_evt_type && (as_set || matches!((op, m), (CmpOp::Ne, Modifier::AllOf))) {
+            let rhs = Rhs::List(items.to_vec());
+            let node = self.compare(lhs, CmpOp::In, &rhs, span, warnings)?;
+            return Ok(if as_set {
+                node
+            } else {
+                Node::Not(Box::new(node))
+            });
+        }
+        let bad_op = |ty: FieldType| {
+            vec![err(
+                "E_BAD_OPERATOR",
+                format!(
+                    "operator `{}` does not apply to {} field `{}`",
+                    op.as_str(),
+                    ty.name(),
+                    lhs.field.name
+                ),
+                span,
+            )]
+        };
+        let or_bad = |e: Vec<CompileError>| if e.is_empty() { bad_op(lty.ty) } else { e };
+        let refs: Vec<&Literal> = items.iter().collect();
+        if as_set {
+            let test = self.test(CmpOp::In, lty.ty, &refs, span).map_err(or_bad)?;
+            return Ok(Node::Test {
+                lhs: lop.clone(),
+                test,
+                all: false,
+            });
+        }
+        let mut tests = Vec::with_capacity(items.len());
+        let mut errors = Vec::new();
+        for lit in &refs {
+            match self.test(op, lty.ty, std::slice::from_ref(lit), span) {
+                Ok(t) => tests.push(t),
+                // The operator does not apply: say so once, not once per item.
+                Err(e) if e.is_empty() => return Err(bad_op(lty.ty)),
+                Err(e) => errors.extend(e),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Node::Test {
+            lhs: lop.clone(),
+            test: Test::Multi(m, tests.into_boxed_slice()),
+            all: false,
         })
     }
 
@@ -1166,6 +1263,103 @@ mod tests {
         ("(proc.name = bash)", true),
     ];
 
+    /// Operator modifiers (Falco 0.44 / libs 0.25), after libs' own filtercheck tests: for the
+    /// default event, `proc.name` is `bash`.
+    const MODIFIED: &[(&str, bool)] = &[
+        ("proc.name = oneof (bash, sh)", true),
+        ("proc.name == oneof (bash)", true),
+        ("proc.name = oneof (zsh, sh)", false),
+        ("proc.name = oneof (bash, bash)", false),
+        ("proc.name = anyof (bash, sh)", true),
+        ("proc.name = anyof (bash, bash)", true),
+        ("proc.name = anyof (zsh, sh)", false),
+        ("proc.name = allof (bash)", true),
+        ("proc.name = allof (bash, bash)", true),
+        ("proc.name = allof (bash, sh)", false),
+        ("proc.name != oneof (bash, bash, sh)", true),
+        ("proc.name != oneof (bash, bash)", false),
+        ("proc.name != oneof (zsh, sh)", false),
+        ("proc.name != anyof (zsh, sh)", true),
+        ("proc.name != anyof (bash, sh)", true),
+        ("proc.name != allof (zsh, sh)", true),
+        ("proc.name != allof (bash, sh)", false),
+        ("proc.name contains oneof (ba, zsh)", true),
+        ("proc.name contains oneof (ba, sh)", false),
+        ("proc.name contains anyof (ba, sh)", true),
+        ("proc.name contains allof (ba, sh)", true),
+        ("proc.name contains allof (ba, zsh)", false),
+        ("proc.name icontains allof (BA, SH)", true),
+        ("proc.name icontains oneof (BA, SH)", false),
+        ("proc.name startswith anyof (b, z)", true),
+        ("proc.name startswith allof (b, ba)", true),
+        ("proc.name startswith oneof (b, ba)", false),
+        ("proc.name endswith anyof (sh, x)", true),
+        ("proc.name endswith allof (sh, x)", false),
+        ("proc.name glob oneof (b*, z*)", true),
+        ("proc.name glob allof (b*, *sh)", true),
+        ("proc.name iglob anyof (B*, Z*)", true),
+        ("proc.name regex anyof ('^z.*', 'b.*')", true),
+        ("proc.name regex oneof (b.*, .*sh)", false),
+        ("proc.name regex allof (b.*, .*sh)", true),
+        ("toupper(proc.name) = oneof (BASH, SH)", true),
+        ("toupper(proc.name) != allof (BASH, SH)", false),
+        ("fd.num = anyof (1, 3)", true),
+        ("fd.num < allof (4, 5)", true),
+        ("fd.num < allof (3, 5)", false),
+        ("fd.num > oneof (1, 2)", false),
+        ("fd.num >= oneof (3, 4)", true),
+        // The modifier words are still plain values without a list.
+        ("proc.name = anyof", false),
+        ("proc.name != oneof", true),
+        // An empty list never matches.
+        ("proc.name = oneof ()", false),
+        ("proc.name = anyof ()", false),
+        ("proc.name = allof ()", false),
+        ("proc.name != allof ()", false),
+        ("proc.name != anyof ()", false),
+        // A missing value makes every comparison false, whatever the modifier.
+        ("container.id != allof (a, b)", false),
+        ("not container.id != allof (a, b)", true),
+        // Event types.
+        ("evt.type = anyof (openat, execve)", true),
+        ("evt.type != allof (openat, execve)", false),
+        ("evt.type != allof (connect, execve)", true),
+        ("evt.type startswith anyof (open, exec)", true),
+        // Combined.
+        (
+            "proc.name = oneof (bash) and proc.name != allof (zsh, sh)",
+            true,
+        ),
+        (
+            "proc.name = anyof (zsh) or proc.name != oneof (bash)",
+            false,
+        ),
+    ];
+
+    #[test]
+    fn operator_modifiers_evaluate_like_libs() {
+        let ev = FakeEvent::default();
+        let mut failures = Vec::new();
+        for (src, want) in MODIFIED {
+            let got = eval(src, &ev);
+            if got != *want {
+                failures.push(format!("{src}: got {got}, want {want}"));
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn modified_event_type_tests_index_like_in() {
+        let cat = FakeCatalog::new();
+        let f = compile_one(&cat, "evt.type = anyof (execve, connect)").unwrap();
+        assert_eq!(f.event_types(), Some(vec![1, 2]));
+        let f = compile_one(&cat, "evt.type != allof (execve, connect)").unwrap();
+        assert_eq!(f.event_types(), Some(vec![0, 3]));
+        let f = compile_one(&cat, "evt.type = anyof (execve, nonsense)").unwrap();
+        assert_eq!(f.warnings()[0].code, "W_UNKNOWN_EVENT_TYPE");
+    }
+
     #[test]
     fn every_operator_evaluates_like_falco() {
         let ev = FakeEvent::default();
@@ -1211,6 +1405,10 @@ mod tests {
         ("fd.name glob '[abc'", "E_BAD_VALUE @ 13"),
         ("fd.name pmatch (/a/[b)", "E_BAD_VALUE @ 0"),
         ("some_macro and proc.name = x", "E_UNKNOWN_MACRO @ 0"),
+        ("proc.args = anyof (a, b)", "E_BAD_OPERATOR @ 0"),
+        ("fd.num = oneof (1, x)", "E_BAD_VALUE @ 19"),
+        ("fd.sip contains anyof (1, 2)", "E_BAD_OPERATOR @ 0"),
+        ("fd.name regex anyof (a, '(')", "E_BAD_VALUE @ 24"),
         (
             "a and nope.x = 1 and b",
             "E_UNKNOWN_MACRO @ 0, E_UNKNOWN_FIELD @ 6, E_UNKNOWN_MACRO @ 21",

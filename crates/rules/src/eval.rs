@@ -29,7 +29,7 @@
 //! - `pmatch`: true when the value equals an item or lies below it (`/usr/bin` matches
 //!   `/usr/bin/ls`, not `/usr/binx`); items may hold glob wildcards, matched per path component.
 
-use crate::ast::{CmpOp, Transformer};
+use crate::ast::{CmpOp, Modifier, Transformer};
 use crate::compile::CompileError;
 use aho_corasick::AhoCorasick;
 use base64::Engine as _;
@@ -993,6 +993,8 @@ pub(crate) enum Test {
     NetEq(IpNet),
     NetNe(IpNet),
     NetIn(Box<[IpNet]>),
+    /// `OP MOD (v1, v2 …)`: the per-item tests combined by the modifier.
+    Multi(Modifier, Box<[Test]>),
 }
 
 impl Test {
@@ -1011,6 +1013,7 @@ impl Test {
             Test::Pmatch(_) | Test::Contains(_) | Test::IContains(_) => 6,
             Test::Glob(_) => 7,
             Test::Regex(_) => 10,
+            Test::Multi(_, tests) => tests.iter().map(Test::cost).sum::<u32>().max(1),
         }
     }
 
@@ -1055,6 +1058,7 @@ impl Test {
             (Test::NetNe(n), V::Net(net)) => !net_within(&net, n),
             (Test::NetIn(nets), V::Ip(ip)) => nets.iter().any(|n| n.contains(&ip)),
             (Test::NetIn(nets), V::Net(net)) => nets.iter().any(|n| net_within(&net, n)),
+            (Test::Multi(m, tests), v) => m.combine(tests.iter().map(|t| t.matches(v))),
             _ => false,
         }
     }

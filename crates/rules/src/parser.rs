@@ -12,8 +12,10 @@
 //! unary    := "not"* primary
 //! primary  := "(" expr ")" | operand "exists" | operand OP rhs | MACRO
 //! operand  := TRANSFORMER "(" operand ")" | FIELD ["[" ARG "]"]
-//! rhs      := "(" [value ("," value)*] ")"        -- for in / intersects / pmatch
+//! rhs      := list                                 -- for in / intersects / pmatch
+//!           | MODIFIER list                        -- oneof / anyof / allof, other operators
 //!           | "val" "(" operand ")" | TRANSFORMER "(" operand ")" | value
+//! list     := "(" [value ("," value)*] ")"
 //! value    := QUOTED | BAREWORD
 //! ```
 //!
@@ -21,7 +23,7 @@
 //! nesting (parentheses, `not`, transformers) is limited to [`MAX_DEPTH`] levels so that later
 //! phases, which do recurse over the tree, see bounded depth: adversarial input yields `E_DEPTH`.
 
-use crate::ast::{CmpOp, Expr, FieldName, Literal, Operand, Rhs, Span, Transformer};
+use crate::ast::{CmpOp, Expr, FieldName, Literal, Modifier, Operand, Rhs, Span, Transformer};
 use std::fmt;
 
 /// Maximum nesting depth of parentheses, `not` and transformers in one condition.
@@ -490,6 +492,20 @@ impl<'s> Parser<'s> {
             }
             return self.list().map(Rhs::List);
         }
+        // `oneof (…)`, `anyof (…)`, `allof (…)`: a modifier word followed by a list. A
+        // modifier word not followed by `(` is an ordinary bare value (`proc.name = anyof`).
+        for m in Modifier::ALL {
+            if self.at_keyword(m.as_str()) {
+                let mut look = self.pos + m.as_str().len();
+                while self.bytes.get(look).copied().is_some_and(is_ws) {
+                    look += 1;
+                }
+                if self.bytes.get(look) == Some(&b'(') {
+                    self.pos = look;
+                    return self.list().map(|items| Rhs::Modified(m, items));
+                }
+            }
+        }
         // `val(field)` or `transformer(field)`.
         let save = self.pos;
         if let Some((start, end)) = self.name() {
@@ -726,6 +742,20 @@ mod tests {
         ("notx and orx", "notx and orx"),
         ("proc.name = and", "proc.name = and"),
         ("proc.name=bash or(a)", "proc.name = bash or a"),
+        (
+            "proc.name = oneof (cat, nginx)",
+            "proc.name = oneof (cat, nginx)",
+        ),
+        (
+            "fd.name startswith anyof(/etc,'/usr')",
+            "fd.name startswith anyof (/etc, \"/usr\")",
+        ),
+        (
+            "proc.cmdline contains  allof\n ('a b',c)",
+            "proc.cmdline contains allof (\"a b\", c)",
+        ),
+        ("proc.name != allof ()", "proc.name != allof ()"),
+        ("proc.name = anyof", "proc.name = anyof"),
     ];
 
     #[test]
@@ -772,6 +802,9 @@ mod tests {
         ("and", "E_SYNTAX @ 0"),
         ("= x", "E_SYNTAX @ 0"),
         ("proc.name = val(x", "E_SYNTAX @ 17"),
+        ("proc.name = oneofx (a)", "E_SYNTAX @ 19"),
+        ("proc.name = oneof (a", "E_SYNTAX @ 20"),
+        ("proc.name in oneof (a)", "E_SYNTAX @ 13"),
     ];
 
     #[test]

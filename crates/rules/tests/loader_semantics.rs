@@ -273,6 +273,81 @@ fn exceptions_exclude_matching_tuples() {
     .is_empty());
 }
 
+/// Falco 0.44's operator modifiers in conditions (with list names expanded inside the modified
+/// list) and in exception `comps`: single-field (all values form one modified list),
+/// multi-field (mixed per field) and with extra whitespace inside the comp.
+#[test]
+fn operator_modifiers_in_conditions_and_exceptions() {
+    let text = [
+        "- list: prefixes",
+        "  items: [/etc, /usr]",
+        "- macro: sensitive",
+        "  condition: fd.name startswith anyof (prefixes, /root)",
+        "- rule: r",
+        "  condition: evt.type = anyof (openat) and sensitive and proc.name != allof (cat, ls)",
+        "  desc: d",
+        "  output: o",
+        "  priority: WARNING",
+        "  exceptions:",
+        "    - name: pkg",
+        "      fields: proc.name",
+        "      comps: startswith  oneof",
+        "      values: [apt, dpkg]",
+        "    - name: pair",
+        "      fields: [proc.pname, proc.cmdline]",
+        "      comps: [= oneof, contains allof]",
+        "      values:",
+        "        - [[sshd, cron], [--fix, -y]]",
+        "    - name: ends",
+        "      fields: [fd.name]",
+        "      comps: [endswith anyof]",
+        "      values:",
+        "        - [[.bak, .old]]",
+        "",
+    ]
+    .join("\n");
+    let rs = ruleset(&[("f.yaml", &text)]);
+    let hit = |fields: &[(&str, &str)]| {
+        let mut all = vec![
+            ("proc.name", "vi"),
+            ("fd.name", "/etc/passwd"),
+            ("proc.pname", "bash"),
+            ("proc.cmdline", "vi x"),
+        ];
+        for (k, v) in fields {
+            all.retain(|(name, _)| name != k);
+            all.push((k, v));
+        }
+        !matching(&rs, &event("openat", &all)).is_empty()
+    };
+    assert!(hit(&[]));
+    assert!(
+        hit(&[("fd.name", "/usr/lib/x")]),
+        "list name in a modified list"
+    );
+    assert!(
+        hit(&[("fd.name", "/root/.ssh")]),
+        "inline item beside a list name"
+    );
+    assert!(!hit(&[("fd.name", "/tmp/x")]));
+    assert!(!hit(&[("proc.name", "cat")]), "!= allof excludes each item");
+    assert!(
+        !hit(&[("proc.name", "apt-get")]),
+        "startswith oneof exception"
+    );
+    assert!(!hit(&[
+        ("proc.pname", "cron"),
+        ("proc.cmdline", "x --fix -y")
+    ]));
+    assert!(
+        hit(&[("proc.pname", "cron"), ("proc.cmdline", "x --fix")]),
+        "contains allof needs every item"
+    );
+    assert!(!hit(&[("fd.name", "/etc/passwd.old")]), "endswith anyof");
+    let types = rs.rules()[0].filter().event_types();
+    assert_eq!(types.map(|t| t.len()), Some(1), "indexed on openat alone");
+}
+
 #[test]
 fn exception_shape_errors() {
     let text = format!(

@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use super::text::{Origin, Piece};
 use super::yaml::{Kind, Node, Pos};
 use super::{Reporter, ENGINE_VERSION};
-use crate::ast::CmpOp;
+use crate::ast::{CmpOp, Modifier};
 use crate::priority::Priority;
 
 /// A list definition.
@@ -52,7 +52,8 @@ pub struct ExceptionDef {
     pub field_pos: Vec<Pos>,
     /// `fields` was a single field name rather than a list (values are then flat).
     pub single: bool,
-    pub comps: Vec<CmpOp>,
+    /// Each field's operator, with its list modifier (`startswith anyof`) if any.
+    pub comps: Vec<(CmpOp, Option<Modifier>)>,
     /// Value tuples with the position of each tuple; for a single field, one-element tuples.
     pub values: Vec<(Vec<ExValue>, Pos)>,
     pub file: usize,
@@ -815,9 +816,18 @@ fn ex_value(file: usize, node: &Node, rule: &str, rep: &mut Reporter) -> Option<
     }
 }
 
-/// Parses a comparison operator as written in exceptions' `comps`.
-pub fn parse_cmp(text: &str) -> Option<CmpOp> {
-    CmpOp::from_text(text.trim())
+/// Parses a comparison operator as written in exceptions' `comps`: an operator, optionally
+/// followed by a list modifier (`startswith oneof`, `=  anyof`, any whitespace between). The
+/// list operators (`in`, `intersects`, `pmatch`) take no modifier.
+pub fn parse_cmp(text: &str) -> Option<(CmpOp, Option<Modifier>)> {
+    let mut words = text.split_whitespace();
+    let op = CmpOp::from_text(words.next()?)?;
+    let modifier = match words.next() {
+        None => None,
+        Some(w) if !op.takes_list() => Some(Modifier::from_text(w)?),
+        Some(_) => return None,
+    };
+    words.next().is_none().then_some((op, modifier))
 }
 
 fn check_engine_version(file: usize, item: &Node, rep: &mut Reporter) {
@@ -1147,9 +1157,24 @@ mod tests {
 
     #[test]
     fn comps_parse() {
-        assert_eq!(parse_cmp("="), Some(CmpOp::Eq));
-        assert_eq!(parse_cmp("startswith"), Some(CmpOp::StartsWith));
-        assert_eq!(parse_cmp("in"), Some(CmpOp::In));
+        assert_eq!(parse_cmp("="), Some((CmpOp::Eq, None)));
+        assert_eq!(parse_cmp("startswith"), Some((CmpOp::StartsWith, None)));
+        assert_eq!(parse_cmp("in"), Some((CmpOp::In, None)));
         assert_eq!(parse_cmp("like"), None);
+        assert_eq!(
+            parse_cmp("startswith oneof"),
+            Some((CmpOp::StartsWith, Some(Modifier::OneOf)))
+        );
+        assert_eq!(
+            parse_cmp(" =   anyof "),
+            Some((CmpOp::Eq, Some(Modifier::AnyOf)))
+        );
+        assert_eq!(
+            parse_cmp("contains\tallof"),
+            Some((CmpOp::Contains, Some(Modifier::AllOf)))
+        );
+        assert_eq!(parse_cmp("in oneof"), None);
+        assert_eq!(parse_cmp("= someof"), None);
+        assert_eq!(parse_cmp("= oneof x"), None);
     }
 }
