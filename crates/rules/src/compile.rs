@@ -563,10 +563,15 @@ impl<'c> Compiler<'c> {
                 e
             }
         })?;
+        // `in` on a list field is a subset test; `!=` on a field standing for both endpoints
+        // of a connection (`fd.ip != 0.0.0.0`) means "no endpoint equals" (libsinsp's
+        // `compare_ip`/`compare_port`/`compare_net` require every endpoint to differ).
+        let all = (op == CmpOp::In && lty.is_list)
+            || (op == CmpOp::Ne && self.catalog.is_endpoint_pair(&lop.field));
         Ok(Node::Test {
             lhs: lop,
             test,
-            all: op == CmpOp::In && lty.is_list,
+            all,
         })
     }
 
@@ -1335,6 +1340,47 @@ mod tests {
             false,
         ),
     ];
+
+    /// `fd.ip`, `fd.port`, `fd.net` match either endpoint (client `10.0.0.5:40000`, server
+    /// `93.184.216.34:443` here); `!=` holds only when neither endpoint equals (libsinsp).
+    #[test]
+    fn endpoint_pair_fields_negate_like_libsinsp() {
+        use vigil_fields::Value;
+        let mut ev = FakeEvent::default();
+        let ip = |t: &str| Value::Ip(t.parse().expect("test address"));
+        ev.set("fd.ip", vec![ip("10.0.0.5"), ip("93.184.216.34")]);
+        ev.set("fd.port", vec![Value::U64(40000), Value::U64(443)]);
+        ev.set("fd.net", vec![ip("10.0.0.5"), ip("93.184.216.34")]);
+        let cases: &[(&str, bool)] = &[
+            ("fd.ip = 93.184.216.34", true),
+            ("fd.ip = 10.0.0.5", true),
+            ("fd.ip != 93.184.216.34", false),
+            ("fd.ip != 10.0.0.5", false),
+            ("fd.ip != 0.0.0.0", true),
+            ("not fd.ip = 93.184.216.34", false),
+            ("fd.ip in (93.184.216.34, 1.1.1.1)", true),
+            ("fd.ip in (10.0.0.0/8)", true),
+            ("fd.port = 443", true),
+            ("fd.port != 443", false),
+            ("fd.port != 22", true),
+            ("fd.port in (443, 80)", true),
+            ("fd.port < 1024", true),
+            ("fd.port > 50000", false),
+            ("fd.net = 93.184.0.0/16", true),
+            ("fd.net != 93.184.0.0/16", false),
+            ("fd.net != 192.168.0.0/16", true),
+            // The "any ancestor" fields keep libsinsp's per-ancestor `!=`.
+            ("proc.aname != sshd", true),
+        ];
+        let mut failures = Vec::new();
+        for (src, want) in cases {
+            let got = eval(src, &ev);
+            if got != *want {
+                failures.push(format!("{src}: got {got}, want {want}"));
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
 
     #[test]
     fn operator_modifiers_evaluate_like_libs() {

@@ -19,6 +19,11 @@
 //!   scalar operators on list fields; we apply them per value, which is also Falco's behaviour for
 //!   the "any ancestor" fields `proc.aname`/`proc.apid` without an index — a catalog should
 //!   therefore declare those `is_list: false` so that `proc.aname in (…)` means "any ancestor";
+//! - `fd.ip`, `fd.port` and `fd.net` stand for both endpoints of a connection
+//!   ([`vigil_fields::Catalog::is_endpoint_pair`]): every operator holds when either endpoint
+//!   satisfies it, except `!=`, which holds only when no endpoint equals (libsinsp's
+//!   `compare_ip`/`compare_port`/`compare_net`), so `fd.ip != 0.0.0.0` excludes a connection to
+//!   0.0.0.0; the "any ancestor" fields keep the per-value `!=` (some ancestor differs);
 //! - string operators work on bytes; `icontains`, `iglob` and `tolower`/`toupper` fold ASCII case;
 //! - `glob`/`iglob`: `*`, `?` and `[…]` (with `!`/`^` negation and ranges), `\` escapes; the
 //!   whole value must match and wildcards match `/` too: libsinsp implements `glob` with

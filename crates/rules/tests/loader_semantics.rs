@@ -559,3 +559,40 @@ fn evaluate_does_not_allocate_per_event_in_steady_state() {
     }
     assert_eq!(out.capacity(), 4);
 }
+
+/// The incubating and sandbox rules' `fd.ip != "0.0.0.0"`: a connection whose server (or
+/// client) is 0.0.0.0 must not match, as in libsinsp, where `!=` on `fd.ip` requires every
+/// endpoint to differ; `in` on it matches either endpoint.
+#[test]
+fn endpoint_pair_inequality_excludes_either_endpoint() {
+    let text = [
+        "- rule: r",
+        "  condition: evt.type = connect and fd.ip != \"0.0.0.0\" and fd.port in (80, 8080)",
+        "  desc: d",
+        "  output: o",
+        "  priority: WARNING",
+        "",
+    ]
+    .join("\n");
+    let rs = ruleset(&[("f.yaml", &text)]);
+    let hit = |client: &str, server: &str, sport: u64| {
+        let ip = |t: &str| vigil_fields::Value::Ip(t.parse().expect("test address"));
+        let mut ev = event("connect", &[]);
+        ev.set_values("fd.ip", vec![ip(client), ip(server)]);
+        ev.set_values(
+            "fd.port",
+            vec![
+                vigil_fields::Value::U64(40000),
+                vigil_fields::Value::U64(sport),
+            ],
+        );
+        !matching(&rs, &ev).is_empty()
+    };
+    assert!(hit("10.0.0.5", "93.184.216.34", 80));
+    assert!(!hit("10.0.0.5", "0.0.0.0", 80), "server 0.0.0.0");
+    assert!(!hit("0.0.0.0", "93.184.216.34", 80), "client 0.0.0.0");
+    assert!(
+        !hit("10.0.0.5", "93.184.216.34", 443),
+        "neither port listed"
+    );
+}
