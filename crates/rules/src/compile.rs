@@ -486,7 +486,9 @@ impl<'c> Compiler<'c> {
                     || lty.ty == rty.ty;
                 let allowed = match op {
                     CmpOp::Eq | CmpOp::Ne => true,
-                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => lty.ty.is_numeric(),
+                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => {
+                        lty.ty.is_numeric() || lty.ty == FieldType::Str
+                    }
                     CmpOp::Contains | CmpOp::IContains | CmpOp::StartsWith | CmpOp::EndsWith => {
                         is_stringy(lty.ty)
                     }
@@ -698,6 +700,24 @@ impl<'c> Compiler<'c> {
             }
         };
         match ty {
+            // libsinsp compares byte buffers only by equality, containment and prefix/suffix
+            // (`evt.buffer icontains x` and `glob`, `regex`, `pmatch`, `<` are refused).
+            FieldType::Buffer
+                if !matches!(
+                    op,
+                    CmpOp::Eq
+                        | CmpOp::Ne
+                        | CmpOp::Contains
+                        | CmpOp::BContains
+                        | CmpOp::StartsWith
+                        | CmpOp::BStartsWith
+                        | CmpOp::EndsWith
+                        | CmpOp::In
+                        | CmpOp::Intersects
+                ) =>
+            {
+                Err(Vec::new())
+            }
             FieldType::Str | FieldType::Buffer => {
                 let bytes = || single().bytes().into_owned().into_boxed_slice();
                 Ok(match op {
@@ -765,7 +785,8 @@ impl<'c> Compiler<'c> {
                         })?;
                         Test::Pmatch(set)
                     }
-                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => return Err(Vec::new()),
+                    // Byte-wise lexicographic order, as libsinsp's `strcmp`.
+                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => Test::StrCmp(op, bytes()),
                 })
             }
             FieldType::I64 | FieldType::U64 | FieldType::AbsTime | FieldType::RelTime => {
@@ -1115,6 +1136,15 @@ mod tests {
         ("proc.name != sh", true),
         ("proc.name != bash", false),
         ("proc.name in (sh, bash)", true),
+        // `<` and friends on strings: byte-wise order (libsinsp's strcmp).
+        ("proc.name > bas", true),
+        ("proc.name < bat", true),
+        ("proc.name <= bash", true),
+        ("proc.name >= bashx", false),
+        ("proc.name < 5", false),
+        ("proc.name > val(proc.pname)", false),
+        ("proc.name < val(proc.pname)", true),
+        ("evt.buffer contains cafe", false),
         ("proc.name in (sh, zsh)", false),
         ("proc.name in ()", false),
         ("not proc.name in ()", true),
@@ -1424,9 +1454,11 @@ mod tests {
         ("nope.field = 1", "E_UNKNOWN_FIELD @ 0"),
         ("proc.name = x and nope = 1", "E_UNKNOWN_FIELD @ 18"),
         ("proc.aname[x] = 1", "E_FIELD_ARG @ 0"),
-        ("proc.env[] = 1", "E_FIELD_ARG @ 0"),
+        ("proc.env[\"\"] = 1", "E_FIELD_ARG @ 0"),
         ("proc.name[1] = x", "E_FIELD_ARG @ 0"),
-        ("proc.name > x", "E_BAD_OPERATOR @ 0"),
+        ("evt.buffer icontains x", "E_BAD_OPERATOR @ 0"),
+        ("evt.buffer glob x", "E_BAD_OPERATOR @ 0"),
+        ("evt.buffer < x", "E_BAD_OPERATOR @ 0"),
         ("fd.num contains 1", "E_BAD_OPERATOR @ 0"),
         ("fd.num glob 1", "E_BAD_OPERATOR @ 0"),
         ("fd.sip startswith 1", "E_BAD_OPERATOR @ 0"),
@@ -1487,10 +1519,10 @@ mod tests {
     #[test]
     fn error_messages_name_the_object() {
         let cat = FakeCatalog::new();
-        let e = compile_one(&cat, "proc.name > x").unwrap_err();
+        let e = compile_one(&cat, "proc.is_interactive > x").unwrap_err();
         assert_eq!(
             e[0].message,
-            "operator `>` does not apply to CHARBUF field `proc.name`"
+            "operator `>` does not apply to BOOL field `proc.is_interactive`"
         );
         let e = compile_one(&cat, "fd.num = abc").unwrap_err();
         assert_eq!(e[0].message, "`abc` is not a number (INT64)");

@@ -924,6 +924,18 @@ fn eval_leaf<'a>(node: &Node, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -
     }
 }
 
+/// Whether `ordering` (value against operand) satisfies the ordering operator `op`.
+fn ordered(op: CmpOp, ordering: std::cmp::Ordering) -> bool {
+    use std::cmp::Ordering::{Greater, Less};
+    match op {
+        CmpOp::Lt => ordering == Less,
+        CmpOp::Le => ordering != Greater,
+        CmpOp::Gt => ordering == Greater,
+        CmpOp::Ge => ordering != Less,
+        _ => false,
+    }
+}
+
 /// `a OP b` for two extracted values (`val()` comparisons).
 fn compare_values(op: CmpOp, a: V<'_>, b: V<'_>) -> bool {
     if let (Some(x), Some(y)) = (a.number(), b.number()) {
@@ -945,6 +957,7 @@ fn compare_values(op: CmpOp, a: V<'_>, b: V<'_>) -> bool {
             CmpOp::IContains => icontains(x, y),
             CmpOp::StartsWith => x.starts_with(y),
             CmpOp::EndsWith => x.ends_with(y),
+            CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => ordered(op, x.cmp(y)),
             _ => false,
         },
         (V::Bool(x), V::Bool(y)) => match op {
@@ -978,6 +991,8 @@ fn icontains(hay: &[u8], needle: &[u8]) -> bool {
 pub(crate) enum Test {
     StrEq(Box<[u8]>),
     StrNe(Box<[u8]>),
+    /// `<`, `<=`, `>`, `>=` on strings: byte-wise lexicographic order.
+    StrCmp(CmpOp, Box<[u8]>),
     Contains(Box<memmem::Finder<'static>>),
     IContains(AhoCorasick),
     StartsWith(Box<[u8]>),
@@ -1013,7 +1028,11 @@ impl Test {
             | Test::IpNe(_)
             | Test::NetEq(_)
             | Test::NetNe(_) => 3,
-            Test::StrEq(_) | Test::StrNe(_) | Test::StartsWith(_) | Test::EndsWith(_) => 4,
+            Test::StrEq(_)
+            | Test::StrNe(_)
+            | Test::StrCmp(..)
+            | Test::StartsWith(_)
+            | Test::EndsWith(_) => 4,
             Test::StrSet(_) | Test::IpIn(_) | Test::NetIn(_) => 5,
             Test::Pmatch(_) | Test::Contains(_) | Test::IContains(_) => 6,
             Test::Glob(_) => 7,
@@ -1027,6 +1046,7 @@ impl Test {
         match (self, v) {
             (Test::StrEq(want), V::Str(s)) => **want == *s,
             (Test::StrNe(want), V::Str(s)) => **want != *s,
+            (Test::StrCmp(op, want), V::Str(s)) => ordered(*op, s.cmp(want)),
             (Test::Contains(finder), V::Str(s)) => finder.find(s).is_some(),
             (Test::IContains(ac), V::Str(s)) => ac.is_match(s),
             (Test::StartsWith(p), V::Str(s)) => s.starts_with(p),

@@ -472,6 +472,11 @@ impl<'s> Parser<'s> {
                 {
                     self.pos += 1;
                 }
+                if self.pos == start {
+                    // libsinsp's grammar wants at least one character (or a quoted string):
+                    // `evt.arg[]` is a syntax error there too.
+                    return Err(self.unexpected("a field argument"));
+                }
                 self.src[start..self.pos].to_string()
             }
         };
@@ -638,6 +643,15 @@ impl<'s> Parser<'s> {
                         .and_then(|h| std::str::from_utf8(h).ok())
                         .and_then(|h| u8::from_str_radix(h, 16).ok());
                     match value {
+                        // libsinsp keeps strings NUL-terminated: a `\x00` escape is refused.
+                        Some(0) => {
+                            return Err(ParseError {
+                                code: "E_SYNTAX",
+                                message: "`\\x00` (a NUL byte) cannot appear in a string"
+                                    .to_string(),
+                                span: span(self.pos - 1, (self.pos + 3).min(self.bytes.len())),
+                            })
+                        }
                         Some(v) => {
                             out.push(v);
                             self.pos += 3;
@@ -737,6 +751,12 @@ mod tests {
         ("evt.dir = <", "evt.dir = <"),
         ("x\n\tand\r\ny", "x and y"),
         ("proc.name = 'a\\x41\\n'", "proc.name = \"aA\\n\""),
+        ("proc.name = 'it\\'s'", "proc.name = \"it's\""),
+        (
+            "proc.cmdline contains 'don\\'t' and proc.name in ('a\\'b', c)",
+            "proc.cmdline contains \"don't\" and proc.name in (\"a'b\", c)",
+        ),
+        ("proc.name = '\\x01'", "proc.name = \"\\x01\""),
         ("a_b.c_1.2 = x", "a_b.c_1.2 = x"),
         ("android", "android"),
         ("notx and orx", "notx and orx"),
@@ -805,6 +825,9 @@ mod tests {
         ("proc.name = oneofx (a)", "E_SYNTAX @ 19"),
         ("proc.name = oneof (a", "E_SYNTAX @ 20"),
         ("proc.name in oneof (a)", "E_SYNTAX @ 13"),
+        ("evt.arg[] = value", "E_SYNTAX @ 8"),
+        ("proc.name = \"\\x00\"", "E_SYNTAX @ 13"),
+        ("proc.name in ('a', 'b\\x00')", "E_SYNTAX @ 21"),
     ];
 
     #[test]
