@@ -169,7 +169,7 @@ fn append_and_override() {
 #[test]
 fn appended_condition_errors_point_at_the_appending_file() {
     let base = format!("- rule: r\n  condition: evt.type = execve\n{TAIL}");
-    let add = "- rule: r\n  condition: and proc.nmae = x\n  append: true\n";
+    let add = "- rule: r\n  condition: and proc.nmae = x\n  override:\n    condition: append\n";
     check(
         &[("base.yaml", &base), ("add.yaml", add)],
         "add.yaml: E_UNKNOWN_FIELD: unknown field `proc.nmae` @ 2:18",
