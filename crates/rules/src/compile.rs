@@ -67,6 +67,9 @@ pub struct Compiler<'c> {
     group_keys: FxHashMap<(bool, Box<[u32]>), u32>,
     /// The memo slot of each group key that is memoized.
     memo_of: FxHashMap<u32, u32>,
+    /// Deprecated fields met while resolving operands, moved into the current filter's
+    /// warnings.
+    deprecations: Vec<CompileError>,
 }
 
 /// Groups with at least this many leaves are memoized: below it, re-evaluating is as cheap as
@@ -85,6 +88,7 @@ impl<'c> Compiler<'c> {
             leaf_keys: FxHashMap::default(),
             group_keys: FxHashMap::default(),
             memo_of: FxHashMap::default(),
+            deprecations: Vec::new(),
         }
     }
 
@@ -93,7 +97,9 @@ impl<'c> Compiler<'c> {
     pub fn compile(&mut self, expr: &Expr) -> Result<Filter, Vec<CompileError>> {
         let mut errors = Vec::new();
         let mut warnings = Vec::new();
+        self.deprecations.clear();
         let root = self.node(expr, &mut errors, &mut warnings);
+        warnings.append(&mut self.deprecations);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -405,6 +411,13 @@ impl<'c> Compiler<'c> {
             }
         };
         let def = self.catalog.def(fref.id);
+        if def.name == "evt.dir" {
+            self.deprecations.push(err(
+                "W_DEPRECATED",
+                "`evt.dir` is deprecated: every event is a completed (exit) event".to_string(),
+                field.span,
+            ));
+        }
         let mut ot = OperandType {
             ty: def.ty,
             is_list: def.is_list,
@@ -529,6 +542,36 @@ impl<'c> Compiler<'c> {
                 items.iter().collect()
             }
         };
+
+        // Falco's compiler warning on a literal: a bare value that names a field ("may be a
+        // valid field misused as a const string value"). (Its `<NA>` warning is only for the
+        // k8s audit fields `ka.*`/`jevt.*`, which a syscall catalog does not have.)
+        for lit in &items {
+            if !lit.quoted
+                && matches!(rhs, Rhs::Value(_))
+                && lit.text.contains('.')
+                && lit
+                    .text
+                    .bytes()
+                    .next()
+                    .is_some_and(|b| b.is_ascii_alphabetic())
+                && self.catalog.lookup(&lit.text, None).is_ok()
+            {
+                warnings.push(err(
+                    "W_FIELD_AS_VALUE",
+                    format!(
+                        "`{}` may be a valid field misused as a const string value; write `val({})` to compare with the field",
+                        lit.text, lit.text
+                    ),
+                    lit.span,
+                ));
+            }
+        }
+        // `x in ()` on a single-valued field can never hold (on a list field it holds for an
+        // empty value, a subset of any set).
+        if op.takes_list() && items.is_empty() && !lty.is_list {
+            return Ok(Node::Const(false));
+        }
 
         // `evt.type` tests become bit tests on the event type id.
         let is_evt_type = lhs.transformers.is_empty()
@@ -1579,6 +1622,40 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    /// Falco's condition warnings: a bare value naming a field, `<NA>`, `evt.dir`.
+    #[test]
+    fn falco_condition_warnings() {
+        let cat = FakeCatalog::new();
+        let codes = |src: &str| {
+            let f = compile_one(&cat, src).unwrap_or_else(|e| panic!("{src}: {e:?}"));
+            f.warnings()
+                .iter()
+                .map(|w| format!("{} @ {}", w.code, w.span.start))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        assert_eq!(codes("proc.name = proc.pname"), "W_FIELD_AS_VALUE @ 12");
+        assert_eq!(codes("proc.name = val(proc.pname)"), "");
+        assert_eq!(codes("proc.name = 'proc.pname'"), "");
+        assert_eq!(codes("proc.name = sshd.service"), "");
+        assert_eq!(codes("fd.name = <NA>"), "");
+        let cat_dir = crate::testcatalog::TestCatalog::new();
+        let f = Compiler::new(&cat_dir)
+            .compile(&parse_condition("evt.dir = < and proc.name = x").unwrap())
+            .unwrap();
+        assert_eq!(f.warnings()[0].code, "W_DEPRECATED");
+        // A template's fields do not leak into the next condition's warnings.
+        let mut c = Compiler::new(&cat_dir);
+        c.compile_template("%evt.dir").unwrap();
+        let f = c
+            .compile(&parse_condition("proc.name = x").unwrap())
+            .unwrap();
+        assert!(f.warnings().is_empty());
+        // `in ()` on a single-valued field folds to false: such a rule runs on no event.
+        let f = compile_one(&cat, "proc.name in ()").unwrap();
+        assert_eq!(f.event_types(), Some(vec![]));
     }
 
     #[test]

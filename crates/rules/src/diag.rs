@@ -24,6 +24,8 @@
 //! | `W_DEPRECATED` | Falco-deprecated syntax: `append: true`, a standalone `enabled`, `evt.dir` |
 //! | `W_INVALID_NAME` | a list or macro name that is not an identifier (conditions cannot name it) |
 //! | `W_IGNORED_KEY` | a key Falco ignores there (`enabled` in an `append` entry, an unreadable `capture`) |
+//! | `W_EXCEPTION_NOT_UNIQUE` | two exceptions of one rule item with the same name |
+//! | `W_FIELD_AS_VALUE` | a bare value that names a field (`proc.name = proc.pname`; meant `val()`?) |
 //! | `W_OVERRIDE_IGNORED` | an `override` entry for a key that cannot be overridden, or without a value |
 
 use std::fmt;

@@ -416,3 +416,23 @@ fn exponential_macro_graphs_are_bounded() {
         assert_eq!(codes, ["E_TOO_LARGE"], "{:?}", r.diagnostics);
     });
 }
+
+/// Falco's warnings, as warnings (the load succeeds): a duplicated exception name, a field
+/// name as a bare value, `evt.dir` (but not `<NA>` on syscall fields); and a rule that can never be true (`in` an empty
+/// list) gets no `W_NO_EVTTYPE`.
+#[test]
+fn falco_warnings_are_warnings() {
+    let text = format!(
+        "- list: empty\n  items: []\n\
+         - rule: r\n  condition: evt.type = open and proc.name = proc.pname and fd.name != <NA>\n{RULE_TAIL}\
+         \x20 exceptions:\n    - name: e\n      fields: proc.name\n      values: [a]\n    - name: e\n      fields: proc.name\n      values: [b]\n\
+         - rule: s\n  condition: proc.name in (empty) and evt.dir = <\n{RULE_TAIL}"
+    );
+    let r = check(
+        &[("f.yaml", &text)],
+        "W_EXCEPTION_NOT_UNIQUE: multiple definitions of exception `e` in rule `r` @ 12:7
+         W_FIELD_AS_VALUE: `proc.pname` may be a valid field misused as a const string value; write `val(proc.pname)` to compare with the field @ 4:46
+         W_DEPRECATED: `evt.dir` is deprecated: every event is a completed (exit) event @ 16:39",
+    );
+    assert!(r.ruleset.is_some());
+}

@@ -715,7 +715,22 @@ fn exceptions(
     let mut ok = true;
     for item in items {
         match exception(file, item, rule, rep) {
-            Some(e) => out.push(e),
+            Some(e) => {
+                if out.iter().any(|o: &ExceptionDef| o.name == e.name) {
+                    // Falco's `LOAD_EXCEPTION_NAME_NOT_UNIQUE`; both are kept.
+                    rep.warning(
+                        "W_EXCEPTION_NOT_UNIQUE",
+                        file,
+                        e.pos,
+                        Some(rule),
+                        format!(
+                            "multiple definitions of exception `{}` in rule `{rule}`",
+                            e.name
+                        ),
+                    );
+                }
+                out.push(e);
+            }
             None => ok = false,
         }
     }
