@@ -505,6 +505,9 @@ impl<'c> Compiler<'c> {
                     CmpOp::Contains | CmpOp::IContains | CmpOp::StartsWith | CmpOp::EndsWith => {
                         is_stringy(lty.ty)
                     }
+                    // The other field's values are the set (libs 0.25).
+                    CmpOp::In | CmpOp::Intersects => true,
+                    CmpOp::Pmatch => lty.ty == FieldType::Str,
                     _ => false,
                 };
                 if !compatible || !allowed {
@@ -525,10 +528,11 @@ impl<'c> Compiler<'c> {
                     lhs: lop,
                     op,
                     rhs: rop,
+                    all: op == CmpOp::In && lty.is_list,
                 });
             }
             Rhs::Modified(m, items) => {
-                return self.modified(lhs, &lop, lty, (op, *m), items, span, warnings);
+                return self.modified((lhs, &lop, lty), (op, *m), items, span, warnings);
             }
             Rhs::Value(lit) => vec![lit],
             Rhs::List(items) => {
@@ -626,9 +630,7 @@ impl<'c> Compiler<'c> {
     /// such rules are indexed by event type like their `in` spelling.
     fn modified(
         &mut self,
-        lhs: &Operand,
-        lop: &COperand,
-        lty: OperandType,
+        (lhs, lop, lty): (&Operand, &COperand, OperandType),
         (op, m): (CmpOp, Modifier),
         items: &[Literal],
         span: Span,
@@ -1322,6 +1324,16 @@ mod tests {
         ("tolower(proc.name) = tolower(proc.name)", true),
         ("basename(proc.exepath) = toupper(proc.name)", true),
         ("proc.aname = val(proc.pname)", true),
+        // A field's values as the set of `in` / `intersects` / `pmatch`.
+        ("proc.pname in val(proc.aname)", true),
+        ("proc.name in val(proc.aname)", false),
+        ("proc.args in val(proc.args)", true),
+        ("proc.args in val(proc.aname)", false),
+        ("proc.aname intersects val(proc.pname)", true),
+        ("fd.name pmatch val(fd.directory)", true),
+        ("fd.directory pmatch val(fd.name)", false),
+        ("toupper(proc.name) in toupper(proc.aname)", false),
+        ("fd.num in val(fd.num)", true),
         // event types
         ("evt.type = openat", true),
         ("evt.type = execve", false),

@@ -538,11 +538,13 @@ pub(crate) enum Node {
         test: Test,
         all: bool,
     },
-    /// `lhs OP val(rhs)`: true when any pair of values satisfies `op`.
+    /// `lhs OP val(rhs)`: true when any pair of values satisfies `op`; with `all` (`in` on a
+    /// list field), every value of `lhs` must be among those of `rhs`.
     Fields {
         lhs: COperand,
         op: CmpOp,
         rhs: COperand,
+        all: bool,
     },
     /// A subtree whose result is computed at most once per event. The compiler gives the same
     /// slot to structurally identical subtrees across all rules of a ruleset (typically one
@@ -907,7 +909,7 @@ fn eval_leaf<'a>(node: &Node, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -
                 values.any(|v| test.matches(v))
             }
         }
-        Node::Fields { lhs, op, rhs } => {
+        Node::Fields { lhs, op, rhs, all } => {
             ctx.begin_temp();
             let Some(l) = ctx.load(ex, lhs) else {
                 return false;
@@ -916,8 +918,12 @@ fn eval_leaf<'a>(node: &Node, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -
                 return false;
             };
             let (l, r) = (ctx.vals(l), ctx.vals(r));
-            l.iter()
-                .any(|a| r.iter().any(|b| compare_values(*op, a, b)))
+            let hit = |a| r.iter().any(|b| compare_values(*op, a, b));
+            if *all {
+                l.iter().all(hit)
+            } else {
+                l.iter().any(hit)
+            }
         }
         // Lowering puts only leaves in [`Op::Leaf`].
         Node::And(_) | Node::Or(_) | Node::Not(_) | Node::Memo { .. } => false,
@@ -940,7 +946,7 @@ fn ordered(op: CmpOp, ordering: std::cmp::Ordering) -> bool {
 fn compare_values(op: CmpOp, a: V<'_>, b: V<'_>) -> bool {
     if let (Some(x), Some(y)) = (a.number(), b.number()) {
         return match op {
-            CmpOp::Eq => x == y,
+            CmpOp::Eq | CmpOp::In | CmpOp::Intersects => x == y,
             CmpOp::Ne => x != y,
             CmpOp::Lt => x < y,
             CmpOp::Le => x <= y,
@@ -951,7 +957,12 @@ fn compare_values(op: CmpOp, a: V<'_>, b: V<'_>) -> bool {
     }
     match (a, b) {
         (V::Str(x), V::Str(y)) => match op {
-            CmpOp::Eq => x == y,
+            CmpOp::Eq | CmpOp::In | CmpOp::Intersects => x == y,
+            // `x` is `y` or lies below it.
+            CmpOp::Pmatch => {
+                x.starts_with(y)
+                    && (x.len() == y.len() || y.ends_with(b"/") || x.get(y.len()) == Some(&b'/'))
+            }
             CmpOp::Ne => x != y,
             CmpOp::Contains => memmem::find(x, y).is_some(),
             CmpOp::IContains => icontains(x, y),
@@ -961,17 +972,17 @@ fn compare_values(op: CmpOp, a: V<'_>, b: V<'_>) -> bool {
             _ => false,
         },
         (V::Bool(x), V::Bool(y)) => match op {
-            CmpOp::Eq => x == y,
+            CmpOp::Eq | CmpOp::In | CmpOp::Intersects => x == y,
             CmpOp::Ne => x != y,
             _ => false,
         },
         (V::Ip(x), V::Ip(y)) => match op {
-            CmpOp::Eq => x == y,
+            CmpOp::Eq | CmpOp::In | CmpOp::Intersects => x == y,
             CmpOp::Ne => x != y,
             _ => false,
         },
         (V::Net(x), V::Net(y)) => match op {
-            CmpOp::Eq => x == y,
+            CmpOp::Eq | CmpOp::In | CmpOp::Intersects => x == y,
             CmpOp::Ne => x != y,
             _ => false,
         },

@@ -490,12 +490,15 @@ impl<'s> Parser<'s> {
     fn rhs(&mut self, op: CmpOp, depth: usize) -> Result<Rhs, ParseError> {
         self.skip_ws();
         if op.takes_list() {
-            if self.peek() != Some(b'(') {
-                return Err(
-                    self.unexpected(&format!("a parenthesised list after `{}`", op.as_str()))
-                );
+            if self.peek() == Some(b'(') {
+                return self.list().map(Rhs::List);
             }
-            return self.list().map(Rhs::List);
+            // libs 0.25's parser also takes `val(field)` or a transformer here: the values of
+            // another field are the set (`proc.name in val(proc.aname)`).
+            if let Some(rhs) = self.field_rhs(depth)? {
+                return Ok(rhs);
+            }
+            return Err(self.unexpected(&format!("a parenthesised list after `{}`", op.as_str())));
         }
         // `oneof (…)`, `anyof (…)`, `allof (…)`: a modifier word followed by a list. A
         // modifier word not followed by `(` is an ordinary bare value (`proc.name = anyof`).
@@ -511,7 +514,21 @@ impl<'s> Parser<'s> {
                 }
             }
         }
-        // `val(field)` or `transformer(field)`.
+        if let Some(rhs) = self.field_rhs(depth)? {
+            return Ok(rhs);
+        }
+        match self.peek() {
+            Some(b'(') => Err(self.unexpected(&format!(
+                "a value after `{}` (lists need `in`, `intersects` or `pmatch`)",
+                op.as_str()
+            ))),
+            Some(b')' | b',') | None => Err(self.unexpected("a value")),
+            _ => self.value().map(Rhs::Value),
+        }
+    }
+
+    /// `val(field)` or `transformer(field)` at the cursor, if there is one.
+    fn field_rhs(&mut self, depth: usize) -> Result<Option<Rhs>, ParseError> {
         let save = self.pos;
         if let Some((start, end)) = self.name() {
             let word = &self.src[start..end];
@@ -527,22 +544,15 @@ impl<'s> Parser<'s> {
                     return Err(self.unexpected("`)` closing `val(`"));
                 }
                 self.pos += 1;
-                return Ok(Rhs::Field(operand));
+                return Ok(Some(Rhs::Field(operand)));
             }
             if is_call && transformer_named(word).is_some() {
                 self.pos = save;
-                return self.operand(depth).map(Rhs::Field);
+                return self.operand(depth).map(|o| Some(Rhs::Field(o)));
             }
             self.pos = save;
         }
-        match self.peek() {
-            Some(b'(') => Err(self.unexpected(&format!(
-                "a value after `{}` (lists need `in`, `intersects` or `pmatch`)",
-                op.as_str()
-            ))),
-            Some(b')' | b',') | None => Err(self.unexpected("a value")),
-            _ => self.value().map(Rhs::Value),
-        }
+        Ok(None)
     }
 
     /// `"(" [value ("," value)*] ")"`.
@@ -776,6 +786,14 @@ mod tests {
         ),
         ("proc.name != allof ()", "proc.name != allof ()"),
         ("proc.name = anyof", "proc.name = anyof"),
+        (
+            "proc.name in val(proc.aname)",
+            "proc.name in val(proc.aname)",
+        ),
+        (
+            "fd.name pmatch tolower( fd.directory )",
+            "fd.name pmatch val(tolower(fd.directory))",
+        ),
     ];
 
     #[test]
@@ -825,6 +843,7 @@ mod tests {
         ("proc.name = oneofx (a)", "E_SYNTAX @ 19"),
         ("proc.name = oneof (a", "E_SYNTAX @ 20"),
         ("proc.name in oneof (a)", "E_SYNTAX @ 13"),
+        ("proc.name in val(x", "E_SYNTAX @ 18"),
         ("evt.arg[] = value", "E_SYNTAX @ 8"),
         ("proc.name = \"\\x00\"", "E_SYNTAX @ 13"),
         ("proc.name in ('a', 'b\\x00')", "E_SYNTAX @ 21"),
