@@ -178,7 +178,7 @@ fn bad_inputs() -> Vec<BadInput> {
         },
         BadInput {
             name: "bad_operator",
-            content: rule("evt.type=open and proc.name > 3"),
+            content: rule("evt.type=open and evt.buffer icontains x"),
             code: "E_BAD_OPERATOR",
             position: ":3:32",
         },
