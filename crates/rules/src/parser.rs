@@ -48,6 +48,16 @@ impl std::error::Error for ParseError {}
 
 /// Parses one condition.
 pub fn parse_condition(src: &str) -> Result<Expr, ParseError> {
+    // libsinsp reads the condition as a C string: a NUL byte ends it, and a `\x00` escape is
+    // refused (see `quoted`). Refusing raw NUL bytes too keeps every accepted condition
+    // printable in a form that parses back (found by fuzzing).
+    if let Some(at) = src.bytes().position(|b| b == 0) {
+        return Err(ParseError {
+            code: "E_SYNTAX",
+            message: "a NUL byte cannot appear in a condition".to_string(),
+            span: span(at, at + 1),
+        });
+    }
     let mut parser = Parser::new(src);
     let expr = parser.expr()?;
     parser.skip_ws();
@@ -845,6 +855,8 @@ mod tests {
         ("proc.name in oneof (a)", "E_SYNTAX @ 13"),
         ("proc.name in val(x", "E_SYNTAX @ 18"),
         ("evt.arg[] = value", "E_SYNTAX @ 8"),
+        ("proc= a\0\0\0eo", "E_SYNTAX @ 7"),
+        ("proc.name = 'a\0'", "E_SYNTAX @ 14"),
         ("proc.name = \"\\x00\"", "E_SYNTAX @ 13"),
         ("proc.name in ('a', 'b\\x00')", "E_SYNTAX @ 21"),
     ];
