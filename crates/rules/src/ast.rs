@@ -360,9 +360,10 @@ impl fmt::Display for FieldName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)?;
         if let Some(arg) = &self.arg {
-            let plain = arg
-                .bytes()
-                .all(|b| !(crate::parser::is_ws(b) || matches!(b, b'[' | b']' | b'"' | b'\'')));
+            let plain = !arg.is_empty()
+                && arg
+                    .bytes()
+                    .all(|b| !(crate::parser::is_ws(b) || matches!(b, b'[' | b']' | b'"' | b'\'')));
             if plain {
                 write!(f, "[{arg}]")?;
             } else {

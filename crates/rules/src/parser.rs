@@ -745,6 +745,7 @@ mod tests {
             "container.mount.dest[/var/run/docker.sock] exists",
         ),
         ("evt.arg[0] = 1", "evt.arg[0] = 1"),
+        ("evt.arg[''] = 1", "evt.arg[\"\"] = 1"),
         ("proc.env[\"HOME\"] = /root", "proc.env[HOME] = /root"),
         ("tolower(proc.name) = bash", "tolower(proc.name) = bash"),
         (
