@@ -46,11 +46,17 @@ bench: deps
 	$(CARGO) bench -p vigil-engine
 	$(CARGO) bench -p vigil-output
 
-# Runs each fuzz target for FUZZ_SECONDS (needs the nightly toolchain and cargo-fuzz).
+# Runs each fuzz target for FUZZ_SECONDS (needs the nightly toolchain and cargo-fuzz). The
+# rules targets start from fuzz/seeds/<target> (checked in; new corpus entries go to the
+# ignored fuzz/corpus/<target>) with a dictionary of the language's words (fuzz/dict).
 FUZZ_SECONDS ?= 300
 fuzz:
-	cd fuzz && for t in condition_parser rules_loader capture_reader; do \
-	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
+	cd fuzz && mkdir -p corpus/condition_parser corpus/rules_loader && \
+	  cargo +nightly fuzz run condition_parser corpus/condition_parser seeds/condition_parser -- \
+	    -dict=dict/condition.dict -max_total_time=$(FUZZ_SECONDS) && \
+	  cargo +nightly fuzz run rules_loader corpus/rules_loader seeds/rules_loader -- \
+	    -dict=dict/rules.dict -max_total_time=$(FUZZ_SECONDS) && \
+	  cargo +nightly fuzz run capture_reader -- -max_total_time=$(FUZZ_SECONDS)
 
 clean:
 	$(CARGO) clean

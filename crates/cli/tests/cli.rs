@@ -178,7 +178,7 @@ fn bad_inputs() -> Vec<BadInput> {
         },
         BadInput {
             name: "bad_operator",
-            content: rule("evt.type=open and proc.name > 3"),
+            content: rule("evt.type=open and evt.buffer icontains x"),
             code: "E_BAD_OPERATOR",
             position: ":3:32",
         },
@@ -192,9 +192,12 @@ fn bad_inputs() -> Vec<BadInput> {
             position: ":1:28",
         },
         BadInput {
-            name: "duplicate",
-            content: format!("{}{}", rule("evt.type=open"), rule("evt.type=openat")),
-            code: "E_DUPLICATE",
+            name: "undefined_override",
+            content: format!(
+                "{}- rule: s\n  condition: and proc.name = x\n  override:\n    condition: append\n",
+                rule("evt.type=open")
+            ),
+            code: "E_UNDEFINED_APPEND",
             position: ":6:3",
         },
         BadInput {

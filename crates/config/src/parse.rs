@@ -146,6 +146,19 @@ impl Ctx<'_> {
         }
     }
 
+    /// An IP address literal (IPv4 or IPv6), kept as written.
+    fn ip_address(&self, n: &Node, path: &str) -> Result<String, ConfigError> {
+        let s = self.string(n, path)?;
+        match s.trim().parse::<std::net::IpAddr>() {
+            Ok(_) => Ok(s),
+            Err(_) => Err(self.err(
+                n,
+                path,
+                format!("invalid IP address `{s}` (expected an IPv4 or IPv6 address)"),
+            )),
+        }
+    }
+
     fn path(&self, n: &Node, path: &str) -> Result<PathBuf, ConfigError> {
         self.string(n, path).map(PathBuf::from)
     }
@@ -296,7 +309,7 @@ section!(http_section, HttpOutput, ignored: NONE, {
 });
 section!(queue_section, OutputsQueue, ignored: NONE, { capacity => uint });
 section!(webserver_section, Webserver, ignored: WEBSERVER_FALCO_ONLY, {
-    enabled => bool, listen_port => uint, listen_address => string,
+    enabled => bool, listen_port => uint, listen_address => ip_address,
     k8s_healthz_endpoint => string, ssl_enabled => bool, ssl_certificate => path,
     prometheus_metrics_enabled => bool, bind_failure => bind_failure,
 });
@@ -593,7 +606,8 @@ impl Config {
     }
 
     /// Applies one Falco-style `-o` override: `key.path=value`, where a path segment may carry
-    /// list indexes (`rules_files[0]=/x.yaml`; the index equal to the list's length appends) and
+    /// list indexes (`rules_files[0]=/x.yaml`; the index equal to the list's length, or `[]` as
+    /// in Falco's `rules[].disable.tag=x`, appends) and
     /// the value is YAML (`true`, `8080`, `[a, b]`, `{enabled: true}`). Returns warnings, e.g.
     /// for Falco-only keys, which are accepted and ignored. On error `self` is unchanged.
     pub fn apply_override(&mut self, spec: &str) -> Result<Vec<String>, ConfigError> {
@@ -631,6 +645,8 @@ impl Config {
 enum Segment {
     Key(String),
     Index(usize),
+    /// `[]`: a new item at the end of the list (Falco's `-o 'rules[].disable.tag=x'`).
+    Append,
 }
 
 fn parse_key_path(key: &str) -> Result<Vec<Segment>, String> {
@@ -658,6 +674,11 @@ fn parse_key_path(key: &str) -> Result<Vec<Segment>, String> {
                 .find(']')
                 .filter(|_| rest.starts_with('['))
                 .ok_or_else(|| format!("malformed index in `{part}`"))?;
+            if close == 1 {
+                out.push(Segment::Append);
+                rest = &rest[close + 1..];
+                continue;
+            }
             let idx = rest[1..close]
                 .parse::<usize>()
                 .map_err(|_| format!("invalid index `{}` in `{part}`", &rest[1..close]))?;
@@ -709,12 +730,23 @@ fn set_path(node: &mut Node, segments: &[Segment], value: Node) -> Result<(), St
             };
             set_path(&mut m[pos].1, rest, value)
         }
-        Segment::Index(i) => {
+        Segment::Index(_) | Segment::Append => {
             if matches!(node.kind, Kind::Null) {
                 node.kind = Kind::Seq(Vec::new());
             }
             let Kind::Seq(items) = &mut node.kind else {
-                return Err(format!("cannot index [{i}] into {}", node.kind.describe()));
+                let index = match first {
+                    Segment::Index(i) => i.to_string(),
+                    _ => String::new(),
+                };
+                return Err(format!(
+                    "cannot index [{index}] into {}",
+                    node.kind.describe()
+                ));
+            };
+            let i = &match first {
+                Segment::Index(i) => *i,
+                _ => items.len(),
             };
             if *i == items.len() {
                 items.push(Node::new(Kind::Null));
@@ -1031,6 +1063,10 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
             ("outputs_queue: {capacity: x}\n", "`outputs_queue.capacity`"),
             ("webserver: {listen_port: 70000}\n", "`webserver.listen_port`: integer 70000 is out of range"),
             ("webserver: {listen_address: [a]}\n", "`webserver.listen_address`"),
+            (
+                "webserver: {listen_address: 327.0.0.1}\n",
+                "config.yaml:1:29: `webserver.listen_address`: invalid IP address `327.0.0.1`",
+            ),
             ("webserver: {ssl_enabled: x}\n", "`webserver.ssl_enabled`"),
             ("webserver: {bind_failure: ignore}\n", "`webserver.bind_failure`: unknown bind failure action `ignore` (expected `exit` or `continue`)"),
             ("metrics: {interval: 10}\n", "`metrics.interval`: expected a string, found an integer"),
@@ -1357,6 +1393,8 @@ container_engines:
         assert_eq!(c.rules_files, vec![PathBuf::from("/only.yaml")]);
         c.apply_override("webserver.listen_port=9999").unwrap();
         assert_eq!(c.webserver.listen_port, 9999);
+        c.apply_override("webserver.listen_address=::1").unwrap();
+        assert_eq!(c.webserver.listen_address, "::1");
         c.apply_override("priority=Error").unwrap();
         assert_eq!(c.priority, Priority::Error);
         c.apply_override("metrics.interval=30s").unwrap();
@@ -1369,6 +1407,17 @@ container_engines:
         assert_eq!(
             c.rules,
             vec![RuleSelector::Disable(RuleMatch::Tag("network".into()))]
+        );
+        // Falco's list-append form: `rules[]` adds a new item at the end.
+        c.apply_override("rules[].disable.tag=k8s").unwrap();
+        c.apply_override("rules[].enable.rule=Some Rule").unwrap();
+        assert_eq!(
+            c.rules,
+            vec![
+                RuleSelector::Disable(RuleMatch::Tag("network".into())),
+                RuleSelector::Disable(RuleMatch::Tag("k8s".into())),
+                RuleSelector::Enable(RuleMatch::Rule("Some Rule".into())),
+            ]
         );
         c.apply_override("append_output[0].match.source=syscall")
             .unwrap();
@@ -1405,6 +1454,11 @@ container_engines:
             ),
             ("json_output.x=1", "cannot set key `x` inside a boolean"),
             ("webserver[0]=1", "cannot index [0] into a mapping"),
+            ("webserver[]=1", "cannot index [] into a mapping"),
+            (
+                "webserver.listen_address=327.0.0.1",
+                "`webserver.listen_address`: invalid IP address `327.0.0.1`",
+            ),
             (
                 "json_output=maybe",
                 "override `json_output=maybe`: `json_output`: expected a boolean, found a string",

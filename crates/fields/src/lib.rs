@@ -244,6 +244,16 @@ pub trait Catalog {
         let _ = field;
         false
     }
+
+    /// Whether `field` stands for several endpoints at once (libsinsp's `fd.ip`, `fd.port`,
+    /// `fd.net`: the client or the server), so that a negative comparison (`!=`) holds only
+    /// when **no** endpoint equals the value, while every other operator holds when any
+    /// endpoint satisfies it. `false` (the default): `!=` holds when some value differs, as
+    /// for the "any ancestor" fields.
+    fn is_endpoint_pair(&self, field: &FieldRef) -> bool {
+        let _ = field;
+        false
+    }
 }
 
 /// The values of fields for one event. Implemented by `vigil-state` over (event, state).

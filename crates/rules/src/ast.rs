@@ -130,6 +130,62 @@ impl CmpOp {
     }
 }
 
+/// A list modifier after a scalar comparison operator (Falco 0.44, libs 0.25):
+/// `field OP MOD (v1, v2 …)` expands to `field OP v1`, `field OP v2` … combined by the modifier.
+/// An empty list never matches (whatever the modifier).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Modifier {
+    /// Exactly one of the comparisons holds.
+    OneOf,
+    /// At least one holds (`or`).
+    AnyOf,
+    /// Every one holds (`and`).
+    AllOf,
+}
+
+impl Modifier {
+    pub const ALL: [Modifier; 3] = [Modifier::OneOf, Modifier::AnyOf, Modifier::AllOf];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Modifier::OneOf => "oneof",
+            Modifier::AnyOf => "anyof",
+            Modifier::AllOf => "allof",
+        }
+    }
+
+    pub fn from_text(text: &str) -> Option<Modifier> {
+        Modifier::ALL.into_iter().find(|m| m.as_str() == text)
+    }
+
+    /// Combines the outcomes of the per-item comparisons (`false` for no item).
+    pub fn combine(self, mut outcomes: impl Iterator<Item = bool>) -> bool {
+        match self {
+            Modifier::AnyOf => outcomes.any(|b| b),
+            Modifier::AllOf => {
+                let mut any = false;
+                for b in outcomes {
+                    if !b {
+                        return false;
+                    }
+                    any = true;
+                }
+                any
+            }
+            Modifier::OneOf => {
+                let mut n = 0;
+                for b in outcomes {
+                    n += usize::from(b);
+                    if n > 1 {
+                        return false;
+                    }
+                }
+                n == 1
+            }
+        }
+    }
+}
+
 /// Field transformers (`tolower(proc.name)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Transformer {
@@ -228,6 +284,9 @@ pub enum Rhs {
     List(Vec<Literal>),
     /// Another field: `val(proc.pname)` or a transformer applied to a field.
     Field(Operand),
+    /// A modified list after a scalar operator: `startswith anyof (/etc, /usr)`. Unquoted
+    /// items that name a list are expanded like those of [`Rhs::List`].
+    Modified(Modifier, Vec<Literal>),
 }
 
 /// Trees deeper than this print `…` for the rest (printing recurses).
@@ -301,9 +360,10 @@ impl fmt::Display for FieldName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)?;
         if let Some(arg) = &self.arg {
-            let plain = arg
-                .bytes()
-                .all(|b| !(crate::parser::is_ws(b) || matches!(b, b'[' | b']' | b'"' | b'\'')));
+            let plain = !arg.is_empty()
+                && arg
+                    .bytes()
+                    .all(|b| !(crate::parser::is_ws(b) || matches!(b, b'[' | b']' | b'"' | b'\'')));
             if plain {
                 write!(f, "[{arg}]")?;
             } else {
@@ -354,17 +414,23 @@ impl fmt::Display for Rhs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Rhs::Value(lit) => write!(f, "{lit}"),
-            Rhs::List(items) => {
-                f.write_str("(")?;
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{item}")?;
-                }
-                f.write_str(")")
+            Rhs::List(items) => write_list(items, f),
+            Rhs::Modified(m, items) => {
+                write!(f, "{} ", m.as_str())?;
+                write_list(items, f)
             }
             Rhs::Field(operand) => write!(f, "val({operand})"),
         }
     }
+}
+
+fn write_list(items: &[Literal], f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    f.write_str("(")?;
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{item}")?;
+    }
+    f.write_str(")")
 }

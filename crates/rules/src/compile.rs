@@ -5,7 +5,7 @@
 //! filter and template of one [`Compiler`], so that one event extracts a field at most once. The
 //! compiler collects every problem of a condition instead of stopping at the first.
 
-use crate::ast::{CmpOp, Expr, Literal, Operand, Rhs, Span, Transformer};
+use crate::ast::{CmpOp, Expr, Literal, Modifier, Operand, Rhs, Span, Transformer};
 use crate::eval::{COperand, FieldSlots, Filter, Glob, Node, PathSet, Test, V};
 use crate::parser::MAX_DEPTH;
 
@@ -67,6 +67,9 @@ pub struct Compiler<'c> {
     group_keys: FxHashMap<(bool, Box<[u32]>), u32>,
     /// The memo slot of each group key that is memoized.
     memo_of: FxHashMap<u32, u32>,
+    /// Deprecated fields met while resolving operands, moved into the current filter's
+    /// warnings.
+    deprecations: Vec<CompileError>,
 }
 
 /// Groups with at least this many leaves are memoized: below it, re-evaluating is as cheap as
@@ -85,6 +88,7 @@ impl<'c> Compiler<'c> {
             leaf_keys: FxHashMap::default(),
             group_keys: FxHashMap::default(),
             memo_of: FxHashMap::default(),
+            deprecations: Vec::new(),
         }
     }
 
@@ -93,7 +97,9 @@ impl<'c> Compiler<'c> {
     pub fn compile(&mut self, expr: &Expr) -> Result<Filter, Vec<CompileError>> {
         let mut errors = Vec::new();
         let mut warnings = Vec::new();
+        self.deprecations.clear();
         let root = self.node(expr, &mut errors, &mut warnings);
+        warnings.append(&mut self.deprecations);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -405,6 +411,13 @@ impl<'c> Compiler<'c> {
             }
         };
         let def = self.catalog.def(fref.id);
+        if def.name == "evt.dir" {
+            self.deprecations.push(err(
+                "W_DEPRECATED",
+                "`evt.dir` is deprecated: every event is a completed (exit) event".to_string(),
+                field.span,
+            ));
+        }
         let mut ot = OperandType {
             ty: def.ty,
             is_list: def.is_list,
@@ -486,10 +499,15 @@ impl<'c> Compiler<'c> {
                     || lty.ty == rty.ty;
                 let allowed = match op {
                     CmpOp::Eq | CmpOp::Ne => true,
-                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => lty.ty.is_numeric(),
+                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => {
+                        lty.ty.is_numeric() || lty.ty == FieldType::Str
+                    }
                     CmpOp::Contains | CmpOp::IContains | CmpOp::StartsWith | CmpOp::EndsWith => {
                         is_stringy(lty.ty)
                     }
+                    // The other field's values are the set (libs 0.25).
+                    CmpOp::In | CmpOp::Intersects => true,
+                    CmpOp::Pmatch => lty.ty == FieldType::Str,
                     _ => false,
                 };
                 if !compatible || !allowed {
@@ -510,7 +528,11 @@ impl<'c> Compiler<'c> {
                     lhs: lop,
                     op,
                     rhs: rop,
+                    all: op == CmpOp::In && lty.is_list,
                 });
+            }
+            Rhs::Modified(m, items) => {
+                return self.modified((lhs, &lop, lty), (op, *m), items, span, warnings);
             }
             Rhs::Value(lit) => vec![lit],
             Rhs::List(items) => {
@@ -524,6 +546,36 @@ impl<'c> Compiler<'c> {
                 items.iter().collect()
             }
         };
+
+        // Falco's compiler warning on a literal: a bare value that names a field ("may be a
+        // valid field misused as a const string value"). (Its `<NA>` warning is only for the
+        // k8s audit fields `ka.*`/`jevt.*`, which a syscall catalog does not have.)
+        for lit in &items {
+            if !lit.quoted
+                && matches!(rhs, Rhs::Value(_))
+                && lit.text.contains('.')
+                && lit
+                    .text
+                    .bytes()
+                    .next()
+                    .is_some_and(|b| b.is_ascii_alphabetic())
+                && self.catalog.lookup(&lit.text, None).is_ok()
+            {
+                warnings.push(err(
+                    "W_FIELD_AS_VALUE",
+                    format!(
+                        "`{}` may be a valid field misused as a const string value; write `val({})` to compare with the field",
+                        lit.text, lit.text
+                    ),
+                    lit.span,
+                ));
+            }
+        }
+        // `x in ()` on a single-valued field can never hold (on a list field it holds for an
+        // empty value, a subset of any set).
+        if op.takes_list() && items.is_empty() && !lty.is_list {
+            return Ok(Node::Const(false));
+        }
 
         // `evt.type` tests become bit tests on the event type id.
         let is_evt_type = lhs.transformers.is_empty()
@@ -560,10 +612,107 @@ impl<'c> Compiler<'c> {
                 e
             }
         })?;
+        // `in` on a list field is a subset test; `!=` on a field standing for both endpoints
+        // of a connection (`fd.ip != 0.0.0.0`) means "no endpoint equals" (libsinsp's
+        // `compare_ip`/`compare_port`/`compare_net` require every endpoint to differ).
+        let all = (op == CmpOp::In && lty.is_list)
+            || (op == CmpOp::Ne && self.catalog.is_endpoint_pair(&lop.field));
         Ok(Node::Test {
             lhs: lop,
             test,
-            all: op == CmpOp::In && lty.is_list,
+            all,
+        })
+    }
+
+    /// `lhs OP MOD (items)`: one test per item, combined by the modifier (libs 0.25: the
+    /// left-hand side must be single-valued; an empty list never matches). `= anyof` is an
+    /// `in` set and `evt.type = anyof` / `evt.type != allof` stay event-type bit tests, so
+    /// such rules are indexed by event type like their `in` spelling.
+    fn modified(
+        &mut self,
+        (lhs, lop, lty): (&Operand, &COperand, OperandType),
+        (op, m): (CmpOp, Modifier),
+        items: &[Literal],
+        span: Span,
+        warnings: &mut Vec<CompileError>,
+    ) -> Result<Node, Vec<CompileError>> {
+        if op.takes_list() {
+            return Err(vec![err(
+                "E_BAD_OPERATOR",
+                format!(
+                    "operator `{}` takes a list and cannot have the modifier `{}`",
+                    op.as_str(),
+                    m.as_str()
+                ),
+                span,
+            )]);
+        }
+        if lty.is_list {
+            return Err(vec![err(
+                "E_BAD_OPERATOR",
+                format!(
+                    "modifier `{}` needs a single-valued left-hand side, and `{}` is a list",
+                    m.as_str(),
+                    lhs.field.name
+                ),
+                span,
+            )]);
+        }
+        if items.is_empty() {
+            return Ok(Node::Const(false));
+        }
+        let is_evt_type = lhs.transformers.is_empty()
+            && lhs.field.arg.is_none()
+            && lop.field.id == self.catalog.evt_type_field();
+        let as_set = matches!((op, m), (CmpOp::Eq, Modifier::AnyOf));
+        if is_evt_type && (as_set || matches!((op, m), (CmpOp::Ne, Modifier::AllOf))) {
+            let rhs = Rhs::List(items.to_vec());
+            let node = self.compare(lhs, CmpOp::In, &rhs, span, warnings)?;
+            return Ok(if as_set {
+                node
+            } else {
+                Node::Not(Box::new(node))
+            });
+        }
+        let bad_op = |ty: FieldType| {
+            vec![err(
+                "E_BAD_OPERATOR",
+                format!(
+                    "operator `{}` does not apply to {} field `{}`",
+                    op.as_str(),
+                    ty.name(),
+                    lhs.field.name
+                ),
+                span,
+            )]
+        };
+        let or_bad = |e: Vec<CompileError>| if e.is_empty() { bad_op(lty.ty) } else { e };
+        let refs: Vec<&Literal> = items.iter().collect();
+        if as_set {
+            let test = self.test(CmpOp::In, lty.ty, &refs, span).map_err(or_bad)?;
+            return Ok(Node::Test {
+                lhs: lop.clone(),
+                test,
+                all: false,
+            });
+        }
+        let mut tests = Vec::with_capacity(items.len());
+        let mut errors = Vec::new();
+        for lit in &refs {
+            match self.test(op, lty.ty, std::slice::from_ref(lit), span) {
+                Ok(t) => tests.push(t),
+                // The operator does not apply: say so once, not once per item.
+                Err(e) if e.is_empty() => return Err(bad_op(lty.ty)),
+                Err(e) => errors.extend(e),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Node::Test {
+            lhs: lop.clone(),
+            test: Test::Multi(m, tests.into_boxed_slice()),
+            all: false,
         })
     }
 
@@ -596,6 +745,24 @@ impl<'c> Compiler<'c> {
             }
         };
         match ty {
+            // libsinsp compares byte buffers only by equality, containment and prefix/suffix
+            // (`evt.buffer icontains x` and `glob`, `regex`, `pmatch`, `<` are refused).
+            FieldType::Buffer
+                if !matches!(
+                    op,
+                    CmpOp::Eq
+                        | CmpOp::Ne
+                        | CmpOp::Contains
+                        | CmpOp::BContains
+                        | CmpOp::StartsWith
+                        | CmpOp::BStartsWith
+                        | CmpOp::EndsWith
+                        | CmpOp::In
+                        | CmpOp::Intersects
+                ) =>
+            {
+                Err(Vec::new())
+            }
             FieldType::Str | FieldType::Buffer => {
                 let bytes = || single().bytes().into_owned().into_boxed_slice();
                 Ok(match op {
@@ -663,7 +830,8 @@ impl<'c> Compiler<'c> {
                         })?;
                         Test::Pmatch(set)
                     }
-                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => return Err(Vec::new()),
+                    // Byte-wise lexicographic order, as libsinsp's `strcmp`.
+                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => Test::StrCmp(op, bytes()),
                 })
             }
             FieldType::I64 | FieldType::U64 | FieldType::AbsTime | FieldType::RelTime => {
@@ -1013,6 +1181,15 @@ mod tests {
         ("proc.name != sh", true),
         ("proc.name != bash", false),
         ("proc.name in (sh, bash)", true),
+        // `<` and friends on strings: byte-wise order (libsinsp's strcmp).
+        ("proc.name > bas", true),
+        ("proc.name < bat", true),
+        ("proc.name <= bash", true),
+        ("proc.name >= bashx", false),
+        ("proc.name < 5", false),
+        ("proc.name > val(proc.pname)", false),
+        ("proc.name < val(proc.pname)", true),
+        ("evt.buffer contains cafe", false),
         ("proc.name in (sh, zsh)", false),
         ("proc.name in ()", false),
         ("not proc.name in ()", true),
@@ -1147,6 +1324,16 @@ mod tests {
         ("tolower(proc.name) = tolower(proc.name)", true),
         ("basename(proc.exepath) = toupper(proc.name)", true),
         ("proc.aname = val(proc.pname)", true),
+        // A field's values as the set of `in` / `intersects` / `pmatch`.
+        ("proc.pname in val(proc.aname)", true),
+        ("proc.name in val(proc.aname)", false),
+        ("proc.args in val(proc.args)", true),
+        ("proc.args in val(proc.aname)", false),
+        ("proc.aname intersects val(proc.pname)", true),
+        ("fd.name pmatch val(fd.directory)", true),
+        ("fd.directory pmatch val(fd.name)", false),
+        ("toupper(proc.name) in toupper(proc.aname)", false),
+        ("fd.num in val(fd.num)", true),
         // event types
         ("evt.type = openat", true),
         ("evt.type = execve", false),
@@ -1166,6 +1353,144 @@ mod tests {
         ("(proc.name = bash)", true),
     ];
 
+    /// Operator modifiers (Falco 0.44 / libs 0.25), after libs' own filtercheck tests: for the
+    /// default event, `proc.name` is `bash`.
+    const MODIFIED: &[(&str, bool)] = &[
+        ("proc.name = oneof (bash, sh)", true),
+        ("proc.name == oneof (bash)", true),
+        ("proc.name = oneof (zsh, sh)", false),
+        ("proc.name = oneof (bash, bash)", false),
+        ("proc.name = anyof (bash, sh)", true),
+        ("proc.name = anyof (bash, bash)", true),
+        ("proc.name = anyof (zsh, sh)", false),
+        ("proc.name = allof (bash)", true),
+        ("proc.name = allof (bash, bash)", true),
+        ("proc.name = allof (bash, sh)", false),
+        ("proc.name != oneof (bash, bash, sh)", true),
+        ("proc.name != oneof (bash, bash)", false),
+        ("proc.name != oneof (zsh, sh)", false),
+        ("proc.name != anyof (zsh, sh)", true),
+        ("proc.name != anyof (bash, sh)", true),
+        ("proc.name != allof (zsh, sh)", true),
+        ("proc.name != allof (bash, sh)", false),
+        ("proc.name contains oneof (ba, zsh)", true),
+        ("proc.name contains oneof (ba, sh)", false),
+        ("proc.name contains anyof (ba, sh)", true),
+        ("proc.name contains allof (ba, sh)", true),
+        ("proc.name contains allof (ba, zsh)", false),
+        ("proc.name icontains allof (BA, SH)", true),
+        ("proc.name icontains oneof (BA, SH)", false),
+        ("proc.name startswith anyof (b, z)", true),
+        ("proc.name startswith allof (b, ba)", true),
+        ("proc.name startswith oneof (b, ba)", false),
+        ("proc.name endswith anyof (sh, x)", true),
+        ("proc.name endswith allof (sh, x)", false),
+        ("proc.name glob oneof (b*, z*)", true),
+        ("proc.name glob allof (b*, *sh)", true),
+        ("proc.name iglob anyof (B*, Z*)", true),
+        ("proc.name regex anyof ('^z.*', 'b.*')", true),
+        ("proc.name regex oneof (b.*, .*sh)", false),
+        ("proc.name regex allof (b.*, .*sh)", true),
+        ("toupper(proc.name) = oneof (BASH, SH)", true),
+        ("toupper(proc.name) != allof (BASH, SH)", false),
+        ("fd.num = anyof (1, 3)", true),
+        ("fd.num < allof (4, 5)", true),
+        ("fd.num < allof (3, 5)", false),
+        ("fd.num > oneof (1, 2)", false),
+        ("fd.num >= oneof (3, 4)", true),
+        // The modifier words are still plain values without a list.
+        ("proc.name = anyof", false),
+        ("proc.name != oneof", true),
+        // An empty list never matches.
+        ("proc.name = oneof ()", false),
+        ("proc.name = anyof ()", false),
+        ("proc.name = allof ()", false),
+        ("proc.name != allof ()", false),
+        ("proc.name != anyof ()", false),
+        // A missing value makes every comparison false, whatever the modifier.
+        ("container.id != allof (a, b)", false),
+        ("not container.id != allof (a, b)", true),
+        // Event types.
+        ("evt.type = anyof (openat, execve)", true),
+        ("evt.type != allof (openat, execve)", false),
+        ("evt.type != allof (connect, execve)", true),
+        ("evt.type startswith anyof (open, exec)", true),
+        // Combined.
+        (
+            "proc.name = oneof (bash) and proc.name != allof (zsh, sh)",
+            true,
+        ),
+        (
+            "proc.name = anyof (zsh) or proc.name != oneof (bash)",
+            false,
+        ),
+    ];
+
+    /// `fd.ip`, `fd.port`, `fd.net` match either endpoint (client `10.0.0.5:40000`, server
+    /// `93.184.216.34:443` here); `!=` holds only when neither endpoint equals (libsinsp).
+    #[test]
+    fn endpoint_pair_fields_negate_like_libsinsp() {
+        use vigil_fields::Value;
+        let mut ev = FakeEvent::default();
+        let ip = |t: &str| Value::Ip(t.parse().expect("test address"));
+        ev.set("fd.ip", vec![ip("10.0.0.5"), ip("93.184.216.34")]);
+        ev.set("fd.port", vec![Value::U64(40000), Value::U64(443)]);
+        ev.set("fd.net", vec![ip("10.0.0.5"), ip("93.184.216.34")]);
+        let cases: &[(&str, bool)] = &[
+            ("fd.ip = 93.184.216.34", true),
+            ("fd.ip = 10.0.0.5", true),
+            ("fd.ip != 93.184.216.34", false),
+            ("fd.ip != 10.0.0.5", false),
+            ("fd.ip != 0.0.0.0", true),
+            ("not fd.ip = 93.184.216.34", false),
+            ("fd.ip in (93.184.216.34, 1.1.1.1)", true),
+            ("fd.ip in (10.0.0.0/8)", true),
+            ("fd.port = 443", true),
+            ("fd.port != 443", false),
+            ("fd.port != 22", true),
+            ("fd.port in (443, 80)", true),
+            ("fd.port < 1024", true),
+            ("fd.port > 50000", false),
+            ("fd.net = 93.184.0.0/16", true),
+            ("fd.net != 93.184.0.0/16", false),
+            ("fd.net != 192.168.0.0/16", true),
+            // The "any ancestor" fields keep libsinsp's per-ancestor `!=`.
+            ("proc.aname != sshd", true),
+        ];
+        let mut failures = Vec::new();
+        for (src, want) in cases {
+            let got = eval(src, &ev);
+            if got != *want {
+                failures.push(format!("{src}: got {got}, want {want}"));
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn operator_modifiers_evaluate_like_libs() {
+        let ev = FakeEvent::default();
+        let mut failures = Vec::new();
+        for (src, want) in MODIFIED {
+            let got = eval(src, &ev);
+            if got != *want {
+                failures.push(format!("{src}: got {got}, want {want}"));
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn modified_event_type_tests_index_like_in() {
+        let cat = FakeCatalog::new();
+        let f = compile_one(&cat, "evt.type = anyof (execve, connect)").unwrap();
+        assert_eq!(f.event_types(), Some(vec![1, 2]));
+        let f = compile_one(&cat, "evt.type != allof (execve, connect)").unwrap();
+        assert_eq!(f.event_types(), Some(vec![0, 3]));
+        let f = compile_one(&cat, "evt.type = anyof (execve, nonsense)").unwrap();
+        assert_eq!(f.warnings()[0].code, "W_UNKNOWN_EVENT_TYPE");
+    }
+
     #[test]
     fn every_operator_evaluates_like_falco() {
         let ev = FakeEvent::default();
@@ -1184,9 +1509,11 @@ mod tests {
         ("nope.field = 1", "E_UNKNOWN_FIELD @ 0"),
         ("proc.name = x and nope = 1", "E_UNKNOWN_FIELD @ 18"),
         ("proc.aname[x] = 1", "E_FIELD_ARG @ 0"),
-        ("proc.env[] = 1", "E_FIELD_ARG @ 0"),
+        ("proc.env[\"\"] = 1", "E_FIELD_ARG @ 0"),
         ("proc.name[1] = x", "E_FIELD_ARG @ 0"),
-        ("proc.name > x", "E_BAD_OPERATOR @ 0"),
+        ("evt.buffer icontains x", "E_BAD_OPERATOR @ 0"),
+        ("evt.buffer glob x", "E_BAD_OPERATOR @ 0"),
+        ("evt.buffer < x", "E_BAD_OPERATOR @ 0"),
         ("fd.num contains 1", "E_BAD_OPERATOR @ 0"),
         ("fd.num glob 1", "E_BAD_OPERATOR @ 0"),
         ("fd.sip startswith 1", "E_BAD_OPERATOR @ 0"),
@@ -1211,6 +1538,10 @@ mod tests {
         ("fd.name glob '[abc'", "E_BAD_VALUE @ 13"),
         ("fd.name pmatch (/a/[b)", "E_BAD_VALUE @ 0"),
         ("some_macro and proc.name = x", "E_UNKNOWN_MACRO @ 0"),
+        ("proc.args = anyof (a, b)", "E_BAD_OPERATOR @ 0"),
+        ("fd.num = oneof (1, x)", "E_BAD_VALUE @ 19"),
+        ("fd.sip contains anyof (1, 2)", "E_BAD_OPERATOR @ 0"),
+        ("fd.name regex anyof (a, '(')", "E_BAD_VALUE @ 24"),
         (
             "a and nope.x = 1 and b",
             "E_UNKNOWN_MACRO @ 0, E_UNKNOWN_FIELD @ 6, E_UNKNOWN_MACRO @ 21",
@@ -1243,10 +1574,10 @@ mod tests {
     #[test]
     fn error_messages_name_the_object() {
         let cat = FakeCatalog::new();
-        let e = compile_one(&cat, "proc.name > x").unwrap_err();
+        let e = compile_one(&cat, "proc.is_interactive > x").unwrap_err();
         assert_eq!(
             e[0].message,
-            "operator `>` does not apply to CHARBUF field `proc.name`"
+            "operator `>` does not apply to BOOL field `proc.is_interactive`"
         );
         let e = compile_one(&cat, "fd.num = abc").unwrap_err();
         assert_eq!(e[0].message, "`abc` is not a number (INT64)");
@@ -1303,6 +1634,40 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    /// Falco's condition warnings: a bare value naming a field, `<NA>`, `evt.dir`.
+    #[test]
+    fn falco_condition_warnings() {
+        let cat = FakeCatalog::new();
+        let codes = |src: &str| {
+            let f = compile_one(&cat, src).unwrap_or_else(|e| panic!("{src}: {e:?}"));
+            f.warnings()
+                .iter()
+                .map(|w| format!("{} @ {}", w.code, w.span.start))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        assert_eq!(codes("proc.name = proc.pname"), "W_FIELD_AS_VALUE @ 12");
+        assert_eq!(codes("proc.name = val(proc.pname)"), "");
+        assert_eq!(codes("proc.name = 'proc.pname'"), "");
+        assert_eq!(codes("proc.name = sshd.service"), "");
+        assert_eq!(codes("fd.name = <NA>"), "");
+        let cat_dir = crate::testcatalog::TestCatalog::new();
+        let f = Compiler::new(&cat_dir)
+            .compile(&parse_condition("evt.dir = < and proc.name = x").unwrap())
+            .unwrap();
+        assert_eq!(f.warnings()[0].code, "W_DEPRECATED");
+        // A template's fields do not leak into the next condition's warnings.
+        let mut c = Compiler::new(&cat_dir);
+        c.compile_template("%evt.dir").unwrap();
+        let f = c
+            .compile(&parse_condition("proc.name = x").unwrap())
+            .unwrap();
+        assert!(f.warnings().is_empty());
+        // `in ()` on a single-valued field folds to false: such a rule runs on no event.
+        let f = compile_one(&cat, "proc.name in ()").unwrap();
+        assert_eq!(f.event_types(), Some(vec![]));
     }
 
     #[test]

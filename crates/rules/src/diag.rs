@@ -8,7 +8,6 @@
 //! | `E_YAML_PARSE` | malformed YAML, or YAML nested deeper than the reader allows |
 //! | `E_SCHEMA` | not a sequence of maps, unknown item kind, wrong value type, missing key |
 //! | `E_ENGINE_VERSION` | `required_engine_version` above [`crate::loader::ENGINE_VERSION`] |
-//! | `E_DUPLICATE` | a rule, macro or list defined twice in the same file |
 //! | `E_UNDEFINED_APPEND` | `append`/`override`/`enabled` on a rule, macro or list not defined before |
 //! | `E_BAD_PRIORITY` | a priority that is not one of Falco's eight |
 //! | `E_UNKNOWN_MACRO` | a condition names a macro that does not exist |
@@ -22,6 +21,12 @@
 //! | `W_SKIPPED_UNKNOWN_FILTER` | a rule with `skip-if-unknown-filter: true` that uses an unknown field |
 //! | `W_UNUSED_MACRO`, `W_UNUSED_LIST` | defined but referenced by no rule, macro or list |
 //! | `W_NO_EVTTYPE` | a rule whose condition does not restrict `evt.type` (runs on every event) |
+//! | `W_DEPRECATED` | Falco-deprecated syntax: `append: true`, a standalone `enabled`, `evt.dir` |
+//! | `W_INVALID_NAME` | a list or macro name that is not an identifier (conditions cannot name it) |
+//! | `W_IGNORED_KEY` | a key Falco ignores there (`enabled` in an `append` entry, an unreadable `capture`) |
+//! | `W_EXCEPTION_NOT_UNIQUE` | two exceptions of one rule item with the same name |
+//! | `W_FIELD_AS_VALUE` | a bare value that names a field (`proc.name = proc.pname`; meant `val()`?) |
+//! | `W_OVERRIDE_IGNORED` | an `override` entry for a key that cannot be overridden, or without a value |
 
 use std::fmt;
 

@@ -19,6 +19,11 @@
 //!   scalar operators on list fields; we apply them per value, which is also Falco's behaviour for
 //!   the "any ancestor" fields `proc.aname`/`proc.apid` without an index — a catalog should
 //!   therefore declare those `is_list: false` so that `proc.aname in (…)` means "any ancestor";
+//! - `fd.ip`, `fd.port` and `fd.net` stand for both endpoints of a connection
+//!   ([`vigil_fields::Catalog::is_endpoint_pair`]): every operator holds when either endpoint
+//!   satisfies it, except `!=`, which holds only when no endpoint equals (libsinsp's
+//!   `compare_ip`/`compare_port`/`compare_net`), so `fd.ip != 0.0.0.0` excludes a connection to
+//!   0.0.0.0; the "any ancestor" fields keep the per-value `!=` (some ancestor differs);
 //! - string operators work on bytes; `icontains`, `iglob` and `tolower`/`toupper` fold ASCII case;
 //! - `glob`/`iglob`: `*`, `?` and `[…]` (with `!`/`^` negation and ranges), `\` escapes; the
 //!   whole value must match and wildcards match `/` too: libsinsp implements `glob` with
@@ -29,7 +34,7 @@
 //! - `pmatch`: true when the value equals an item or lies below it (`/usr/bin` matches
 //!   `/usr/bin/ls`, not `/usr/binx`); items may hold glob wildcards, matched per path component.
 
-use crate::ast::{CmpOp, Transformer};
+use crate::ast::{CmpOp, Modifier, Transformer};
 use crate::compile::CompileError;
 use aho_corasick::AhoCorasick;
 use base64::Engine as _;
@@ -533,11 +538,13 @@ pub(crate) enum Node {
         test: Test,
         all: bool,
     },
-    /// `lhs OP val(rhs)`: true when any pair of values satisfies `op`.
+    /// `lhs OP val(rhs)`: true when any pair of values satisfies `op`; with `all` (`in` on a
+    /// list field), every value of `lhs` must be among those of `rhs`.
     Fields {
         lhs: COperand,
         op: CmpOp,
         rhs: COperand,
+        all: bool,
     },
     /// A subtree whose result is computed at most once per event. The compiler gives the same
     /// slot to structurally identical subtrees across all rules of a ruleset (typically one
@@ -902,7 +909,7 @@ fn eval_leaf<'a>(node: &Node, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -
                 values.any(|v| test.matches(v))
             }
         }
-        Node::Fields { lhs, op, rhs } => {
+        Node::Fields { lhs, op, rhs, all } => {
             ctx.begin_temp();
             let Some(l) = ctx.load(ex, lhs) else {
                 return false;
@@ -911,11 +918,27 @@ fn eval_leaf<'a>(node: &Node, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -
                 return false;
             };
             let (l, r) = (ctx.vals(l), ctx.vals(r));
-            l.iter()
-                .any(|a| r.iter().any(|b| compare_values(*op, a, b)))
+            let hit = |a| r.iter().any(|b| compare_values(*op, a, b));
+            if *all {
+                l.iter().all(hit)
+            } else {
+                l.iter().any(hit)
+            }
         }
         // Lowering puts only leaves in [`Op::Leaf`].
         Node::And(_) | Node::Or(_) | Node::Not(_) | Node::Memo { .. } => false,
+    }
+}
+
+/// Whether `ordering` (value against operand) satisfies the ordering operator `op`.
+fn ordered(op: CmpOp, ordering: std::cmp::Ordering) -> bool {
+    use std::cmp::Ordering::{Greater, Less};
+    match op {
+        CmpOp::Lt => ordering == Less,
+        CmpOp::Le => ordering != Greater,
+        CmpOp::Gt => ordering == Greater,
+        CmpOp::Ge => ordering != Less,
+        _ => false,
     }
 }
 
@@ -923,7 +946,7 @@ fn eval_leaf<'a>(node: &Node, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -
 fn compare_values(op: CmpOp, a: V<'_>, b: V<'_>) -> bool {
     if let (Some(x), Some(y)) = (a.number(), b.number()) {
         return match op {
-            CmpOp::Eq => x == y,
+            CmpOp::Eq | CmpOp::In | CmpOp::Intersects => x == y,
             CmpOp::Ne => x != y,
             CmpOp::Lt => x < y,
             CmpOp::Le => x <= y,
@@ -934,26 +957,32 @@ fn compare_values(op: CmpOp, a: V<'_>, b: V<'_>) -> bool {
     }
     match (a, b) {
         (V::Str(x), V::Str(y)) => match op {
-            CmpOp::Eq => x == y,
+            CmpOp::Eq | CmpOp::In | CmpOp::Intersects => x == y,
+            // `x` is `y` or lies below it.
+            CmpOp::Pmatch => {
+                x.starts_with(y)
+                    && (x.len() == y.len() || y.ends_with(b"/") || x.get(y.len()) == Some(&b'/'))
+            }
             CmpOp::Ne => x != y,
             CmpOp::Contains => memmem::find(x, y).is_some(),
             CmpOp::IContains => icontains(x, y),
             CmpOp::StartsWith => x.starts_with(y),
             CmpOp::EndsWith => x.ends_with(y),
+            CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => ordered(op, x.cmp(y)),
             _ => false,
         },
         (V::Bool(x), V::Bool(y)) => match op {
-            CmpOp::Eq => x == y,
+            CmpOp::Eq | CmpOp::In | CmpOp::Intersects => x == y,
             CmpOp::Ne => x != y,
             _ => false,
         },
         (V::Ip(x), V::Ip(y)) => match op {
-            CmpOp::Eq => x == y,
+            CmpOp::Eq | CmpOp::In | CmpOp::Intersects => x == y,
             CmpOp::Ne => x != y,
             _ => false,
         },
         (V::Net(x), V::Net(y)) => match op {
-            CmpOp::Eq => x == y,
+            CmpOp::Eq | CmpOp::In | CmpOp::Intersects => x == y,
             CmpOp::Ne => x != y,
             _ => false,
         },
@@ -973,6 +1002,8 @@ fn icontains(hay: &[u8], needle: &[u8]) -> bool {
 pub(crate) enum Test {
     StrEq(Box<[u8]>),
     StrNe(Box<[u8]>),
+    /// `<`, `<=`, `>`, `>=` on strings: byte-wise lexicographic order.
+    StrCmp(CmpOp, Box<[u8]>),
     Contains(Box<memmem::Finder<'static>>),
     IContains(AhoCorasick),
     StartsWith(Box<[u8]>),
@@ -993,6 +1024,8 @@ pub(crate) enum Test {
     NetEq(IpNet),
     NetNe(IpNet),
     NetIn(Box<[IpNet]>),
+    /// `OP MOD (v1, v2 …)`: the per-item tests combined by the modifier.
+    Multi(Modifier, Box<[Test]>),
 }
 
 impl Test {
@@ -1006,11 +1039,16 @@ impl Test {
             | Test::IpNe(_)
             | Test::NetEq(_)
             | Test::NetNe(_) => 3,
-            Test::StrEq(_) | Test::StrNe(_) | Test::StartsWith(_) | Test::EndsWith(_) => 4,
+            Test::StrEq(_)
+            | Test::StrNe(_)
+            | Test::StrCmp(..)
+            | Test::StartsWith(_)
+            | Test::EndsWith(_) => 4,
             Test::StrSet(_) | Test::IpIn(_) | Test::NetIn(_) => 5,
             Test::Pmatch(_) | Test::Contains(_) | Test::IContains(_) => 6,
             Test::Glob(_) => 7,
             Test::Regex(_) => 10,
+            Test::Multi(_, tests) => tests.iter().map(Test::cost).sum::<u32>().max(1),
         }
     }
 
@@ -1019,6 +1057,7 @@ impl Test {
         match (self, v) {
             (Test::StrEq(want), V::Str(s)) => **want == *s,
             (Test::StrNe(want), V::Str(s)) => **want != *s,
+            (Test::StrCmp(op, want), V::Str(s)) => ordered(*op, s.cmp(want)),
             (Test::Contains(finder), V::Str(s)) => finder.find(s).is_some(),
             (Test::IContains(ac), V::Str(s)) => ac.is_match(s),
             (Test::StartsWith(p), V::Str(s)) => s.starts_with(p),
@@ -1055,6 +1094,7 @@ impl Test {
             (Test::NetNe(n), V::Net(net)) => !net_within(&net, n),
             (Test::NetIn(nets), V::Ip(ip)) => nets.iter().any(|n| n.contains(&ip)),
             (Test::NetIn(nets), V::Net(net)) => nets.iter().any(|n| net_within(&net, n)),
+            (Test::Multi(m, tests), v) => m.combine(tests.iter().map(|t| t.matches(v))),
             _ => false,
         }
     }

@@ -12,8 +12,10 @@
 //! unary    := "not"* primary
 //! primary  := "(" expr ")" | operand "exists" | operand OP rhs | MACRO
 //! operand  := TRANSFORMER "(" operand ")" | FIELD ["[" ARG "]"]
-//! rhs      := "(" [value ("," value)*] ")"        -- for in / intersects / pmatch
+//! rhs      := list                                 -- for in / intersects / pmatch
+//!           | MODIFIER list                        -- oneof / anyof / allof, other operators
 //!           | "val" "(" operand ")" | TRANSFORMER "(" operand ")" | value
+//! list     := "(" [value ("," value)*] ")"
 //! value    := QUOTED | BAREWORD
 //! ```
 //!
@@ -21,7 +23,7 @@
 //! nesting (parentheses, `not`, transformers) is limited to [`MAX_DEPTH`] levels so that later
 //! phases, which do recurse over the tree, see bounded depth: adversarial input yields `E_DEPTH`.
 
-use crate::ast::{CmpOp, Expr, FieldName, Literal, Operand, Rhs, Span, Transformer};
+use crate::ast::{CmpOp, Expr, FieldName, Literal, Modifier, Operand, Rhs, Span, Transformer};
 use std::fmt;
 
 /// Maximum nesting depth of parentheses, `not` and transformers in one condition.
@@ -46,6 +48,16 @@ impl std::error::Error for ParseError {}
 
 /// Parses one condition.
 pub fn parse_condition(src: &str) -> Result<Expr, ParseError> {
+    // libsinsp reads the condition as a C string: a NUL byte ends it, and a `\x00` escape is
+    // refused (see `quoted`). Refusing raw NUL bytes too keeps every accepted condition
+    // printable in a form that parses back (found by fuzzing).
+    if let Some(at) = src.bytes().position(|b| b == 0) {
+        return Err(ParseError {
+            code: "E_SYNTAX",
+            message: "a NUL byte cannot appear in a condition".to_string(),
+            span: span(at, at + 1),
+        });
+    }
     let mut parser = Parser::new(src);
     let expr = parser.expr()?;
     parser.skip_ws();
@@ -470,6 +482,11 @@ impl<'s> Parser<'s> {
                 {
                     self.pos += 1;
                 }
+                if self.pos == start {
+                    // libsinsp's grammar wants at least one character (or a quoted string):
+                    // `evt.arg[]` is a syntax error there too.
+                    return Err(self.unexpected("a field argument"));
+                }
                 self.src[start..self.pos].to_string()
             }
         };
@@ -483,14 +500,45 @@ impl<'s> Parser<'s> {
     fn rhs(&mut self, op: CmpOp, depth: usize) -> Result<Rhs, ParseError> {
         self.skip_ws();
         if op.takes_list() {
-            if self.peek() != Some(b'(') {
-                return Err(
-                    self.unexpected(&format!("a parenthesised list after `{}`", op.as_str()))
-                );
+            if self.peek() == Some(b'(') {
+                return self.list().map(Rhs::List);
             }
-            return self.list().map(Rhs::List);
+            // libs 0.25's parser also takes `val(field)` or a transformer here: the values of
+            // another field are the set (`proc.name in val(proc.aname)`).
+            if let Some(rhs) = self.field_rhs(depth)? {
+                return Ok(rhs);
+            }
+            return Err(self.unexpected(&format!("a parenthesised list after `{}`", op.as_str())));
         }
-        // `val(field)` or `transformer(field)`.
+        // `oneof (…)`, `anyof (…)`, `allof (…)`: a modifier word followed by a list. A
+        // modifier word not followed by `(` is an ordinary bare value (`proc.name = anyof`).
+        for m in Modifier::ALL {
+            if self.at_keyword(m.as_str()) {
+                let mut look = self.pos + m.as_str().len();
+                while self.bytes.get(look).copied().is_some_and(is_ws) {
+                    look += 1;
+                }
+                if self.bytes.get(look) == Some(&b'(') {
+                    self.pos = look;
+                    return self.list().map(|items| Rhs::Modified(m, items));
+                }
+            }
+        }
+        if let Some(rhs) = self.field_rhs(depth)? {
+            return Ok(rhs);
+        }
+        match self.peek() {
+            Some(b'(') => Err(self.unexpected(&format!(
+                "a value after `{}` (lists need `in`, `intersects` or `pmatch`)",
+                op.as_str()
+            ))),
+            Some(b')' | b',') | None => Err(self.unexpected("a value")),
+            _ => self.value().map(Rhs::Value),
+        }
+    }
+
+    /// `val(field)` or `transformer(field)` at the cursor, if there is one.
+    fn field_rhs(&mut self, depth: usize) -> Result<Option<Rhs>, ParseError> {
         let save = self.pos;
         if let Some((start, end)) = self.name() {
             let word = &self.src[start..end];
@@ -506,22 +554,15 @@ impl<'s> Parser<'s> {
                     return Err(self.unexpected("`)` closing `val(`"));
                 }
                 self.pos += 1;
-                return Ok(Rhs::Field(operand));
+                return Ok(Some(Rhs::Field(operand)));
             }
             if is_call && transformer_named(word).is_some() {
                 self.pos = save;
-                return self.operand(depth).map(Rhs::Field);
+                return self.operand(depth).map(|o| Some(Rhs::Field(o)));
             }
             self.pos = save;
         }
-        match self.peek() {
-            Some(b'(') => Err(self.unexpected(&format!(
-                "a value after `{}` (lists need `in`, `intersects` or `pmatch`)",
-                op.as_str()
-            ))),
-            Some(b')' | b',') | None => Err(self.unexpected("a value")),
-            _ => self.value().map(Rhs::Value),
-        }
+        Ok(None)
     }
 
     /// `"(" [value ("," value)*] ")"`.
@@ -622,6 +663,15 @@ impl<'s> Parser<'s> {
                         .and_then(|h| std::str::from_utf8(h).ok())
                         .and_then(|h| u8::from_str_radix(h, 16).ok());
                     match value {
+                        // libsinsp keeps strings NUL-terminated: a `\x00` escape is refused.
+                        Some(0) => {
+                            return Err(ParseError {
+                                code: "E_SYNTAX",
+                                message: "`\\x00` (a NUL byte) cannot appear in a string"
+                                    .to_string(),
+                                span: span(self.pos - 1, (self.pos + 3).min(self.bytes.len())),
+                            })
+                        }
                         Some(v) => {
                             out.push(v);
                             self.pos += 3;
@@ -695,6 +745,7 @@ mod tests {
             "container.mount.dest[/var/run/docker.sock] exists",
         ),
         ("evt.arg[0] = 1", "evt.arg[0] = 1"),
+        ("evt.arg[''] = 1", "evt.arg[\"\"] = 1"),
         ("proc.env[\"HOME\"] = /root", "proc.env[HOME] = /root"),
         ("tolower(proc.name) = bash", "tolower(proc.name) = bash"),
         (
@@ -721,11 +772,39 @@ mod tests {
         ("evt.dir = <", "evt.dir = <"),
         ("x\n\tand\r\ny", "x and y"),
         ("proc.name = 'a\\x41\\n'", "proc.name = \"aA\\n\""),
+        ("proc.name = 'it\\'s'", "proc.name = \"it's\""),
+        (
+            "proc.cmdline contains 'don\\'t' and proc.name in ('a\\'b', c)",
+            "proc.cmdline contains \"don't\" and proc.name in (\"a'b\", c)",
+        ),
+        ("proc.name = '\\x01'", "proc.name = \"\\x01\""),
         ("a_b.c_1.2 = x", "a_b.c_1.2 = x"),
         ("android", "android"),
         ("notx and orx", "notx and orx"),
         ("proc.name = and", "proc.name = and"),
         ("proc.name=bash or(a)", "proc.name = bash or a"),
+        (
+            "proc.name = oneof (cat, nginx)",
+            "proc.name = oneof (cat, nginx)",
+        ),
+        (
+            "fd.name startswith anyof(/etc,'/usr')",
+            "fd.name startswith anyof (/etc, \"/usr\")",
+        ),
+        (
+            "proc.cmdline contains  allof\n ('a b',c)",
+            "proc.cmdline contains allof (\"a b\", c)",
+        ),
+        ("proc.name != allof ()", "proc.name != allof ()"),
+        ("proc.name = anyof", "proc.name = anyof"),
+        (
+            "proc.name in val(proc.aname)",
+            "proc.name in val(proc.aname)",
+        ),
+        (
+            "fd.name pmatch tolower( fd.directory )",
+            "fd.name pmatch val(tolower(fd.directory))",
+        ),
     ];
 
     #[test]
@@ -772,6 +851,15 @@ mod tests {
         ("and", "E_SYNTAX @ 0"),
         ("= x", "E_SYNTAX @ 0"),
         ("proc.name = val(x", "E_SYNTAX @ 17"),
+        ("proc.name = oneofx (a)", "E_SYNTAX @ 19"),
+        ("proc.name = oneof (a", "E_SYNTAX @ 20"),
+        ("proc.name in oneof (a)", "E_SYNTAX @ 13"),
+        ("proc.name in val(x", "E_SYNTAX @ 18"),
+        ("evt.arg[] = value", "E_SYNTAX @ 8"),
+        ("proc= a\0\0\0eo", "E_SYNTAX @ 7"),
+        ("proc.name = 'a\0'", "E_SYNTAX @ 14"),
+        ("proc.name = \"\\x00\"", "E_SYNTAX @ 13"),
+        ("proc.name in ('a', 'b\\x00')", "E_SYNTAX @ 21"),
     ];
 
     #[test]

@@ -279,6 +279,10 @@ impl Catalog for TestCatalog {
     fn evt_type_field(&self) -> FieldId {
         Self::id_of("evt.type").expect("evt.type is declared")
     }
+
+    fn is_endpoint_pair(&self, field: &FieldRef) -> bool {
+        matches!(self.def(field.id).name, "fd.ip" | "fd.port" | "fd.net")
+    }
 }
 
 /// A fake event: an event type and string/integer values by field name (with the argument

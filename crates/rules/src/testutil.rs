@@ -48,6 +48,9 @@ static FIELDS: &[FieldDef] = &[
     def("fd.sip", FieldType::IpAddr, ArgKind::None, false),
     def("fd.rip", FieldType::IpAddr, ArgKind::None, false),
     def("fd.net", FieldType::IpNet, ArgKind::None, false),
+    // Either endpoint of a connection (see `Catalog::is_endpoint_pair`).
+    def("fd.ip", FieldType::IpAddr, ArgKind::None, false),
+    def("fd.port", FieldType::U64, ArgKind::None, false),
     def("fd.types", FieldType::Str, ArgKind::OptionalIndex, true),
     def("container.id", FieldType::Str, ArgKind::None, false),
     def("container.mount.dest", FieldType::Str, ArgKind::Key, false),
@@ -130,6 +133,10 @@ impl Catalog for FakeCatalog {
     /// `fd.num` stands for the fields only a syscall's result tells.
     fn depends_on_result(&self, field: &FieldRef) -> bool {
         Some(field.id) == id_of("fd.num")
+    }
+
+    fn is_endpoint_pair(&self, field: &FieldRef) -> bool {
+        [id_of("fd.ip"), id_of("fd.port"), id_of("fd.net")].contains(&Some(field.id))
     }
 }
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{check, load};
+use common::{check, event, load, matching};
 
 const RULE_TAIL: &str = "  desc: d\n  output: o\n  priority: WARNING\n";
 
@@ -149,9 +149,12 @@ fn append_to_undefined_items() {
                 - rule: s\n  enabled: false\n";
     check(
         &[("f.yaml", text)],
-        "E_UNDEFINED_APPEND: list `l` is appended to or overridden but was not defined before @ 1:3
+        "W_DEPRECATED: `append` is deprecated; use `override` (`override: { condition: append }`) @ 3:11
+         E_UNDEFINED_APPEND: list `l` is appended to or overridden but was not defined before @ 1:3
          E_UNDEFINED_APPEND: macro `m` is appended to or overridden but was not defined before @ 4:3
+         W_DEPRECATED: `append` is deprecated; use `override` (`override: { condition: append }`) @ 10:11
          E_UNDEFINED_APPEND: rule `r` is appended to or overridden but was not defined before @ 8:3
+         W_DEPRECATED: a standalone `enabled` is deprecated; add `override: { enabled: replace }` @ 11:3
          E_UNDEFINED_APPEND: rule `s` is appended to or overridden but was not defined before @ 11:3",
     );
 }
@@ -196,20 +199,60 @@ fn engine_version() {
     );
 }
 
+/// As in Falco, a second definition in the same file replaces the first, in its place.
 #[test]
-fn duplicates_in_one_file_are_errors() {
+fn redefinitions_in_one_file_replace() {
     let text = format!(
         "- list: l\n  items: [a]\n- list: l\n  items: [b]\n\
-         - macro: m\n  condition: proc.name in (l)\n- macro: m\n  condition: proc.name = x\n\
-         - rule: r\n  condition: evt.type = open and m\n{RULE_TAIL}\
-         - rule: r\n  condition: evt.type = open\n{RULE_TAIL}"
+         - macro: m\n  condition: proc.name in (l)\n- macro: m\n  condition: proc.name in (l, c)\n\
+         - rule: r\n  condition: evt.type = open and proc.name = z\n{RULE_TAIL}\
+         - rule: r\n  condition: evt.type = open and m\n{RULE_TAIL}"
     );
-    check(
+    let r = check(&[("f.yaml", &text)], "");
+    let rs = r.ruleset.expect("loads");
+    assert_eq!(rs.rules().len(), 1);
+    let hit = |name: &str| !matching(&rs, &event("open", &[("proc.name", name)])).is_empty();
+    assert!(hit("b") && hit("c"), "the second list and macro");
+    assert!(!hit("a"), "the first list is gone");
+    assert!(!hit("z"), "the first rule is gone");
+}
+
+/// Falco's loader accepts these where Vigil used to stop: `override: replace` of a list or
+/// macro not defined yet defines it; an override entry that cannot apply is a warning;
+/// `enabled` in an `append` entry is ignored; `source:` without a value is the default;
+/// `capture`/`capture_duration` can be replaced; yaml-cpp's `yes`/`on` are booleans; a list
+/// named with a space loads with a warning.
+#[test]
+fn falco_lenient_loader_cases_load_with_warnings() {
+    let text = format!(
+        "- list: my list\n  items: [a, b]\n\
+         - macro: m2\n  condition: proc.name = x\n  override:\n    condition: replace\n\
+         - list: l2\n  items: [y]\n  override:\n    items: replace\n\
+         - rule: r\n  condition: evt.type = open and (proc.name in (l2) or m2)\n  source:\n{RULE_TAIL}\
+         - rule: r\n  condition: and proc.name != x\n  enabled: false\n  append: true\n\
+         - rule: r\n  capture: yes\n  capture_duration: 5\n  override:\n    capture: replace\n    capture_duration: replace\n    source: replace\n\
+         - rule: q\n  condition: evt.type = open\n  capture: 3\n{RULE_TAIL}"
+    );
+    let r = check(
         &[("f.yaml", &text)],
-        "E_DUPLICATE: list `l` is defined twice in this file @ 3:3
-         E_DUPLICATE: macro `m` is defined twice in this file @ 7:3
-         E_DUPLICATE: rule `r` is defined twice in this file @ 14:3",
+        "W_INVALID_NAME: list name `my list` is not an identifier ([a-zA-Z_][a-zA-Z0-9_]*): conditions cannot refer to it @ 1:3
+         W_DEPRECATED: `append` is deprecated; use `override` (`override: { condition: append }`) @ 20:11
+         W_IGNORED_KEY: `enabled` in an `append` entry is ignored @ 19:12
+         W_OVERRIDE_IGNORED: `source` cannot be overridden; the `override` entry is ignored @ 27:5
+         W_IGNORED_KEY: `capture` must be true or false, found a scalar; ignored @ 30:12",
     );
+    let rs = r.ruleset.expect("loads");
+    let rule = &rs.rules()[0];
+    assert!(rule.enabled, "enabled in an append entry is ignored");
+    assert_eq!(rule.source, "syscall");
+    assert!(rule.capture);
+    assert_eq!(rule.capture_duration, Some(5));
+    let hit = |name: &str| {
+        matching(&rs, &event("open", &[("proc.name", name)])).contains(&"r".to_string())
+    };
+    assert!(hit("y"));
+    assert!(!hit("x"), "the appended condition applies");
+    assert!(!hit("z"));
 }
 
 #[test]
@@ -372,4 +415,24 @@ fn exponential_macro_graphs_are_bounded() {
         let codes: Vec<&str> = r.errors().map(|d| d.code).collect();
         assert_eq!(codes, ["E_TOO_LARGE"], "{:?}", r.diagnostics);
     });
+}
+
+/// Falco's warnings, as warnings (the load succeeds): a duplicated exception name, a field
+/// name as a bare value, `evt.dir` (but not `<NA>` on syscall fields); and a rule that can never be true (`in` an empty
+/// list) gets no `W_NO_EVTTYPE`.
+#[test]
+fn falco_warnings_are_warnings() {
+    let text = format!(
+        "- list: empty\n  items: []\n\
+         - rule: r\n  condition: evt.type = open and proc.name = proc.pname and fd.name != <NA>\n{RULE_TAIL}\
+         \x20 exceptions:\n    - name: e\n      fields: proc.name\n      values: [a]\n    - name: e\n      fields: proc.name\n      values: [b]\n\
+         - rule: s\n  condition: proc.name in (empty) and evt.dir = <\n{RULE_TAIL}"
+    );
+    let r = check(
+        &[("f.yaml", &text)],
+        "W_EXCEPTION_NOT_UNIQUE: multiple definitions of exception `e` in rule `r` @ 12:7
+         W_FIELD_AS_VALUE: `proc.pname` may be a valid field misused as a const string value; write `val(proc.pname)` to compare with the field @ 4:46
+         W_DEPRECATED: `evt.dir` is deprecated: every event is a completed (exit) event @ 16:39",
+    );
+    assert!(r.ruleset.is_some());
 }

@@ -169,7 +169,7 @@ fn append_and_override() {
 #[test]
 fn appended_condition_errors_point_at_the_appending_file() {
     let base = format!("- rule: r\n  condition: evt.type = execve\n{TAIL}");
-    let add = "- rule: r\n  condition: and proc.nmae = x\n  append: true\n";
+    let add = "- rule: r\n  condition: and proc.nmae = x\n  override:\n    condition: append\n";
     check(
         &[("base.yaml", &base), ("add.yaml", add)],
         "add.yaml: E_UNKNOWN_FIELD: unknown field `proc.nmae` @ 2:18",
@@ -271,6 +271,81 @@ fn exceptions_exclude_matching_tuples() {
         )
     )
     .is_empty());
+}
+
+/// Falco 0.44's operator modifiers in conditions (with list names expanded inside the modified
+/// list) and in exception `comps`: single-field (all values form one modified list),
+/// multi-field (mixed per field) and with extra whitespace inside the comp.
+#[test]
+fn operator_modifiers_in_conditions_and_exceptions() {
+    let text = [
+        "- list: prefixes",
+        "  items: [/etc, /usr]",
+        "- macro: sensitive",
+        "  condition: fd.name startswith anyof (prefixes, /root)",
+        "- rule: r",
+        "  condition: evt.type = anyof (openat) and sensitive and proc.name != allof (cat, ls)",
+        "  desc: d",
+        "  output: o",
+        "  priority: WARNING",
+        "  exceptions:",
+        "    - name: pkg",
+        "      fields: proc.name",
+        "      comps: startswith  oneof",
+        "      values: [apt, dpkg]",
+        "    - name: pair",
+        "      fields: [proc.pname, proc.cmdline]",
+        "      comps: [= oneof, contains allof]",
+        "      values:",
+        "        - [[sshd, cron], [--fix, -y]]",
+        "    - name: ends",
+        "      fields: [fd.name]",
+        "      comps: [endswith anyof]",
+        "      values:",
+        "        - [[.bak, .old]]",
+        "",
+    ]
+    .join("\n");
+    let rs = ruleset(&[("f.yaml", &text)]);
+    let hit = |fields: &[(&str, &str)]| {
+        let mut all = vec![
+            ("proc.name", "vi"),
+            ("fd.name", "/etc/passwd"),
+            ("proc.pname", "bash"),
+            ("proc.cmdline", "vi x"),
+        ];
+        for (k, v) in fields {
+            all.retain(|(name, _)| name != k);
+            all.push((k, v));
+        }
+        !matching(&rs, &event("openat", &all)).is_empty()
+    };
+    assert!(hit(&[]));
+    assert!(
+        hit(&[("fd.name", "/usr/lib/x")]),
+        "list name in a modified list"
+    );
+    assert!(
+        hit(&[("fd.name", "/root/.ssh")]),
+        "inline item beside a list name"
+    );
+    assert!(!hit(&[("fd.name", "/tmp/x")]));
+    assert!(!hit(&[("proc.name", "cat")]), "!= allof excludes each item");
+    assert!(
+        !hit(&[("proc.name", "apt-get")]),
+        "startswith oneof exception"
+    );
+    assert!(!hit(&[
+        ("proc.pname", "cron"),
+        ("proc.cmdline", "x --fix -y")
+    ]));
+    assert!(
+        hit(&[("proc.pname", "cron"), ("proc.cmdline", "x --fix")]),
+        "contains allof needs every item"
+    );
+    assert!(!hit(&[("fd.name", "/etc/passwd.old")]), "endswith anyof");
+    let types = rs.rules()[0].filter().event_types();
+    assert_eq!(types.map(|t| t.len()), Some(1), "indexed on openat alone");
 }
 
 #[test]
@@ -483,4 +558,41 @@ fn evaluate_does_not_allocate_per_event_in_steady_state() {
         assert_eq!(out, [0]);
     }
     assert_eq!(out.capacity(), 4);
+}
+
+/// The incubating and sandbox rules' `fd.ip != "0.0.0.0"`: a connection whose server (or
+/// client) is 0.0.0.0 must not match, as in libsinsp, where `!=` on `fd.ip` requires every
+/// endpoint to differ; `in` on it matches either endpoint.
+#[test]
+fn endpoint_pair_inequality_excludes_either_endpoint() {
+    let text = [
+        "- rule: r",
+        "  condition: evt.type = connect and fd.ip != \"0.0.0.0\" and fd.port in (80, 8080)",
+        "  desc: d",
+        "  output: o",
+        "  priority: WARNING",
+        "",
+    ]
+    .join("\n");
+    let rs = ruleset(&[("f.yaml", &text)]);
+    let hit = |client: &str, server: &str, sport: u64| {
+        let ip = |t: &str| vigil_fields::Value::Ip(t.parse().expect("test address"));
+        let mut ev = event("connect", &[]);
+        ev.set_values("fd.ip", vec![ip(client), ip(server)]);
+        ev.set_values(
+            "fd.port",
+            vec![
+                vigil_fields::Value::U64(40000),
+                vigil_fields::Value::U64(sport),
+            ],
+        );
+        !matching(&rs, &ev).is_empty()
+    };
+    assert!(hit("10.0.0.5", "93.184.216.34", 80));
+    assert!(!hit("10.0.0.5", "0.0.0.0", 80), "server 0.0.0.0");
+    assert!(!hit("0.0.0.0", "93.184.216.34", 80), "client 0.0.0.0");
+    assert!(
+        !hit("10.0.0.5", "93.184.216.34", 443),
+        "neither port listed"
+    );
 }

@@ -172,12 +172,12 @@ fields! {
     FdNameraw = "fd.nameraw", Str, None, false, "file path as the process passed it";
     FdDirectory = "fd.directory", Str, None, false, "directory containing the file (the directory itself for directory fds)";
     FdFilename = "fd.filename", Str, None, false, "file name without its directory";
-    FdIp = "fd.ip", IpAddr, None, true, "matches the client or the server IP address";
+    FdIp = "fd.ip", IpAddr, None, false, "matches the client or the server IP address";
     FdCip = "fd.cip", IpAddr, None, false, "client IP address";
     FdSip = "fd.sip", IpAddr, None, false, "server IP address";
     FdLip = "fd.lip", IpAddr, None, false, "local IP address";
     FdRip = "fd.rip", IpAddr, None, false, "remote IP address";
-    FdPort = "fd.port", U64, None, true, "matches the client or the server port";
+    FdPort = "fd.port", U64, None, false, "matches the client or the server port";
     FdCport = "fd.cport", U64, None, false, "client port";
     FdSport = "fd.sport", U64, None, false, "server port";
     FdLport = "fd.lport", U64, None, false, "local port";
@@ -185,7 +185,7 @@ fields! {
     FdL4proto = "fd.l4proto", Str, None, false, "IP protocol: tcp, udp, icmp or raw; <NA> for other descriptors";
     FdSockfamily = "fd.sockfamily", Str, None, false, "socket family: ip or unix";
     FdIsServer = "fd.is_server", Bool, None, false, "true if this process is the server end";
-    FdNet = "fd.net", IpNet, None, true, "matches the client or server IP against networks (value: the address)";
+    FdNet = "fd.net", IpNet, None, false, "matches the client or server IP against networks (value: the address)";
     FdCnet = "fd.cnet", IpNet, None, false, "client IP matched against networks (value: the address)";
     FdSnet = "fd.snet", IpNet, None, false, "server IP matched against networks (value: the address)";
     FdLnet = "fd.lnet", IpNet, None, false, "local IP matched against networks (value: the address)";
@@ -303,6 +303,10 @@ impl Catalog for FieldCatalog {
     /// call's path arguments already give (`fd.name`, `fd.nameraw`, `fd.directory`,
     /// `fd.filename`: the same for a failed call, resolved from the arguments, as for a
     /// successful one, read from the new descriptor).
+    fn is_endpoint_pair(&self, field: &FieldRef) -> bool {
+        matches!(self.def(field.id).name, "fd.ip" | "fd.port" | "fd.net")
+    }
+
     fn depends_on_result(&self, field: &FieldRef) -> bool {
         let name = self.def(field.id).name;
         if name == "evt.arg" {

@@ -495,7 +495,8 @@ fn fd_lifecycle_open_dup_close() {
     );
     assert_eq!(f(&state, &fail, "fd.nameraw"), "secret/../key");
     assert_eq!(f(&state, &fail, "fd.directory"), "/home/alice/work");
-    assert_eq!(field(&state, &fail, "fd.num"), None);
+    // libsinsp's fd.num is the call's descriptor number: a failed open's negative result.
+    assert_eq!(f(&state, &fail, "fd.num"), "-2");
     assert_eq!(field(&state, &fail, "fd.type"), None);
     assert_eq!(field(&state, &read(400, 400, -2), "fd.name"), None);
     let fds_before = state.stats().fds;

@@ -211,13 +211,20 @@ impl<'a> EventView<'a> {
         Some(leader)
     }
 
+    /// The descriptor number the event names (its argument, or the result of a call that
+    /// creates one), whether or not it is valid or tracked: a failed open's is its negative
+    /// result, as libsinsp's `fd.num` is.
+    fn fd_number(&self) -> Option<i64> {
+        match self.info.fd {
+            FdRef::None => None,
+            FdRef::Res => Some(self.evt.res),
+            FdRef::Param(i) => param_i64(self.evt, i),
+        }
+    }
+
     fn fd(&self) -> Option<(i64, &'a FdEntry)> {
         *self.fd.get_or_init(|| {
-            let fd = match self.info.fd {
-                FdRef::None => return None,
-                FdRef::Res => self.evt.res,
-                FdRef::Param(i) => param_i64(self.evt, i)?,
-            };
+            let fd = self.fd_number()?;
             if fd < 0 {
                 return None;
             }
@@ -1066,11 +1073,9 @@ impl Extract for EventView<'_> {
                 .and_then(|c| label(c, "io.kubernetes.pod.uid"))
                 .is_some_and(|v| push_nonempty(out, v.as_bytes())),
             // ----- fd -----
-            F::FdNum => push_opt(
-                out,
-                // A failed open has no descriptor: no value.
-                self.fd().map(|(n, _)| Value::I64(n)),
-            ),
+            // The number as the event gives it, tracked or not (`fd.num < 0` after a failed
+            // open holds, as in Falco).
+            F::FdNum => push_opt(out, self.fd_number().map(Value::I64)),
             F::FdType => self
                 .fd()
                 .is_some_and(|(_, e)| push_str(out, e.obj.ty.name().as_bytes())),

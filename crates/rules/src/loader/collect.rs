@@ -3,11 +3,16 @@
 //!
 //! Falco semantics kept here:
 //! - items are processed in file order, files in the order they were added;
-//! - a later file's definition replaces an earlier one in place (rule order is kept);
-//!   a second definition in the *same* file is `E_DUPLICATE`;
-//! - `append: true` (legacy) and `override: {key: append|replace}` need an earlier definition,
-//!   otherwise `E_UNDEFINED_APPEND`; appended conditions and outputs are joined with a space;
-//! - `- rule: X` with only `enabled` toggles an existing rule;
+//! - a later definition replaces an earlier one in place (rule order is kept), in the same
+//!   file or another;
+//! - `append: true` (legacy, `W_DEPRECATED`) and `override: {key: append|replace}` need an
+//!   earlier definition, otherwise `E_UNDEFINED_APPEND` — except `override: {items|condition:
+//!   replace}` on a list or macro, which defines it (Falco's reader treats it as a definition);
+//!   appended conditions and outputs are joined with a space; an `override` entry for a key
+//!   that cannot be overridden, or without a value, is ignored with `W_OVERRIDE_IGNORED`;
+//! - `- rule: X` with only `enabled` toggles an existing rule (`W_DEPRECATED`: Falco wants
+//!   `override: {enabled: replace}`); `enabled` in an `append: true` entry is ignored;
+//! - list and macro names that are not identifiers load with `W_INVALID_NAME`;
 //! - exceptions' values may be appended to an existing exception by name.
 
 use rustc_hash::FxHashMap;
@@ -15,7 +20,7 @@ use rustc_hash::FxHashMap;
 use super::text::{Origin, Piece};
 use super::yaml::{Kind, Node, Pos};
 use super::{Reporter, ENGINE_VERSION};
-use crate::ast::CmpOp;
+use crate::ast::{CmpOp, Modifier};
 use crate::priority::Priority;
 
 /// A list definition.
@@ -52,7 +57,8 @@ pub struct ExceptionDef {
     pub field_pos: Vec<Pos>,
     /// `fields` was a single field name rather than a list (values are then flat).
     pub single: bool,
-    pub comps: Vec<CmpOp>,
+    /// Each field's operator, with its list modifier (`startswith anyof`) if any.
+    pub comps: Vec<(CmpOp, Option<Modifier>)>,
     /// Value tuples with the position of each tuple; for a single field, one-element tuples.
     pub values: Vec<(Vec<ExValue>, Pos)>,
     pub file: usize,
@@ -84,8 +90,6 @@ pub struct RuleDef {
 pub struct Table<T> {
     pub items: Vec<T>,
     index: FxHashMap<String, usize>,
-    /// The file of the latest full definition of each item (for `E_DUPLICATE`).
-    defined_in: Vec<usize>,
 }
 
 impl<T> Default for Table<T> {
@@ -93,7 +97,6 @@ impl<T> Default for Table<T> {
         Table {
             items: Vec::new(),
             index: FxHashMap::default(),
-            defined_in: Vec::new(),
         }
     }
 }
@@ -103,21 +106,14 @@ impl<T> Table<T> {
         self.index.get(name).copied()
     }
 
-    /// Defines or redefines `name`. Returns `false` (and keeps the first) for a redefinition in
-    /// the same file.
-    fn define(&mut self, name: &str, file: usize, item: T) -> bool {
+    /// Defines or redefines `name`: a later definition replaces an earlier one in its place,
+    /// whether in the same file or an earlier one (Falco's collector does the same).
+    fn define(&mut self, name: &str, item: T) {
         match self.index.get(name) {
-            Some(&i) if self.defined_in[i] == file => false,
-            Some(&i) => {
-                self.items[i] = item;
-                self.defined_in[i] = file;
-                true
-            }
+            Some(&i) => self.items[i] = item,
             None => {
                 self.index.insert(name.to_string(), self.items.len());
                 self.items.push(item);
-                self.defined_in.push(file);
-                true
             }
         }
     }
@@ -273,11 +269,17 @@ impl Collected {
             },
             None => None,
         };
-        let mode = match modes.is_empty() {
+        let mut mode = match modes.is_empty() {
             true => Mode::Define,
             false => modes.get("items").copied().unwrap_or(Mode::Append),
         };
+        if mode == Mode::Replace && self.lists.get(&name).is_none() {
+            // Falco's reader defines a list whose `items` are replaced (only `append`
+            // needs an earlier definition).
+            mode = Mode::Define;
+        }
         if mode == Mode::Define {
+            check_identifier(file, item.pos, "list", &name, rep);
             let Some(items) = items else {
                 rep.error(
                     "E_SCHEMA",
@@ -295,9 +297,7 @@ impl Collected {
                 file,
                 pos: item.pos,
             };
-            if !self.lists.define(&name, file, def) {
-                duplicate(file, item.pos, "list", &name, rep);
-            }
+            self.lists.define(&name, def);
             return;
         }
         let Some(i) = self.lists.get(&name) else {
@@ -328,11 +328,16 @@ impl Collected {
             },
             None => None,
         };
-        let mode = match modes.is_empty() {
+        let mut mode = match modes.is_empty() {
             true => Mode::Define,
             false => modes.get("condition").copied().unwrap_or(Mode::Append),
         };
+        if mode == Mode::Replace && self.macros.get(&name).is_none() {
+            // As for lists: a replaced macro condition defines the macro.
+            mode = Mode::Define;
+        }
         if mode == Mode::Define {
+            check_identifier(file, item.pos, "macro", &name, rep);
             let Some(condition) = condition else {
                 rep.error(
                     "E_SCHEMA",
@@ -350,9 +355,7 @@ impl Collected {
                 file,
                 pos: item.pos,
             };
-            if !self.macros.define(&name, file, def) {
-                duplicate(file, item.pos, "macro", &name, rep);
-            }
+            self.macros.define(&name, def);
             return;
         }
         let Some(i) = self.macros.get(&name) else {
@@ -389,11 +392,14 @@ impl Collected {
                 "enabled",
                 "warn_evttypes",
                 "skip-if-unknown-filter",
+                "capture",
+                "capture_duration",
             ],
             rep,
         ) else {
             return;
         };
+        let legacy_append = item.get("append").and_then(Node::as_bool) == Some(true);
         // Invalid keys are reported and left out; the rule is still collected so that its
         // other problems (condition, output) are found in the same load.
         let fields = RuleFields::read(file, item, &name, rep);
@@ -405,6 +411,15 @@ impl Collected {
                     .all(|(k, _)| matches!(k.as_str(), Some("rule" | "enabled"))),
                 _ => false,
             };
+        if only_enabled {
+            deprecated(
+                file,
+                item.pos,
+                &name,
+                "a standalone `enabled` is deprecated; add `override: { enabled: replace }`".into(),
+                rep,
+            );
+        }
         let is_update = only_enabled || modes.values().any(|m| *m != Mode::Define);
         if !is_update {
             let mut missing = Vec::new();
@@ -441,9 +456,7 @@ impl Collected {
                 file,
                 pos: item.pos,
             };
-            if !self.rules.define(&name, file, def) {
-                duplicate(file, item.pos, "rule", &name, rep);
-            }
+            self.rules.define(&name, def);
             return;
         }
         let Some(i) = self.rules.get(&name) else {
@@ -488,8 +501,23 @@ impl Collected {
         if let Some(p) = fields.priority {
             rule.priority = p;
         }
-        if let Some(e) = fields.enabled {
-            rule.enabled = e;
+        match fields.enabled {
+            // Falco ignores `enabled` in an `append: true` entry.
+            Some(_) if legacy_append => rep.warning(
+                "W_IGNORED_KEY",
+                file,
+                item.get("enabled").map_or(item.pos, |n| n.pos),
+                Some(&name),
+                "`enabled` in an `append` entry is ignored".into(),
+            ),
+            Some(e) => rule.enabled = e,
+            None => {}
+        }
+        if let Some(c) = fields.capture {
+            rule.capture = c;
+        }
+        if let Some(d) = fields.capture_duration {
+            rule.capture_duration = Some(d);
         }
         if let Some(w) = fields.warn_evttypes {
             rule.warn_evttypes = w;
@@ -536,7 +564,8 @@ impl RuleFields {
                 f.desc = Some(s);
             }
         }
-        if let Some(n) = item.get("source") {
+        // `source:` with no value is the default source, as in Falco.
+        if let Some(n) = item.get("source").filter(|n| !n.is_null()) {
             if let Some(s) = string(file, n, "source", name, rep) {
                 f.source = Some(s);
             }
@@ -564,11 +593,27 @@ impl RuleFields {
                 f.tags = Some(t);
             }
         }
+        if let Some(n) = item.get("capture") {
+            match n.as_bool() {
+                Some(b) => f.capture = Some(b),
+                // Capture is a Falco output feature Vigil does not act on: a value it cannot
+                // read is not worth refusing the rule for.
+                None => rep.warning(
+                    "W_IGNORED_KEY",
+                    file,
+                    n.pos,
+                    Some(name),
+                    format!(
+                        "`capture` must be true or false, found a {}; ignored",
+                        n.type_name()
+                    ),
+                ),
+            }
+        }
         for (key, slot) in [
             ("enabled", &mut f.enabled),
             ("skip-if-unknown-filter", &mut f.skip_if_unknown_filter),
             ("warn_evttypes", &mut f.warn_evttypes),
-            ("capture", &mut f.capture),
         ] {
             if let Some(n) = item.get(key) {
                 if let Some(b) = boolean(file, n, key, name, rep) {
@@ -670,7 +715,22 @@ fn exceptions(
     let mut ok = true;
     for item in items {
         match exception(file, item, rule, rep) {
-            Some(e) => out.push(e),
+            Some(e) => {
+                if out.iter().any(|o: &ExceptionDef| o.name == e.name) {
+                    // Falco's `LOAD_EXCEPTION_NAME_NOT_UNIQUE`; both are kept.
+                    rep.warning(
+                        "W_EXCEPTION_NOT_UNIQUE",
+                        file,
+                        e.pos,
+                        Some(rule),
+                        format!(
+                            "multiple definitions of exception `{}` in rule `{rule}`",
+                            e.name
+                        ),
+                    );
+                }
+                out.push(e);
+            }
             None => ok = false,
         }
     }
@@ -815,9 +875,18 @@ fn ex_value(file: usize, node: &Node, rule: &str, rep: &mut Reporter) -> Option<
     }
 }
 
-/// Parses a comparison operator as written in exceptions' `comps`.
-pub fn parse_cmp(text: &str) -> Option<CmpOp> {
-    CmpOp::from_text(text.trim())
+/// Parses a comparison operator as written in exceptions' `comps`: an operator, optionally
+/// followed by a list modifier (`startswith oneof`, `=  anyof`, any whitespace between). The
+/// list operators (`in`, `intersects`, `pmatch`) take no modifier.
+pub fn parse_cmp(text: &str) -> Option<(CmpOp, Option<Modifier>)> {
+    let mut words = text.split_whitespace();
+    let op = CmpOp::from_text(words.next()?)?;
+    let modifier = match words.next() {
+        None => None,
+        Some(w) if !op.takes_list() => Some(Modifier::from_text(w)?),
+        Some(_) => return None,
+    };
+    words.next().is_none().then_some((op, modifier))
 }
 
 fn check_engine_version(file: usize, item: &Node, rep: &mut Reporter) {
@@ -955,6 +1024,13 @@ fn modes(
     };
     let Some(ov) = item.get("override") else {
         if append {
+            deprecated(
+                file,
+                item.get("append").map_or(item.pos, |n| n.pos),
+                name,
+                "`append` is deprecated; use `override` (`override: { condition: append }`)".into(),
+                rep,
+            );
             for key in appendable {
                 if item.get(key).is_some() {
                     out.insert((*key).to_string(), Mode::Append);
@@ -982,8 +1058,20 @@ fn modes(
         return None;
     };
     let mut ok = true;
+    let mut ignored = false;
     for (k, v) in entries {
         let key = k.as_str().unwrap_or("");
+        if !appendable.contains(&key) && !replaceable.contains(&key) {
+            rep.warning(
+                "W_OVERRIDE_IGNORED",
+                file,
+                k.pos,
+                Some(name),
+                format!("`{key}` cannot be overridden; the `override` entry is ignored"),
+            );
+            ignored = true;
+            continue;
+        }
         let mode = match v.as_str() {
             Some("append") if appendable.contains(&key) => Mode::Append,
             Some("replace") if replaceable.contains(&key) => Mode::Replace,
@@ -1003,14 +1091,14 @@ fn modes(
             }
         };
         if item.get(key).is_none() {
-            rep.error(
-                "E_SCHEMA",
+            rep.warning(
+                "W_OVERRIDE_IGNORED",
                 file,
                 k.pos,
                 Some(name),
-                format!("override of `{key}` without a `{key}` value"),
+                format!("override of `{key}` without a `{key}` value is ignored"),
             );
-            ok = false;
+            ignored = true;
             continue;
         }
         out.insert(key.to_string(), mode);
@@ -1031,26 +1119,47 @@ fn modes(
         }
     }
     if out.is_empty() && ok {
-        rep.error(
-            "E_SCHEMA",
-            file,
-            ov.pos,
-            Some(name),
-            "empty `override`".into(),
-        );
-        ok = false;
+        if ignored {
+            // Every entry was ignored: still an update of an existing item, not a definition.
+            out.insert(String::new(), Mode::Replace);
+        } else {
+            rep.error(
+                "E_SCHEMA",
+                file,
+                ov.pos,
+                Some(name),
+                "empty `override`".into(),
+            );
+            ok = false;
+        }
     }
     ok.then_some(out)
 }
 
-fn duplicate(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
-    rep.error(
-        "E_DUPLICATE",
-        file,
-        pos,
-        Some(name),
-        format!("{kind} `{name}` is defined twice in this file"),
-    );
+/// Falco's `LOAD_INVALID_MACRO_NAME` / `LOAD_INVALID_LIST_NAME`: a name a condition cannot
+/// refer to (only `[a-zA-Z_][a-zA-Z0-9_]*` is an identifier there) still loads.
+fn check_identifier(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
+    let mut bytes = name.bytes();
+    let valid = bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !valid {
+        rep.warning(
+            "W_INVALID_NAME",
+            file,
+            pos,
+            Some(name),
+            format!(
+                "{kind} name `{name}` is not an identifier ([a-zA-Z_][a-zA-Z0-9_]*): conditions cannot refer to it"
+            ),
+        );
+    }
+}
+
+/// Falco's `LOAD_DEPRECATED_ITEM`.
+fn deprecated(file: usize, pos: Pos, name: &str, message: String, rep: &mut Reporter) {
+    rep.warning("W_DEPRECATED", file, pos, Some(name), message);
 }
 
 fn undefined(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
@@ -1147,9 +1256,24 @@ mod tests {
 
     #[test]
     fn comps_parse() {
-        assert_eq!(parse_cmp("="), Some(CmpOp::Eq));
-        assert_eq!(parse_cmp("startswith"), Some(CmpOp::StartsWith));
-        assert_eq!(parse_cmp("in"), Some(CmpOp::In));
+        assert_eq!(parse_cmp("="), Some((CmpOp::Eq, None)));
+        assert_eq!(parse_cmp("startswith"), Some((CmpOp::StartsWith, None)));
+        assert_eq!(parse_cmp("in"), Some((CmpOp::In, None)));
         assert_eq!(parse_cmp("like"), None);
+        assert_eq!(
+            parse_cmp("startswith oneof"),
+            Some((CmpOp::StartsWith, Some(Modifier::OneOf)))
+        );
+        assert_eq!(
+            parse_cmp(" =   anyof "),
+            Some((CmpOp::Eq, Some(Modifier::AnyOf)))
+        );
+        assert_eq!(
+            parse_cmp("contains\tallof"),
+            Some((CmpOp::Contains, Some(Modifier::AllOf)))
+        );
+        assert_eq!(parse_cmp("in oneof"), None);
+        assert_eq!(parse_cmp("= someof"), None);
+        assert_eq!(parse_cmp("= oneof x"), None);
     }
 }

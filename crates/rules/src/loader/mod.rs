@@ -2,7 +2,7 @@
 //!
 //! 1. **read** ([`yaml`]): YAML → positioned nodes (`E_YAML_PARSE`);
 //! 2. **collect** (`collect.rs`): items → lists, macros, rules with `append`/`override`,
-//!    `enabled` toggles and redefinitions applied (`E_SCHEMA`, `E_DUPLICATE`, …);
+//!    `enabled` toggles and redefinitions applied (`E_SCHEMA`, `E_UNDEFINED_APPEND`, …);
 //! 3. **resolve + compile** (`resolve.rs`): parse conditions, expand macros and lists, add
 //!    exceptions, compile with [`crate::compile::Compiler`] against a catalog.
 //!

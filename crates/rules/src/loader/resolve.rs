@@ -180,7 +180,7 @@ impl<'a> Resolver<'a> {
                     }
                 }
                 Expr::Compare {
-                    rhs: Rhs::List(items),
+                    rhs: Rhs::List(items) | Rhs::Modified(_, items),
                     ..
                 } => {
                     for lit in items.iter().filter(|l| !l.quoted) {
@@ -251,8 +251,9 @@ impl<'a> Resolver<'a> {
                     continue;
                 }
             };
-            if ex.single && ex.comps[0].takes_list() {
-                // `field in (v1, v2 …)` over every value.
+            let (op0, mod0) = ex.comps[0];
+            if ex.single && (op0.takes_list() || mod0.is_some()) {
+                // `field in (v1, v2 …)` or `field OP MOD (v1, v2 …)` over every value.
                 let span = fixed_span(texts, ex.file, ex.pos, owner)?;
                 let mut items = Vec::new();
                 for (tuple, _) in &ex.values {
@@ -262,8 +263,11 @@ impl<'a> Resolver<'a> {
                 }
                 alternatives.push(Expr::Compare {
                     lhs: operands[0].clone(),
-                    op: ex.comps[0],
-                    rhs: Rhs::List(items),
+                    op: op0,
+                    rhs: match mod0 {
+                        Some(m) => Rhs::Modified(m, items),
+                        None => Rhs::List(items),
+                    },
                     span,
                 });
                 continue;
@@ -271,11 +275,14 @@ impl<'a> Resolver<'a> {
             for (tuple, pos) in &ex.values {
                 let span = fixed_span(texts, ex.file, *pos, owner)?;
                 let mut tests = Vec::new();
-                for ((lhs, op), value) in operands.iter().zip(&ex.comps).zip(tuple) {
-                    let rhs = if op.takes_list() {
+                for ((lhs, &(op, modifier)), value) in operands.iter().zip(&ex.comps).zip(tuple) {
+                    let rhs = if op.takes_list() || modifier.is_some() {
                         let mut items = Vec::new();
                         push_values(&mut items, value, span);
-                        Rhs::List(items)
+                        match modifier {
+                            Some(m) => Rhs::Modified(m, items),
+                            None => Rhs::List(items),
+                        }
                     } else {
                         let text = match value {
                             ExValue::Scalar(s) => s.clone(),
@@ -289,7 +296,7 @@ impl<'a> Resolver<'a> {
                     };
                     tests.push(Expr::Compare {
                         lhs: lhs.clone(),
-                        op: *op,
+                        op,
                         rhs,
                         span,
                     });
@@ -352,10 +359,11 @@ impl<'a> Resolver<'a> {
             Expr::Compare { lhs, op, rhs, span } => {
                 let rhs = match rhs {
                     Rhs::List(items) if op.takes_list() => Rhs::List(self.expand_items(items, ok)),
+                    Rhs::Modified(m, items) => Rhs::Modified(*m, self.expand_items(items, ok)),
                     other => other.clone(),
                 };
                 let n = 1 + match &rhs {
-                    Rhs::List(items) => items.len(),
+                    Rhs::List(items) | Rhs::Modified(_, items) => items.len(),
                     _ => 1,
                 };
                 self.charge(n, e, ok);
@@ -714,7 +722,9 @@ pub fn shift(e: &mut Expr, base: u32) {
                 op(lhs, base);
                 match rhs {
                     Rhs::Value(l) => s(&mut l.span, base),
-                    Rhs::List(items) => items.iter_mut().for_each(|l| s(&mut l.span, base)),
+                    Rhs::List(items) | Rhs::Modified(_, items) => {
+                        items.iter_mut().for_each(|l| s(&mut l.span, base))
+                    }
                     Rhs::Field(o) => op(o, base),
                 }
             }

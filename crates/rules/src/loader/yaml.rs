@@ -79,8 +79,12 @@ impl Node {
             Kind::Scalar {
                 value, plain: true, ..
             } => match value.as_str() {
-                "true" | "True" | "TRUE" => Some(true),
-                "false" | "False" | "FALSE" => Some(false),
+                // yaml-cpp's `as<bool>` (Falco's reader) also takes YAML 1.1's y/yes/on and
+                // n/no/off spellings.
+                "true" | "True" | "TRUE" | "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On"
+                | "ON" => Some(true),
+                "false" | "False" | "FALSE" | "n" | "N" | "no" | "No" | "NO" | "off" | "Off"
+                | "OFF" => Some(false),
                 _ => None,
             },
             _ => None,
