@@ -36,7 +36,7 @@ for lib in libelf.a libz.a; do
         echo "build-static: $lib not found by $CC (install libelf-dev and zlib1g-dev)" >&2
         exit 1
     fi
-    dir=$(dirname "$path")
+    dir=$(cd "$(dirname "$path")" && pwd -P)
     case " $libdir " in *" -L native=$dir "*) ;; *) libdir="$libdir -L native=$dir" ;; esac
 done
 
