@@ -149,7 +149,6 @@ fn static_binary_needs_no_loader_and_no_shared_library() {
 
 /// The image, unpacked: its root filesystem and its configuration.
 struct Image {
-    _dir: Scratch,
     rootfs: PathBuf,
     /// The root directory's entries as unpacked (runc later adds mount points to it).
     entries: Vec<String>,
@@ -179,8 +178,12 @@ fn build_image() -> Result<Image, String> {
             _ => return Err(format!("`{tool}` does not run (apt-get install {tool})")),
         }
     }
-    let dir = Scratch::new("image");
-    let oci = dir.0.join("oci");
+    // Under target/tmp, one copy replaced by each run: a static is never dropped, so the
+    // directory outlives the test process.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vigil-image-test");
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("create the image directory");
+    let oci = dir.join("oci");
     let out = Command::new("sh")
         .arg(workspace().join("scripts/build-image.sh"))
         .arg("-b")
@@ -189,7 +192,7 @@ fn build_image() -> Result<Image, String> {
         .arg("-o")
         .arg(&oci)
         .arg("-s")
-        .arg(dir.0.join("storage"))
+        .arg(dir.join("storage"))
         .stdin(Stdio::null())
         .output()
         .expect("run scripts/build-image.sh");
@@ -217,9 +220,9 @@ fn build_image() -> Result<Image, String> {
     let layers = manifest["layers"].as_array().expect("layers");
     assert_eq!(layers.len(), 1, "the image is one layer: {manifest}");
 
-    let rootfs = dir.0.join("rootfs");
+    let rootfs = dir.join("rootfs");
     fs::create_dir(&rootfs).expect("create the root filesystem directory");
-    let layer = dir.0.join("layer");
+    let layer = dir.join("layer");
     fs::write(&layer, blob(&layers[0]["digest"])).expect("write the layer");
     // GNU tar recognises the compression (gzip, the OCI default) by itself.
     let out = Command::new("tar")
@@ -244,7 +247,6 @@ fn build_image() -> Result<Image, String> {
         .collect();
     entries.sort();
     Ok(Image {
-        _dir: dir,
         rootfs,
         entries,
         config,
@@ -376,8 +378,10 @@ impl Drop for Bundle {
         let mut left = Vec::new();
         find_dirs_named(Path::new("/sys/fs/cgroup"), &self.id, 6, &mut left);
         for dir in left {
-            for _ in 0..50 {
-                if fs::remove_dir(&dir).is_ok() || !dir.exists() {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while fs::remove_dir(&dir).is_err() && dir.exists() {
+                if Instant::now() >= deadline {
+                    eprintln!("{}: cannot remove {}", self.id, dir.display());
                     break;
                 }
                 thread::sleep(Duration::from_millis(100));
@@ -423,8 +427,8 @@ const RULES: &str = "\
 ";
 
 /// A directory holding [`RULES`] as `image-test.yaml`, readable by uid 1000.
-fn rules_dir() -> Scratch {
-    let rules = Scratch::new("rules");
+fn rules_dir(test: &str) -> Scratch {
+    let rules = Scratch::new(&format!("{test}-rules"));
     let file = rules.0.join("image-test.yaml");
     fs::write(&file, RULES).expect("write the rules file");
     for (path, mode) in [(&rules.0, 0o755), (&file, 0o644)] {
@@ -491,7 +495,7 @@ fn vigil_run_traces_a_workload_as_an_unprivileged_user_in_the_image() {
     let Some(image) = image_for(test) else {
         return;
     };
-    let rules = rules_dir();
+    let rules = rules_dir("run");
     let bundle = run_bundle("run", image, &rules, &["--json"], |_| {});
     let out = bundle.run();
     let stderr = text(&out.stderr);
@@ -612,7 +616,7 @@ fn http_output_resolves_a_host_name_through_dns_in_the_image() {
     .expect("write resolv.conf");
     fs::set_permissions(&resolv, std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .expect("chmod resolv.conf");
-    let rules = rules_dir();
+    let rules = rules_dir("http");
     let url = format!("http_output.url=http://{SINK_NAME}:{port}/");
     let vigil_args = [
         "-o",
