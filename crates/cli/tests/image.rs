@@ -8,7 +8,8 @@
 //!   the DNS server of the container's `/etc/resolv.conf` knows (static glibc, no NSS modules);
 //! - `vigil watch` as root with only CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN, the host's PID
 //!   namespace, and of `/sys` only the host's `/sys/kernel/btf` and `/sys/devices/system/cpu`:
-//!   it loads its eBPF programs, attaches, and reports it is watching.
+//!   it loads its eBPF programs, attaches, reports it is watching with the host's processes in
+//!   its start snapshot, and counts the events of the host's activity.
 //!
 //! The static binary is `$VIGIL_STATIC_BIN` (the Makefile's `test` target builds it and sets
 //! the variable) or `target/<arch>-unknown-linux-gnu/release/vigil`. The test does not build it
@@ -54,11 +55,10 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Skips (prints why) or, in strict mode, fails; `true` when the test must stop.
-fn skip(test: &str, why: &str) -> bool {
+/// Skips (prints why) or, in strict mode, fails.
+fn skip(test: &str, why: &str) {
     assert!(!strict(), "{test}: VIGIL_TEST_STRICT=1 but {why}");
     eprintln!("skipping {test}: {why}");
-    true
 }
 
 /// A directory removed when dropped.
@@ -672,7 +672,7 @@ fn vigil_watch_attaches_in_the_image_with_bpf_capabilities() {
         let process = &mut config["process"];
         process["user"] = json!({ "uid": 0, "gid": 0 });
         process["noNewPrivileges"] = json!(true);
-        process["args"] = json!(["/vigil", "watch", "--duration", "2"]);
+        process["args"] = json!(["/vigil", "watch", "--duration", "2", "--stats"]);
         set_capabilities(config, &["CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN"]);
         // The host's processes: its PID namespace (as `hostPID: true`).
         config["linux"]["namespaces"]
@@ -691,7 +691,20 @@ fn vigil_watch_attaches_in_the_image_with_bpf_capabilities() {
             }));
         }
     });
+    // Host activity the agent must see while it watches: opens, every 20 ms.
+    let stop = Arc::new(AtomicBool::new(false));
+    let opener = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = fs::read("/etc/hostname");
+                thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
     let out = bundle.run();
+    stop.store(true, Ordering::Relaxed);
+    opener.join().expect("the opener thread");
     let stderr = text(&out.stderr);
     assert!(
         out.status.success(),
@@ -709,4 +722,20 @@ fn vigil_watch_attaches_in_the_image_with_bpf_capabilities() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no syscall count in {watching:?}"));
     assert!(count > 0, "{watching}");
+    // The host's PID namespace: the start snapshot holds the host's processes (in a PID
+    // namespace of its own the agent, which leaves itself out, would see none).
+    let processes: usize = watching
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no process count in {watching:?}"));
+    assert!(processes > 1, "{watching}");
+    // Events arrived through the rings: the `--stats` line at exit.
+    let stats: Value = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .find_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("events_in").is_some())
+        .unwrap_or_else(|| panic!("no --stats line:\n{stderr}"));
+    assert!(stats["events_in"].as_u64() > Some(0), "{stats}");
 }
