@@ -3,13 +3,17 @@
 
 CARGO ?= cargo
 VIGIL := target/release/vigil
+# The statically linked vigil of the container image (scripts/build-static.sh).
+HOST_TRIPLE := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+STATIC_VIGIL := target/$(HOST_TRIPLE)/release/vigil
 # Debian packages the build needs (clang, llvm, libelf, zlib: the eBPF programs and libbpf;
-# strace, runc, debootstrap, openssl, curl and bpftool: tests).
-APT_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev strace runc debootstrap sudo logrotate \
-  openssl curl bpftool
+# libelf-dev and zlib1g-dev also ship the archives the static build links; strace, runc,
+# debootstrap, openssl, curl, bpftool, sudo and logrotate: tests; buildah: the image and its test).
+APT_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev strace runc debootstrap \
+  openssl curl bpftool sudo logrotate buildah
 RUST_COMPONENTS := rustfmt clippy
 
-.PHONY: all deps build run test lint fmt bench fuzz clean
+.PHONY: all deps build static image run test lint fmt bench fuzz clean
 
 all: build
 
@@ -27,6 +31,18 @@ deps:
 build: deps
 	$(CARGO) build --release --bin vigil
 
+# The statically linked vigil (glibc, libelf, zlib, libbpf inside; runs in an empty root
+# filesystem): target/<host triple>/release/vigil.
+static: deps
+	CARGO=$(CARGO) scripts/build-static.sh
+
+# The container image `vigil:<version>` and `vigil:latest` (only /vigil, entrypoint /vigil) in
+# buildah's storage, built from the static binary without a registry; push it with
+# `buildah push vigil:<version> docker://REGISTRY/vigil:<version>`. The Containerfile builds the
+# same image, compiling in a builder stage.
+image: static
+	scripts/build-image.sh -b $(STATIC_VIGIL)
+
 # Starts the agent: `vigil watch` on its embedded default ruleset (host-wide, eBPF; root and a
 # BTF kernel). It names what is missing otherwise; `vigil run -- CMD` works without them.
 run: build
@@ -36,8 +52,9 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: lint
-	$(CARGO) test --workspace
+# The image test (crates/cli/tests/image.rs) runs the static binary: build it first.
+test: lint static
+	VIGIL_STATIC_BIN=$(abspath $(STATIC_VIGIL)) $(CARGO) test --workspace
 
 fmt:
 	$(CARGO) fmt --all
