@@ -257,6 +257,11 @@ enum RulesCommand {
         /// Print JSON lines instead of a table.
         #[arg(long)]
         json: bool,
+        /// For each rule, what it costs a workload started here with `vigil run`: the
+        /// syscalls that stop the tracer for it, or that it cannot match this workload (its
+        /// container and host are fixed for the run).
+        #[arg(long)]
+        explain_run: bool,
     },
 }
 
@@ -315,7 +320,16 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Watch(args)) => watch::watch(args),
         Some(Command::Rules(RulesCommand::Validate { paths })) => validate(&paths),
-        Some(Command::Rules(RulesCommand::List { selection, json })) => list(&selection, json),
+        Some(Command::Rules(RulesCommand::List {
+            selection,
+            json,
+            explain_run: false,
+        })) => list(&selection, json),
+        Some(Command::Rules(RulesCommand::List {
+            selection,
+            json,
+            explain_run: true,
+        })) => explain_run(&selection, json),
         Some(Command::Capture(CaptureCommand::Convert { input, output, to })) => {
             convert(&input, &output, to)
         }
@@ -527,6 +541,98 @@ fn list(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
                 rule.tags.join(",")
             )?;
         }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rules list --explain-run`: per rule, the syscalls that stop a workload's tracer for it
+/// under `vigil run` started here, or why it costs nothing.
+fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
+    let config = selection.config.load()?;
+    let mut ruleset = load_selection(selection, &config)?;
+    let folded = run::fold_for_workload(&mut ruleset, &outputs::host_name());
+    let filter = vigil_engine::KernelFilter::derive(&ruleset, None, false)
+        .map_err(|e| InvalidInput(e.to_string()))?;
+    let name_of = |id: u16| {
+        vigil_event::table::events()
+            .get(usize::from(id))
+            .map_or("?", |s| s.name)
+    };
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    for (index, rule) in ruleset.rules().iter().enumerate() {
+        let (status, syscalls): (&str, Vec<String>) = if folded.contains(&index) {
+            ("cannot match this workload", Vec::new())
+        } else if !ruleset.is_enabled(index) {
+            ("disabled", Vec::new())
+        } else {
+            match rule.event_types() {
+                None => ("every syscall", vec!["*".to_owned()]),
+                Some(types) => {
+                    let names = types
+                        .iter()
+                        .filter_map(|&id| {
+                            let nr = vigil_event::table::events().get(usize::from(id))?.nr?;
+                            let name = name_of(id);
+                            Some(if filter.report.contains(&nr) {
+                                match filter.report_when.iter().find(|(n, _)| *n == nr) {
+                                    Some((_, cond)) => format!(
+                                        "{name}(arg{}={})",
+                                        cond.arg,
+                                        cond.values
+                                            .iter()
+                                            .map(u32::to_string)
+                                            .collect::<Vec<_>>()
+                                            .join("|")
+                                    ),
+                                    None => name.to_owned(),
+                                }
+                            } else {
+                                format!("{name}(exec event only)")
+                            })
+                        })
+                        .collect();
+                    ("watched", names)
+                }
+            }
+        };
+        if json {
+            let line = serde_json::json!({
+                "rule": rule.name,
+                "status": status,
+                "syscalls": syscalls,
+            });
+            writeln!(out, "{line}")?;
+        } else {
+            writeln!(
+                out,
+                "{:<60} {:<28} {}",
+                rule.name,
+                status,
+                syscalls.join(" ")
+            )?;
+        }
+    }
+    if !json {
+        if let Err(why) = run::identity_is_fixed() {
+            writeln!(
+                out,
+                "no rule is folded: a workload started here may change its container identity \
+                 ({why})"
+            )?;
+        }
+        let names: Vec<&str> = filter
+            .report
+            .iter()
+            .filter_map(|&nr| vigil_event::table::by_syscall_nr(nr).map(|t| name_of(t.0)))
+            .collect();
+        writeln!(
+            out,
+            "vigil run here stops for {} syscall(s): {}",
+            names.len(),
+            names.join(", ")
+        )?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

@@ -324,8 +324,88 @@ fn configure(args: &RunSelection) -> Result<(Config, Ruleset)> {
     Ok((config, ruleset))
 }
 
+/// Whether a workload started from here keeps this process's container identity for the
+/// whole run: it cannot move itself to another cgroup (that needs a writable cgroup mount
+/// and root's file access, or `CAP_SYS_ADMIN` to mount one) — as in a container of a Fargate
+/// task, or for an unprivileged user. `Err` says why not.
+pub fn identity_is_fixed() -> Result<(), &'static str> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let cap_eff = u64::from_str_radix(&field("CapEff:"), 16).unwrap_or(u64::MAX);
+    const CAP_DAC_OVERRIDE: u32 = 1;
+    const CAP_SYS_ADMIN: u32 = 21;
+    if cap_eff & (1 << CAP_SYS_ADMIN) != 0 {
+        return Err("it may mount a cgroup filesystem (CAP_SYS_ADMIN)");
+    }
+    let root_like = field("Uid:").split_whitespace().nth(1) == Some("0")
+        || cap_eff & (1 << CAP_DAC_OVERRIDE) != 0;
+    // mountinfo: `… mount-point options … - fstype source super-options`.
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let writable_cgroup = mountinfo.lines().any(|line| {
+        let Some((left, right)) = line.split_once(" - ") else {
+            return false;
+        };
+        let fstype = right.split_whitespace().next().unwrap_or("");
+        let options = left.split_whitespace().nth(5).unwrap_or("");
+        matches!(fstype, "cgroup" | "cgroup2") && options.split(',').any(|o| o == "rw")
+    });
+    if writable_cgroup && root_like {
+        return Err("it may move itself to another cgroup (a writable cgroup mount, as root)");
+    }
+    Ok(())
+}
+
+/// Disables the rules that cannot match a workload started from here: its container, the
+/// Kubernetes fields and the host name are those of this process for the whole run
+/// ([`vigil_engine::fold_workload_constants`]), when [`identity_is_fixed`]. Returns the
+/// indices of the rules disabled.
+pub fn fold_for_workload(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
+    if identity_is_fixed().is_err() {
+        return Vec::new();
+    }
+    let mut state = vigil_state::State::new(vigil_state::StateConfig {
+        hostname: hostname.as_bytes().to_vec(),
+        ..vigil_state::StateConfig::default()
+    });
+    state.load_snapshot(&vigil_ptrace::own_snapshot());
+    let me = i64::from(std::process::id());
+    let probe = Event {
+        num: 0,
+        ts: 0,
+        tid: me,
+        pid: me,
+        etype: vigil_event::EventType(0),
+        res: 0,
+        params: Vec::new(),
+        truncated: 0,
+    };
+    let view = state.view(&probe);
+    vigil_engine::fold_workload_constants(ruleset, &view)
+}
+
 pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
-    let (config, ruleset) = configure(&args.rules)?;
+    let (config, mut ruleset) = configure(&args.rules)?;
+    let hostname = crate::outputs::host_name();
+    let folded = fold_for_workload(&mut ruleset, &hostname);
+    if !folded.is_empty() {
+        log::info!(
+            "{} rule(s) cannot match this workload (its container and host are fixed) and cost \
+             nothing: {}",
+            folded.len(),
+            folded
+                .iter()
+                .map(|&i| ruleset.rules()[i].name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let enforce = args.enforce.then(|| EnforceSelection {
         rules: args.enforce_rule.clone(),
         tags: args.enforce_tag.clone(),
@@ -356,7 +436,6 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         Some(path) => Some(CaptureOut::create(path)?),
         None => None,
     };
-    let hostname = crate::outputs::host_name();
     let engine = Engine::new(ruleset, live_state_config(&hostname), hostname.clone());
     let pending = PendingAgent {
         config,

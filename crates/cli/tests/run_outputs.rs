@@ -384,3 +384,97 @@ fn http_outage_of_30s_under_run_loses_nothing_with_a_spool() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Rules that cannot match the workload (its container and host fixed for the run) cost no
+/// stop: with Falco's stable rules, as a user who cannot move the workload to another
+/// cgroup, on a host `dup` loops run free (the redirection rule is `container`-guarded), and
+/// `rules list --explain-run` says so per rule; in a container the same rule stays watched.
+/// As root on a host (the workload may start containers of its own) nothing is folded.
+#[test]
+fn rules_that_cannot_match_the_workload_cost_no_stop() {
+    const TEST: &str = "rules_that_cannot_match_the_workload_cost_no_stop";
+    if !can_trace(TEST) {
+        return;
+    }
+    // As root, the test drops to nobody for the folded case (setpriv, util-linux).
+    let as_user: Vec<&str> = if is_root() {
+        vec![
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ]
+    } else {
+        Vec::new()
+    };
+    let vigil = |args: &[&str]| -> Command {
+        let mut cmd = match as_user.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(VIGIL);
+                c
+            }
+            None => Command::new(VIGIL),
+        };
+        cmd.args(args);
+        cmd
+    };
+    let rules = falco_rules();
+    let out = vigil(&["rules", "list", "--explain-run", "--json", "-r"])
+        .arg(&rules)
+        .output()
+        .expect("rules list");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let explained = json_lines(&String::from_utf8_lossy(&out.stdout));
+    let status = |name: &str| {
+        explained
+            .iter()
+            .find(|r| r["rule"] == name)
+            .map(|r| r["status"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_else(|| panic!("{name} listed: {explained:?}"))
+    };
+    let redirect = "Redirect STDOUT/STDIN to Network Connection in Container";
+    let on_host = status("Terminal shell in container") == "cannot match this workload";
+    assert_eq!(
+        status(redirect) == "cannot match this workload",
+        on_host,
+        "container-guarded rules fold together"
+    );
+    assert_eq!(status("Read sensitive file untrusted"), "watched");
+    // The same decision in the tracer: the stops of 200 more dup/close pairs.
+    let stops = |n: u32| -> u64 {
+        let script =
+            format!("i=0; while [ $i -lt {n} ]; do exec 5<&0; exec 5<&-; i=$((i+1)); done");
+        let out = vigil(&["run", "--stats", "-r"])
+            .arg(&rules)
+            .args(["--", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .output()
+            .expect("vigil run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        stderr
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("stops="))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("stops in --stats: {stderr}"))
+    };
+    let extra = stops(400).saturating_sub(stops(200));
+    if on_host {
+        assert!(
+            extra < 20,
+            "dup runs free on a host workload: {extra} more stops"
+        );
+    } else {
+        assert!(
+            extra >= 200,
+            "dup stops in a container workload: {extra} more stops"
+        );
+    }
+}

@@ -80,6 +80,32 @@ impl KernelFilter {
     }
 }
 
+/// Whether `field` is the same for every event of a traced workload: its container's
+/// identity and metadata (the workload runs in Vigil's own container, or on the host), the
+/// Kubernetes fields that come from it, and the host name. `container.duration` moves with
+/// time and is not.
+pub fn is_workload_constant(field: &FieldRef) -> bool {
+    let name = vigil_state::catalog().def(field.id).name;
+    (name.starts_with("container.") && name != "container.duration")
+        || name.starts_with("k8s.")
+        || name == "evt.hostname"
+}
+
+/// Disables the enabled rules of `ruleset` that cannot match a workload whose constant
+/// fields ([`is_workload_constant`]) are those `workload` extracts (the view of the tracer's
+/// own process: the workload starts in its container). Every `container`-guarded rule on a
+/// host workload, or a host-only rule in a container, then costs no stop. Returns the
+/// indices of the rules disabled.
+///
+/// Limit: a process of the workload that later moves to another cgroup (it needs write
+/// access to the cgroup filesystem) is still judged by these rules as of the start.
+pub fn fold_workload_constants(
+    ruleset: &mut Ruleset,
+    workload: &dyn vigil_fields::Extract,
+) -> Vec<usize> {
+    ruleset.fold_constants(&is_workload_constant, workload)
+}
+
 fn syscall_nr(id: u16) -> Option<u16> {
     vigil_event::table::events()
         .get(usize::from(id))
@@ -313,6 +339,78 @@ mod tests {
         let f = KernelFilter::derive(&rules, Some(&by_tag), false).unwrap();
         assert_eq!(f.enforced, [false, false, true]);
         assert_eq!(f.judged, [nr("connect")]);
+    }
+
+    /// The workload's constant fields, as a view of its process would give them.
+    struct Workload {
+        container_id: &'static str,
+    }
+
+    impl vigil_fields::Extract for Workload {
+        fn event_type(&self) -> u16 {
+            0
+        }
+        fn extract<'a>(&'a self, field: &FieldRef, out: &mut Vec<vigil_fields::Value<'a>>) -> bool {
+            let name = vigil_state::catalog().def(field.id).name;
+            let value = match name {
+                "container.id" => self.container_id,
+                "container.name" if self.container_id == "host" => "host",
+                _ => return false,
+            };
+            out.push(vigil_fields::Value::Str(value.as_bytes().into()));
+            true
+        }
+    }
+
+    #[test]
+    fn constant_fields_fold_rules_that_cannot_match_the_workload() {
+        let text = format!(
+            "{}{}{}",
+            rule(
+                "In container",
+                "evt.type = dup and container.id != host and evt.rawres in (0, 1, 2)",
+                "a"
+            ),
+            rule("On host", "evt.type = connect and container.id = host", "b"),
+            rule(
+                "Anywhere",
+                "evt.type = openat and fd.name = /etc/shadow",
+                "c"
+            )
+        );
+        let mut host = ruleset(&text);
+        let folded = fold_workload_constants(
+            &mut host,
+            &Workload {
+                container_id: "host",
+            },
+        );
+        assert_eq!(folded, [0], "only the container-guarded rule");
+        let f = KernelFilter::derive(&host, None, false).unwrap();
+        assert!(!f.report.contains(&nr("dup")), "no stop for dup: {f:?}");
+        assert!(f.report.contains(&nr("connect")) && f.report.contains(&nr("openat")));
+        let mut inside = ruleset(&text);
+        let folded = fold_workload_constants(
+            &mut inside,
+            &Workload {
+                container_id: "0123456789ab",
+            },
+        );
+        assert_eq!(folded, [1], "only the host-guarded rule");
+        let f = KernelFilter::derive(&inside, None, false).unwrap();
+        assert!(f.report.contains(&nr("dup")) && !f.report.contains(&nr("connect")));
+        // Which fields count as constant.
+        assert!(is_workload_constant(
+            &vigil_state::catalog().lookup("k8s.ns.name", None).unwrap()
+        ));
+        assert!(!is_workload_constant(
+            &vigil_state::catalog()
+                .lookup("container.duration", None)
+                .unwrap()
+        ));
+        assert!(!is_workload_constant(
+            &vigil_state::catalog().lookup("proc.name", None).unwrap()
+        ));
     }
 
     #[test]

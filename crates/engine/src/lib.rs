@@ -20,7 +20,10 @@ use vigil_state::{State, StateConfig};
 pub mod corpus;
 pub mod kernel_filter;
 
-pub use kernel_filter::{EnforceSelection, FilterError, KernelFilter, ENFORCE_TAG};
+pub use kernel_filter::{
+    fold_workload_constants, is_workload_constant, EnforceSelection, FilterError, KernelFilter,
+    ENFORCE_TAG,
+};
 
 /// The name diagnostics use for the embedded default ruleset.
 pub const DEFAULT_RULES_NAME: &str = "vigil_rules.yaml";

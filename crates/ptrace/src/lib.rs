@@ -33,6 +33,12 @@ mod sys;
 mod tracer;
 
 pub use filter::ArgIn;
+
+/// The process table of this process and its ancestors (no descriptors): what a workload
+/// started from here inherits, e.g. its container, before it exists.
+pub fn own_snapshot() -> Snapshot {
+    procinfo::snapshot_of(&procinfo::ancestry(i64::from(std::process::id())), false)
+}
 pub use profile::{learned_profile, Profile, ProfileError, Runtime};
 
 /// What to run and what to watch.

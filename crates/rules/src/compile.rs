@@ -132,7 +132,11 @@ impl<'c> Compiler<'c> {
         }
         let mut fields = Vec::new();
         fields_of(&root, &mut fields);
+        // Kept for constant folding only when shallow: cloning, folding (and dropping) walk
+        // it recursively, and hostile conditions may nest up to `MAX_TREE_DEPTH`.
+        let tree = (tree_depth(&root) <= FOLD_MAX_DEPTH).then(|| root.clone());
         Ok(Filter {
+            tree,
             code: crate::eval::lower(root),
             entry_code,
             required,
@@ -1146,6 +1150,26 @@ fn event_types(
             _ => all(),
         },
     }
+}
+
+/// Deepest condition tree [`crate::eval::Filter::fold`] walks; deeper ones are not folded.
+const FOLD_MAX_DEPTH: usize = 256;
+
+/// The depth of `root`, without recursion.
+fn tree_depth(root: &Node) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(root, 1usize)];
+    while let Some((node, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match node {
+            Node::Not(inner) | Node::Memo { inner, .. } => stack.push((inner, depth + 1)),
+            Node::And(items) | Node::Or(items) => {
+                stack.extend(items.iter().map(|n| (n, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
 }
 
 #[cfg(test)]

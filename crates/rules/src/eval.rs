@@ -443,6 +443,9 @@ const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::n
 /// A compiled condition: the evaluation tree lowered to a flat program of short-circuit jumps.
 #[derive(Debug)]
 pub struct Filter {
+    /// The condition as compiled, before lowering: what [`Filter::fold`] walks (`None` for
+    /// a tree too deep to walk recursively; it is then never folded).
+    pub(crate) tree: Option<Node>,
     pub(crate) code: Box<[Op]>,
     /// The condition with every test of a result-dependent field
     /// ([`vigil_fields::Catalog::depends_on_result`]) replaced by "could be either": true
@@ -473,6 +476,20 @@ impl Filter {
     /// catalog does not know; the comparison never matches).
     pub fn warnings(&self) -> &[CompileError] {
         &self.warnings
+    }
+
+    /// Partial evaluation against fields that are constant for a whole capture (`is_const`;
+    /// their values come from `ex`, e.g. the container of a traced workload): `Some(v)` when
+    /// the condition is `v` whatever the other fields, `None` when it depends on them. A test
+    /// reading any non-constant field (or the event type) is unknown; `and`, `or` and `not`
+    /// combine in three-valued logic, so `Some(false)` means no event can ever match.
+    pub fn fold<'a>(
+        &self,
+        is_const: &dyn Fn(&FieldRef) -> bool,
+        ex: &'a dyn Extract,
+        ctx: &mut EventCtx<'_, 'a>,
+    ) -> Option<bool> {
+        fold_node(self.tree.as_ref()?, is_const, ex, ctx)
     }
 
     /// Evaluates the condition for the current event (the values it extracts stay cached in
@@ -872,6 +889,50 @@ fn run<'a>(code: &[Op], ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -> bool
         }
     }
     acc
+}
+
+/// [`Filter::fold`] over one node.
+fn fold_node<'a>(
+    node: &Node,
+    is_const: &dyn Fn(&FieldRef) -> bool,
+    ex: &'a dyn Extract,
+    ctx: &mut EventCtx<'_, 'a>,
+) -> Option<bool> {
+    let operand_const = |op: &COperand| is_const(&op.field);
+    match node {
+        Node::Const(v) => Some(*v),
+        Node::EvtType(_) => None,
+        Node::Exists(op) | Node::Test { lhs: op, .. } => {
+            operand_const(op).then(|| eval_leaf(node, ex, ctx))
+        }
+        Node::Fields { lhs, rhs, .. } => {
+            (operand_const(lhs) && operand_const(rhs)).then(|| eval_leaf(node, ex, ctx))
+        }
+        Node::Not(inner) => fold_node(inner, is_const, ex, ctx).map(|v| !v),
+        Node::Memo { inner, .. } => fold_node(inner, is_const, ex, ctx),
+        Node::And(items) => {
+            let mut all_true = true;
+            for item in items.iter() {
+                match fold_node(item, is_const, ex, ctx) {
+                    Some(false) => return Some(false),
+                    Some(true) => {}
+                    None => all_true = false,
+                }
+            }
+            all_true.then_some(true)
+        }
+        Node::Or(items) => {
+            let mut all_false = true;
+            for item in items.iter() {
+                match fold_node(item, is_const, ex, ctx) {
+                    Some(true) => return Some(true),
+                    Some(false) => {}
+                    None => all_false = false,
+                }
+            }
+            all_false.then_some(false)
+        }
+    }
 }
 
 #[inline(always)]
@@ -1505,6 +1566,7 @@ mod tests {
                 let x: [bool; 5] = std::array::from_fn(|i| bits & (1 << i) != 0);
                 let want = reference(&shape(&x));
                 let mut filter = Filter {
+                    tree: None,
                     code: lower(shape(&x)),
                     entry_code: None,
                     required: Vec::new(),

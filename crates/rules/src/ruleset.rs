@@ -9,7 +9,7 @@
 use crate::eval::{EvalCtx, EventCtx, FieldSlots, Filter};
 use crate::priority::Priority;
 use crate::template::Template;
-use vigil_fields::Extract;
+use vigil_fields::{Extract, FieldRef};
 
 /// One compiled rule.
 #[derive(Debug)]
@@ -345,6 +345,34 @@ impl Ruleset {
                 }
             }
         }
+    }
+
+    /// Disables every enabled rule whose condition can never hold given the fields that are
+    /// constant for this capture ([`Filter::fold`]: `is_const`, values from `ex`), so it costs
+    /// nothing, in the kernel filter either. Returns the indices of the rules disabled.
+    pub fn fold_constants(
+        &mut self,
+        is_const: &dyn Fn(&FieldRef) -> bool,
+        ex: &dyn Extract,
+    ) -> Vec<usize> {
+        let mut ctx = self.new_ctx();
+        let mut folded = Vec::new();
+        for i in 0..self.rules.len() {
+            if !self.is_enabled(i) {
+                continue;
+            }
+            let mut event = ctx.event();
+            if self.rules[i].filter.fold(is_const, ex, &mut event) == Some(false) {
+                folded.push(i);
+            }
+        }
+        if !folded.is_empty() {
+            for &i in &folded {
+                self.selected[i] = false;
+            }
+            self.rebuild_index();
+        }
+        folded
     }
 
     /// The event types any enabled rule watches.
