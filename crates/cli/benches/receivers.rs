@@ -3,7 +3,7 @@
 //! the receiver holds every alert, for: no output (the baseline: replay and rule evaluation),
 //! stdout into /dev/null, a file, syslog into a real rsyslogd (private socket, as in
 //! `tests/receivers.rs`), a keep-alive program (`cat > /dev/null`) and HTTP to the loopback
-//! Falcosidekick-contract receiver. Each kind runs `VIGIL_BENCH_RUNS` times (default 3); the
+//! Falcosidekick-contract receiver (`keep_alive: true`). Each kind runs `VIGIL_BENCH_RUNS` times (default 3); the
 //! median is printed as a Markdown table row.
 //!
 //! `cargo bench -p vigil --bench receivers` (needs rsyslogd for the syslog row).
@@ -155,11 +155,20 @@ fn main() {
                     &opts(&[
                         "json_output=true".into(),
                         "http_output.enabled=true".into(),
+                        "http_output.keep_alive=true".into(),
                         format!("http_output.url={}", receiver.url()),
                     ]),
                 );
                 wait_until(limit, || receiver.count() as u64 >= alerts);
-                start.elapsed()
+                let t = start.elapsed();
+                eprintln!(
+                    "http: {} requests over {} connections",
+                    receiver.count(),
+                    receiver
+                        .connections
+                        .load(std::sync::atomic::Ordering::SeqCst)
+                );
+                t
             }),
         ));
     }

@@ -30,7 +30,7 @@ fn chart() -> PathBuf {
 
 fn helm() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("HELM") {
-        return Some(PathBuf::from(p));
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
     }
     let local = root().join("target/tools/bin/helm");
     if local.is_file() {
@@ -107,13 +107,25 @@ fn helm_chart_lints_and_renders_a_configuration_vigil_loads() {
         } else {
             "default values"
         };
-        let mut lint = Command::new(&helm);
+        // helm keeps its cache and settings in the scratch directory, not in $HOME.
+        let helm_cmd = || {
+            let mut c = Command::new(&helm);
+            for (var, sub) in [
+                ("HELM_CACHE_HOME", "cache"),
+                ("HELM_CONFIG_HOME", "config"),
+                ("HELM_DATA_HOME", "data"),
+            ] {
+                c.env(var, dir.join("helm").join(sub));
+            }
+            c
+        };
+        let mut lint = helm_cmd();
         lint.args(["lint", "--strict"]).arg(chart());
         if let Some(v) = extra {
             lint.arg("-f").arg(v);
         }
         run(&mut lint);
-        let mut template = Command::new(&helm);
+        let mut template = helm_cmd();
         template
             .args(["template", "vigil"])
             .arg(chart())

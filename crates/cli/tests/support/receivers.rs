@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -439,6 +439,8 @@ pub struct Request {
 pub struct SidekickReceiver {
     pub addr: SocketAddr,
     pub requests: Arc<Mutex<Vec<Request>>>,
+    /// TCP connections accepted (a client that keeps connections alive opens few).
+    pub connections: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
@@ -446,27 +448,32 @@ pub struct SidekickReceiver {
 impl SidekickReceiver {
     pub fn start() -> SidekickReceiver {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
-        listener
-            .set_nonblocking(true)
-            .expect("nonblocking listener");
         let addr = listener.local_addr().expect("receiver address");
         let requests: Arc<Mutex<Vec<Request>>> = Arc::default();
+        let connections = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (reqs, flag) = (Arc::clone(&requests), Arc::clone(&stop));
+        let (reqs, conns, flag) = (
+            Arc::clone(&requests),
+            Arc::clone(&connections),
+            Arc::clone(&stop),
+        );
+        // A blocking accept (a polling one would add its poll interval to every new
+        // connection); `drop` wakes it with a connection of its own.
         let handle = std::thread::spawn(move || {
-            while !flag.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        let reqs = Arc::clone(&reqs);
-                        std::thread::spawn(move || serve_connection(stream, &reqs));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            for stream in listener.incoming() {
+                if flag.load(Ordering::SeqCst) {
+                    break;
                 }
+                let Ok(stream) = stream else { continue };
+                conns.fetch_add(1, Ordering::SeqCst);
+                let reqs = Arc::clone(&reqs);
+                std::thread::spawn(move || serve_connection(stream, &reqs));
             }
         });
         SidekickReceiver {
             addr,
             requests,
+            connections,
             stop,
             handle: Some(handle),
         }
@@ -489,7 +496,9 @@ impl Drop for SidekickReceiver {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.handle.take() {
-            let _ = h.join();
+            if TcpStream::connect(self.addr).is_ok() {
+                let _ = h.join();
+            }
         }
     }
 }
