@@ -8,9 +8,10 @@ HOST_TRIPLE := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 STATIC_VIGIL := target/$(HOST_TRIPLE)/release/vigil
 # Debian packages the build needs (clang, llvm, libelf, zlib: the eBPF programs and libbpf;
 # libelf-dev and zlib1g-dev also ship the archives the static build links; strace, runc,
-# debootstrap, openssl, curl, bpftool, sudo and logrotate: tests; buildah: the image and its test).
+# debootstrap, openssl, curl, bpftool, sudo, logrotate and rsyslog: tests; buildah: the image
+# and its test).
 APT_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev strace runc debootstrap \
-  openssl curl bpftool sudo logrotate buildah
+  openssl curl bpftool sudo logrotate rsyslog buildah
 RUST_COMPONENTS := rustfmt clippy
 
 .PHONY: all deps build static image run test lint fmt bench fuzz clean
@@ -27,6 +28,18 @@ deps:
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust from https://rustup.rs"; exit 1; }
 	@if command -v rustup >/dev/null; then \
 	  for c in $(RUST_COMPONENTS); do rustup component list --installed | grep -q "^$$c" || rustup component add $$c; done; fi
+
+# helm, for the Helm chart test (crates/cli/tests/helm.rs): built from its Go module into
+# target/tools/bin when missing (a few minutes once; it needs Go: without it the test skips).
+HELM_VERSION := v3.22.0
+HELM := target/tools/bin/helm
+GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+deps: $(HELM)
+$(HELM):
+	@if [ -x "$(GO)" ]; then \
+	  echo "installing helm $(HELM_VERSION) into $(@D)"; \
+	  GOBIN=$(CURDIR)/$(@D) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
+	else echo "go not found: helm not installed, the Helm chart test will skip"; fi
 
 build: deps
 	$(CARGO) build --release --bin vigil
