@@ -191,7 +191,7 @@ impl Outputs {
         if s.enabled {
             planned.push((
                 "syslog_output",
-                Box::new(SyslogSink::new(&s.socket, hostname)),
+                Box::new(SyslogSink::new(&s.socket)),
                 options(config, &s.delivery()),
             ));
         }

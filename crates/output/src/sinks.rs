@@ -175,53 +175,59 @@ impl Sink for FileSink {
     }
 }
 
-/// Falco's `syslog_output`: RFC 5424 messages over the local datagram socket, facility
-/// `user`, severity from the alert's priority.
+/// Falco's `syslog_output`: `syslog(3)`-format messages over the local datagram socket,
+/// facility `user`, severity from the alert's priority (the daemon adds the host name, as it
+/// does for Falco's). The message is one formatted record: one line, its values escaped.
 pub struct SyslogSink {
     path: PathBuf,
     socket: Option<UnixDatagram>,
-    hostname: String,
     pid: u32,
 }
 
 impl SyslogSink {
-    pub fn new(path: &Path, hostname: &str) -> SyslogSink {
+    pub fn new(path: &Path) -> SyslogSink {
         SyslogSink {
             path: path.to_owned(),
             socket: None,
-            hostname: syslog_hostname(hostname),
             pid: std::process::id(),
         }
     }
 
-    /// The RFC 5424 message for `record` at `now_ns` (nanoseconds since the epoch).
+    /// The message for `record` at `now_ns` (nanoseconds since the epoch) in the local
+    /// socket's format that `syslog(3)` writes and daemons parse by default (rsyslog's
+    /// imuxsock, syslog-ng, journald): `<PRI>Mmm dd hh:mm:ss vigil[PID]: MSG`, the time in
+    /// UTC. (An RFC 5424 header on the local socket is read as an old-style header by a
+    /// stock rsyslog, which then names the program `1`.) Facility 1, user-level messages.
     pub fn message(&self, record: &Record, now_ns: u64) -> String {
-        // Facility 1 (user-level messages).
         let pri = 8 + u32::from(record.severity.min(7));
-        let mut ts = crate::time::rfc3339(now_ns);
-        // RFC 5424 allows at most 6 fractional digits: keep microseconds.
-        if let Some(dot) = ts.find('.') {
-            ts.replace_range(dot + 7..ts.len() - 1, "");
-        }
         format!(
-            "<{pri}>1 {ts} {} vigil {} - - {}",
-            self.hostname, self.pid, record.body
+            "<{pri}>{} vigil[{}]: {}",
+            bsd_timestamp(now_ns),
+            self.pid,
+            record.body
         )
     }
 }
 
-/// The RFC 5424 HOSTNAME field: `-` when unknown, else at most 255 printable US-ASCII
-/// characters (anything else, the space included, becomes `_`), so that the header stays
-/// well-formed. The message itself is one formatted record: one line, its values escaped.
-fn syslog_hostname(hostname: &str) -> String {
-    if hostname.is_empty() {
-        return "-".to_owned();
-    }
-    hostname
-        .chars()
-        .take(255)
-        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-        .collect()
+/// `Mmm dd hh:mm:ss` (RFC 3164), UTC; the day padded with a space.
+fn bsd_timestamp(now_ns: u64) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    // `YYYY-MM-DDThh:mm:ss.nnnnnnnnnZ`
+    let iso = crate::time::rfc3339(now_ns);
+    let month = iso
+        .get(5..7)
+        .and_then(|m| m.parse::<usize>().ok())
+        .and_then(|m| MONTHS.get(m.wrapping_sub(1)))
+        .copied()
+        .unwrap_or("Jan");
+    let day = iso
+        .get(8..10)
+        .and_then(|d| d.parse::<u32>().ok())
+        .unwrap_or(1);
+    let time = iso.get(11..19).unwrap_or("00:00:00");
+    format!("{month} {day:>2} {time}")
 }
 
 impl Sink for SyslogSink {
@@ -388,7 +394,7 @@ mod tests {
     fn syslog_sink_sends_rfc5424() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.sock");
-        let mut sink = SyslogSink::new(&path, "host one");
+        let mut sink = SyslogSink::new(&path);
         assert!(matches!(
             sink.send(&rec("x")),
             Err(SinkError::Unavailable(_))
@@ -398,30 +404,18 @@ mod tests {
         let mut buf = [0u8; 1024];
         let n = server.recv(&mut buf).unwrap();
         let msg = std::str::from_utf8(&buf[..n]).unwrap();
-        // <PRI>VERSION TIMESTAMP HOSTNAME APP-NAME PROCID MSGID SD MSG; user.warning = 12.
-        let parts: Vec<&str> = msg.splitn(8, ' ').collect();
-        assert_eq!(parts[0], "<12>1");
-        assert_eq!(parts[1].len(), "2023-11-14T22:13:20.000001Z".len(), "{msg}");
-        assert!(parts[1].ends_with('Z'));
-        assert_eq!(parts[2], "host_one");
-        assert_eq!(parts[3], "vigil");
-        assert_eq!(parts[4], std::process::id().to_string());
-        assert_eq!(&parts[5..], ["-", "-", "Sensitive file opened"]);
+        // <PRI>Mmm dd hh:mm:ss TAG[PID]: MSG; user.warning = 12.
+        let pid = std::process::id();
+        assert!(msg.starts_with("<12>"), "{msg}");
+        assert!(
+            msg.ends_with(&format!(" vigil[{pid}]: Sensitive file opened")),
+            "{msg}"
+        );
         assert_eq!(
             sink.message(&rec("m"), 1_700_000_000_000_001_000),
-            format!(
-                "<12>1 2023-11-14T22:13:20.000001Z host_one vigil {} - - m",
-                std::process::id()
-            )
+            format!("<12>Nov 14 22:13:20 vigil[{pid}]: m")
         );
-    }
-
-    #[test]
-    fn syslog_hostname_is_printable_ascii() {
-        assert_eq!(syslog_hostname(""), "-");
-        assert_eq!(syslog_hostname("web-1.example"), "web-1.example");
-        assert_eq!(syslog_hostname("a b\nc\u{1b}d\u{e9}"), "a_b_c_d_");
-        assert_eq!(syslog_hostname(&"h".repeat(300)).len(), 255);
+        assert_eq!(bsd_timestamp(1_699_142_400_000_000_000), "Nov  5 00:00:00");
     }
 
     #[test]

@@ -167,16 +167,16 @@ pub struct Rsyslog {
 const SEP: char = '\u{1}';
 
 impl Rsyslog {
-    /// Starts rsyslogd. `rfc5424_parser`: the imuxsock input hands messages to rsyslog's
-    /// parser chain (`UseSpecialParser="off"`, which recognises RFC 5424); otherwise the
+    /// Starts rsyslogd. `parser_chain`: the imuxsock input hands messages to rsyslog's
+    /// parser chain (`UseSpecialParser="off"`); otherwise the
     /// input keeps its default special parser, as on a stock `/dev/log`.
-    pub fn start(bin: &Path, dir: &Path, rfc5424_parser: bool) -> Rsyslog {
+    pub fn start(bin: &Path, dir: &Path, parser_chain: bool) -> Rsyslog {
         let d = dir.join("rsyslog");
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).expect("create rsyslog dir");
         let socket = d.join("log.sock");
         let log = d.join("alerts.log");
-        let special = if rfc5424_parser { "off" } else { "on" };
+        let special = if parser_chain { "off" } else { "on" };
         let conf = format!(
             r#"global(workDirectory="{d}")
 module(load="imuxsock" SysSock.Use="off")
