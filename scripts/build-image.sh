@@ -40,7 +40,7 @@ if readelf --program-headers --wide "$binary" | grep -q 'INTERP'; then
     exit 1
 fi
 
-version=$("$binary" --version | awk '{print $NF}')
+version=$("$binary" --version | awk 'NR == 1 {print $NF}')
 work=$(mktemp -d)
 set -- buildah
 if [ -n "$storage" ]; then

@@ -73,8 +73,8 @@ pub struct FalcoArgs {
 /// Runs a Falco-style invocation.
 pub fn run(mut args: FalcoArgs) -> Result<ExitCode> {
     if args.version {
+        // One line, as scripts read it (`--support` has the rules engine version too).
         println!("vigil {}", env!("CARGO_PKG_VERSION"));
-        println!("Rules engine version: {}", engine_version());
         return Ok(ExitCode::SUCCESS);
     }
     if args.unbuffered {
