@@ -219,43 +219,27 @@ impl Engine {
         self.stats.events_in += 1;
         self.stats.processed += 1;
         self.state.apply(event);
-        self.matches.clear();
-        {
-            let view = self.state.view(event);
-            // One evaluation event: the templates below reuse the values the rules extracted.
-            let mut ctx = self.ctx.event();
-            self.ruleset
-                .evaluate_event(&view, &mut ctx, &mut self.matches);
-            for &index in &self.matches {
-                let rule = &self.ruleset.rules()[index];
-                let rendered = rule.output.render(&view, &mut ctx);
-                self.stats.alerts += 1;
-                if let Some(n) = self.stats.alerts_by_rule.get_mut(index) {
-                    *n += 1;
-                }
-                let mut alert = Alert {
-                    time: event.ts,
-                    rule: rule.name.clone(),
-                    priority: rule.priority.as_str().into(),
-                    source: rule.source.clone().into(),
-                    tags: rule.tags.clone(),
-                    hostname: self.hostname.clone(),
-                    output: rendered.text,
-                    output_fields: rendered.fields,
-                };
-                if let Some(decorator) = self.decorator.as_mut() {
-                    decorator.decorate(rule, &view, &mut alert);
-                }
-                on_alert(alert);
-            }
-        }
+        self.evaluate_and_emit(event, None, on_alert);
         self.state.finish(event);
     }
 
-    /// Renders and delivers the alerts of `self.matches` for `event` (state applied).
-    fn emit_matches(&mut self, event: &Event, on_alert: &mut dyn FnMut(Alert)) {
+    /// Evaluates the rules on `event` (state applied) and renders an alert for every match,
+    /// and for rule `also` if it is not among them.
+    fn evaluate_and_emit(
+        &mut self,
+        event: &Event,
+        also: Option<usize>,
+        on_alert: &mut dyn FnMut(Alert),
+    ) {
+        self.matches.clear();
         let view = self.state.view(event);
+        // One evaluation event: the templates below reuse the values the rules extracted.
         let mut ctx = self.ctx.event();
+        self.ruleset
+            .evaluate_event(&view, &mut ctx, &mut self.matches);
+        if let Some(index) = also.filter(|i| !self.matches.contains(i)) {
+            self.matches.push(index);
+        }
         for &index in &self.matches {
             let rule = &self.ruleset.rules()[index];
             let rendered = rule.output.render(&view, &mut ctx);
@@ -311,17 +295,7 @@ impl Engine {
         };
         self.stats.events_in += 1;
         self.stats.processed += 1;
-        self.matches.clear();
-        {
-            let view = self.state.view(event);
-            let mut ctx = self.ctx.event();
-            self.ruleset
-                .evaluate_event(&view, &mut ctx, &mut self.matches);
-        }
-        if !self.matches.contains(&rule) {
-            self.matches.push(rule);
-        }
-        self.emit_matches(event, on_alert);
+        self.evaluate_and_emit(event, Some(rule), on_alert);
         self.state.finish(event);
         self.forget_predicted_fd(event);
         Some(rule)
