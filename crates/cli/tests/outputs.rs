@@ -15,10 +15,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+#[path = "support/receiver.rs"]
+mod receiver;
+use receiver::Receiver;
 
 const RULES: &str = r#"
 - rule: Seq tool
@@ -73,100 +75,6 @@ fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
         assert!(start.elapsed() < limit, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// A local HTTP receiver that can be taken down and brought back on the same port.
-struct Receiver {
-    addr: SocketAddr,
-    bodies: Arc<Mutex<Vec<String>>>,
-    running: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
-}
-
-impl Receiver {
-    fn start() -> Receiver {
-        Receiver::start_on("127.0.0.1:0".parse().unwrap())
-    }
-
-    fn start_on(addr: SocketAddr) -> Receiver {
-        let listener = TcpListener::bind(addr).expect("bind receiver");
-        let mut r = Receiver {
-            addr: listener.local_addr().unwrap(),
-            bodies: Arc::default(),
-            running: None,
-        };
-        r.serve(listener);
-        r
-    }
-
-    fn serve(&mut self, listener: TcpListener) {
-        listener.set_nonblocking(true).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (bodies, flag) = (Arc::clone(&self.bodies), Arc::clone(&stop));
-        let handle = std::thread::spawn(move || {
-            while !flag.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => handle_request(stream, &bodies),
-                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
-        });
-        self.running = Some((stop, handle));
-    }
-
-    /// Closes the listening socket: connections are refused until `up`.
-    fn down(&mut self) {
-        if let Some((stop, handle)) = self.running.take() {
-            stop.store(true, Ordering::SeqCst);
-            handle.join().unwrap();
-        }
-    }
-
-    fn up(&mut self) {
-        let listener = TcpListener::bind(self.addr).expect("rebind receiver on the same port");
-        self.serve(listener);
-    }
-
-    fn count(&self) -> usize {
-        self.bodies.lock().unwrap().len()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.down();
-    }
-}
-
-fn handle_request(stream: TcpStream, bodies: &Mutex<Vec<String>>) {
-    stream.set_nonblocking(false).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut len = 0usize;
-    let mut request_line = String::new();
-    if reader.read_line(&mut request_line).is_err() {
-        return;
-    }
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; len];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
-    bodies
-        .lock()
-        .unwrap()
-        .push(String::from_utf8_lossy(&body).into_owned());
-    let mut stream = stream;
-    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
 }
 
 /// A running `vigil replay --follow`, its stderr collected line by line.
@@ -407,13 +315,7 @@ fn http_outage_of_30s_delivers_every_alert_once_in_order() {
     );
     let after = scrape(&web);
     let stderr = agent.stop();
-    let seqs: Vec<u64> = receiver
-        .bodies
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|b| seq_of(b))
-        .collect();
+    let seqs: Vec<u64> = receiver.bodies().iter().map(|b| seq_of(b)).collect();
     let want: Vec<u64> = (0..total).collect();
     assert_eq!(seqs.len(), want.len(), "exactly once");
     assert!(seqs == want, "in order: {seqs:?}");
@@ -612,13 +514,7 @@ fn kill_9_during_an_outage_loses_no_spooled_alert() {
     );
     let after = scrape(&web);
     let stderr = agent.stop();
-    let seqs: Vec<u64> = receiver
-        .bodies
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|b| seq_of(b))
-        .collect();
+    let seqs: Vec<u64> = receiver.bodies().iter().map(|b| seq_of(b)).collect();
     assert_eq!(seqs.len() as u64, n, "exactly once: {stderr}");
     assert!(seqs.iter().copied().eq(0..n), "in order: {seqs:?}");
     assert_eq!(
@@ -710,14 +606,14 @@ fn damaged_spool_records_are_counted_and_never_delivered() {
         "18 alerts and the spool-loss alert",
         Duration::from_secs(60),
         || {
-            let bodies = receiver.bodies.lock().unwrap();
+            let bodies = receiver.bodies();
             let alerts = bodies.iter().filter(|b| b.contains("\"Seq tool\"")).count();
             alerts >= 18 && !internal(&bodies).is_empty()
         },
     );
     let after = scrape(&web);
     let stderr = agent.stop();
-    let bodies = receiver.bodies.lock().unwrap().clone();
+    let bodies = receiver.bodies();
     let seqs: Vec<u64> = bodies
         .iter()
         .filter(|b| b.contains("\"Seq tool\""))

@@ -17,7 +17,12 @@ pub struct Receiver {
 
 impl Receiver {
     pub fn start() -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
+        Receiver::start_on("127.0.0.1:0".parse().expect("loopback address"))
+    }
+
+    /// On `addr` (e.g. the port of a receiver that went away).
+    pub fn start_on(addr: SocketAddr) -> Receiver {
+        let listener = TcpListener::bind(addr).expect("bind receiver");
         let mut r = Receiver {
             addr: listener.local_addr().expect("receiver address"),
             bodies: Arc::default(),
@@ -60,6 +65,11 @@ impl Receiver {
     /// Every body received so far, in arrival order.
     pub fn bodies(&self) -> Vec<String> {
         self.bodies.lock().expect("bodies").clone()
+    }
+
+    /// How many bodies were received so far.
+    pub fn count(&self) -> usize {
+        self.bodies.lock().expect("bodies").len()
     }
 }
 
