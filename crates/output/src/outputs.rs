@@ -124,6 +124,10 @@ struct DropWatch {
 pub struct Outputs {
     formatter: Formatter,
     deliveries: Vec<Delivery>,
+    /// `stdout_output` written to stderr under `vigil run`: synchronously, by the caller's
+    /// thread at the event (the traced workload is stopped then), so an alert line never
+    /// lands between two writes of the workload's own stderr.
+    console: Option<std::sync::Mutex<std::io::Stderr>>,
     metrics: Metrics,
     hostname: String,
     drops: DropWatch,
@@ -161,14 +165,11 @@ impl Outputs {
     ) -> Result<Outputs, OutputsError> {
         let formatter = Formatter::from_config(config);
         let mut planned: Vec<(&'static str, Box<dyn Sink>, DeliveryOptions)> = Vec::new();
-        if config.stdout_output.enabled {
-            let sink: Box<dyn Sink> = match console {
-                sinks::Console::Stdout => Box::new(sinks::stdout_sink(config.buffered_outputs)),
-                sinks::Console::Stderr => Box::new(sinks::stderr_sink(config.buffered_outputs)),
-            };
+        let direct = config.stdout_output.enabled && console == sinks::Console::Stderr;
+        if config.stdout_output.enabled && !direct {
             planned.push((
                 "stdout_output",
-                sink,
+                Box::new(sinks::stdout_sink(config.buffered_outputs)),
                 DeliveryOptions {
                     queue_capacity: config.outputs_queue.bound(),
                     ..DeliveryOptions::default()
@@ -233,6 +234,7 @@ impl Outputs {
         Ok(Outputs {
             formatter,
             deliveries,
+            console: direct.then(|| std::sync::Mutex::new(std::io::stderr())),
             metrics: metrics.clone(),
             hostname: hostname.to_owned(),
             drops: DropWatch {
@@ -263,6 +265,7 @@ impl Outputs {
         Ok(Outputs {
             formatter,
             deliveries,
+            console: None,
             metrics: metrics.clone(),
             hostname: String::new(),
             drops: DropWatch {
@@ -320,6 +323,15 @@ impl Outputs {
             severity: severity(&alert.priority),
             body: self.formatter.format(alert).into(),
         };
+        if let Some(console) = &self.console {
+            // One write(2) for the whole line: atomic against the workload's writes.
+            let mut line = Vec::with_capacity(record.body.len() + 1);
+            line.extend_from_slice(record.body.as_bytes());
+            line.push(b'\n');
+            if let Ok(mut stderr) = console.lock() {
+                let _ = std::io::Write::write_all(&mut *stderr, &line);
+            }
+        }
         for delivery in &self.deliveries {
             delivery.enqueue(record.clone());
         }

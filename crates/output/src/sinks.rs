@@ -72,18 +72,14 @@ pub fn stdout_sink(buffered: bool) -> WriterSink<BufWriter<io::Stdout>> {
     WriterSink::new("stdout", BufWriter::new(io::stdout()), buffered)
 }
 
-/// `stdout_output` written to stderr: under `vigil run` the workload's stdout is its own.
-pub fn stderr_sink(buffered: bool) -> WriterSink<BufWriter<io::Stderr>> {
-    WriterSink::new("stderr", BufWriter::new(io::stderr()), buffered)
-}
-
 /// Where the console output (`stdout_output`) writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Console {
     /// Standard output, as Falco.
     #[default]
     Stdout,
-    /// Standard error (a wrapped workload owns standard output).
+    /// Standard error (a wrapped workload owns standard output), written synchronously by
+    /// the thread that emits the alert ([`crate::Outputs`]).
     Stderr,
 }
 
