@@ -255,11 +255,16 @@ fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCounts {
         .map(|(reason, n)| (reason.to_string(), *n))
         .collect();
     let dropped_total: u64 = dropped.iter().map(|(_, n)| n).sum();
+    let state = engine.state().stats();
     TickCounts {
         events_in: processed + dropped_total,
         processed,
         dropped,
         eval_seconds: eval.as_secs_f64(),
+        threads: state.threads as u64,
+        fds: state.fds as u64,
+        containers: state.containers as u64,
+        dropped_threads: state.dropped_threads,
     }
 }
 
@@ -351,6 +356,7 @@ impl Agent {
             );
         }
         let outputs = start_outputs(&config, &metrics, hostname, flags.console)?;
+        tick.seed(&outputs, engine.ruleset());
         let server = match bound {
             Some(bound) => {
                 let server = bound.serve().context("cannot start the webserver")?;
@@ -439,6 +445,11 @@ impl Agent {
                             )?
                         }
                     };
+                    self.metrics
+                        .set_flags(vigil_output::metrics::Flags::from_config(
+                            &self.config.metrics,
+                        ));
+                    self.tick.seed(&self.outputs, engine.ruleset());
                     eprintln!(
                         "vigil: SIGHUP: reloaded configuration and {} rules",
                         engine.ruleset().rules().len()
