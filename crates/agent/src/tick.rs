@@ -299,7 +299,8 @@ impl Tick {
             for (labels, n) in m.samples(names::RULES_MATCHES) {
                 total += n;
                 if let Some((_, rule)) = labels.iter().find(|(k, _)| k == "rule_name") {
-                    put(&format!("falco.rules.{rule}"), Value::U64(n as u64));
+                    let key = metrics::sanitize_metric_name(rule);
+                    put(&format!("falco.rules.{key}"), Value::U64(n as u64));
                 }
             }
             put("falco.rules.matches_total", Value::U64(total as u64));
@@ -648,7 +649,7 @@ mod tests {
         let metrics = Metrics::new();
         metrics.add_labels(
             names::RULES_MATCHES,
-            metrics::rule_labels("R", "Warning", "syscall", &[]),
+            metrics::rule_labels("Read shadow file", "Warning", "syscall", &[]),
             3.0,
         );
         let mut outputs = Outputs::with_sinks(Default::default(), Vec::new(), &metrics).unwrap();
@@ -684,7 +685,10 @@ mod tests {
         assert_eq!(f["scap.n_drops_perc"], "16.67");
         assert_eq!(f["falco.num_evts"], 10);
         assert_eq!(f["falco.n_threads"], 4);
-        assert_eq!(f["falco.rules.R"], 3);
+        assert_eq!(
+            f["falco.rules.Read_shadow_file"], 3,
+            "Falco's sanitized rule name"
+        );
         assert_eq!(f["falco.rules.matches_total"], 3);
         assert_eq!(f["falco.version"], env!("CARGO_PKG_VERSION"));
         assert!(f["falco.host_num_cpus"].as_u64().unwrap() >= 1);

@@ -274,6 +274,23 @@ pub fn priority_number(priority: &str) -> String {
     n.to_string()
 }
 
+/// A name as Falco writes it in metric keys (`falco.rules.<name>`): characters outside
+/// `[A-Za-z0-9_]` become `_`, runs of `_` collapse to one.
+pub fn sanitize_metric_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        let c = if c.is_ascii_alphanumeric() || c == '_' {
+            c
+        } else {
+            '_'
+        };
+        if !(c == '_' && out.ends_with('_')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The labels of a rule's `falcosecurity_falco_rules_matches_total` series, as Falco writes
 /// them: `rule_name`, `priority` (its number), `source`, and `tag_<tag>="true"` per tag (a
 /// tag's characters outside `[A-Za-z0-9_]` become `_`), sorted by name.
@@ -884,6 +901,11 @@ mod tests {
         assert_eq!(priority_number("INFO"), "6");
         assert_eq!(priority_number("Debug"), "7");
         assert_eq!(priority_number("weird"), "weird");
+        assert_eq!(
+            sanitize_metric_name("Contact K8S API Server From Container"),
+            "Contact_K8S_API_Server_From_Container"
+        );
+        assert_eq!(sanitize_metric_name("a - b.c"), "a_b_c");
     }
 
     #[test]
