@@ -178,6 +178,9 @@ impl Tick {
             "falco.version",
             Value::Str(Cow::Borrowed(env!("CARGO_PKG_VERSION").as_bytes())),
         );
+        if let Some(engine) = label(names::ENGINE_NAME_INFO, "engine_name") {
+            put("scap.engine_name", text(engine));
+        }
         if let Some(release) = label(names::KERNEL_RELEASE_INFO, "kernel_release") {
             put("falco.kernel_release", text(release));
         }
@@ -652,6 +655,11 @@ mod tests {
             metrics::rule_labels("Read shadow file", "Warning", "syscall", &[]),
             3.0,
         );
+        metrics.set(
+            names::ENGINE_NAME_INFO,
+            &[("engine_name", "modern_bpf"), ("evt_source", "syscall")],
+            1.0,
+        );
         let mut outputs = Outputs::with_sinks(Default::default(), Vec::new(), &metrics).unwrap();
         let config = vigil_config::Metrics {
             enabled: true,
@@ -691,6 +699,7 @@ mod tests {
         );
         assert_eq!(f["falco.rules.matches_total"], 3);
         assert_eq!(f["falco.version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(f["scap.engine_name"], "modern_bpf");
         assert!(f["falco.host_num_cpus"].as_u64().unwrap() >= 1);
         assert!(f["falco.start_ts"].as_u64().unwrap() > 0);
         assert!(

@@ -315,6 +315,9 @@ pub struct AgentFlags<'a> {
     pub signals: bool,
     /// Where `stdout_output` writes.
     pub console: Console,
+    /// The capture engine, as `falcosecurity_scap_engine_name_info{engine_name}` names it:
+    /// Falco's `modern_bpf` (CO-RE eBPF) and `savefile` (a capture file), or `ptrace`.
+    pub engine: &'static str,
     /// Drop every capability but these once the files are open and the web server's socket
     /// is bound, before any thread starts ([`vigil_ptrace::privs::drop_to`]).
     pub privileges: Option<&'a [Capability]>,
@@ -333,6 +336,11 @@ impl Agent {
     ) -> Result<Agent> {
         init_logging();
         let metrics = Metrics::new();
+        metrics.set(
+            vigil_output::metrics::names::ENGINE_NAME_INFO,
+            &[("engine_name", flags.engine), ("evt_source", "syscall")],
+            1.0,
+        );
         engine.set_decorator(decorator(&config)?);
         let tick = Tick::new(&metrics, flags.stats_file)
             .context("cannot create the stats file")?
@@ -538,6 +546,7 @@ pub fn run(
             live: flags.follow,
             signals: flags.follow,
             console: Console::Stdout,
+            engine: "savefile",
             // Not a live capture: a replay runs as it was started.
             privileges: None,
         },

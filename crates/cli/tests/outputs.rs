@@ -1386,6 +1386,11 @@ fn metrics_use_falcos_names_with_zero_series_from_the_start() {
     ));
     assert!(has(
         &before,
+        "falcosecurity_scap_engine_name_info",
+        &[("engine_name", "savefile"), ("evt_source", "syscall")]
+    ));
+    assert!(has(
+        &before,
         "falcosecurity_falco_evt_source_info",
         &[("evt_source", "syscall")]
     ));

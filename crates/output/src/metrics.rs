@@ -89,6 +89,7 @@ impl Flags {
 /// Family names used outside this module.
 pub mod names {
     pub const VERSION_INFO: &str = "falcosecurity_falco_version_info";
+    pub const ENGINE_NAME_INFO: &str = "falcosecurity_scap_engine_name_info";
     pub const KERNEL_RELEASE_INFO: &str = "falcosecurity_falco_kernel_release_info";
     pub const HOSTNAME_INFO: &str = "falcosecurity_evt_hostname_info";
     pub const EVT_SOURCE_INFO: &str = "falcosecurity_falco_evt_source_info";
@@ -159,6 +160,7 @@ use Kind::{Counter, Gauge};
 
 /// Every family Vigil exports: name, kind, category, help.
 pub const FAMILIES: &[(&str, Kind, Category, &str)] = &[
+    (names::ENGINE_NAME_INFO, Gauge, Base, "The capture engine (modern_bpf, savefile or ptrace)."),
     (names::VERSION_INFO, Gauge, Base, "Vigil's version (Falco's falco.version)."),
     (names::KERNEL_RELEASE_INFO, Gauge, Base, "Release of the running kernel."),
     (names::HOSTNAME_INFO, Gauge, Base, "Hostname in alerts."),
