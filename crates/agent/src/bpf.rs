@@ -10,6 +10,7 @@
 use std::fs;
 use std::path::Path;
 
+use vigil_output::metrics::names;
 use vigil_output::Metrics;
 
 /// One BPF program's counters.
@@ -120,12 +121,8 @@ pub fn publish(metrics: &Metrics, programs: &[ProgramStats]) {
             ("prog_tag", p.tag.as_str()),
             ("prog_type", kind.as_str()),
         ];
-        metrics.set("vigil_bpf_program_runs_total", &labels, p.run_cnt as f64);
-        metrics.set(
-            "vigil_bpf_program_run_seconds_total",
-            &labels,
-            p.run_time_ns as f64 / 1e9,
-        );
+        metrics.set(names::BPF_RUNS, &labels, p.run_cnt as f64);
+        metrics.set(names::BPF_RUN_SECONDS, &labels, p.run_time_ns as f64 / 1e9);
     }
 }
 

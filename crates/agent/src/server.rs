@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn serves_healthz_and_parseable_metrics() {
         let metrics = Metrics::new();
-        metrics.set("vigil_events_in_total", &[], 42.0);
+        metrics.set("falcosecurity_scap_n_evts_total", &[], 42.0);
         metrics.add(
             "vigil_output_dropped_total",
             &[("sink", "http"), ("reason", "spool_full")],
@@ -372,12 +372,13 @@ mod tests {
                 .unwrap_or_else(|| panic!("{name} missing:\n{body}"))
         };
         assert!(
-            matches!(find("vigil_events_in_total").value, prometheus_parse::Value::Counter(v) if v == 42.0)
+            matches!(find("falcosecurity_scap_n_evts_total").value, prometheus_parse::Value::Counter(v) if v == 42.0)
         );
         let dropped = find("vigil_output_dropped_total");
         assert_eq!(dropped.labels.get("reason"), Some("spool_full"));
         assert!(
-            matches!(find("process_resident_memory_bytes").value, prometheus_parse::Value::Gauge(v) if v > 0.0)
+            matches!(find("falcosecurity_falco_memory_rss_bytes").value, prometheus_parse::Value::Gauge(v) if v > 0.0),
+            "sampled at each scrape"
         );
         assert_eq!(get(server.addr(), "/nope").0, "HTTP/1.1 404 Not Found");
         server.stop();
@@ -472,7 +473,7 @@ mod tests {
         let pem = dir.path().join("falco.pem");
         fs::write(&pem, format!("{cert}{key}")).unwrap();
         let metrics = Metrics::new();
-        metrics.set("vigil_events_in_total", &[], 7.0);
+        metrics.set("falcosecurity_scap_n_evts_total", &[], 7.0);
         let mut c = config(true);
         c.ssl_enabled = true;
         c.ssl_certificate = pem;
@@ -488,7 +489,7 @@ mod tests {
         assert!(scrape
             .samples
             .iter()
-            .any(|s| s.metric == "vigil_events_in_total"));
+            .any(|s| s.metric == "falcosecurity_scap_n_evts_total"));
         // A client that does not trust the certificate refuses the server.
         let (_, _, other) = self_signed();
         assert!(https_get(server.addr(), &other, "/healthz").is_err());

@@ -255,11 +255,16 @@ fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCounts {
         .map(|(reason, n)| (reason.to_string(), *n))
         .collect();
     let dropped_total: u64 = dropped.iter().map(|(_, n)| n).sum();
+    let state = engine.state().stats();
     TickCounts {
         events_in: processed + dropped_total,
         processed,
         dropped,
         eval_seconds: eval.as_secs_f64(),
+        threads: state.threads as u64,
+        fds: state.fds as u64,
+        containers: state.containers as u64,
+        dropped_threads: state.dropped_threads,
     }
 }
 
@@ -310,6 +315,9 @@ pub struct AgentFlags<'a> {
     pub signals: bool,
     /// Where `stdout_output` writes.
     pub console: Console,
+    /// The capture engine, as `falcosecurity_scap_engine_name_info{engine_name}` names it:
+    /// Falco's `modern_bpf` (CO-RE eBPF) and `savefile` (a capture file), or `ptrace`.
+    pub engine: &'static str,
     /// Drop every capability but these once the files are open and the web server's socket
     /// is bound, before any thread starts ([`vigil_ptrace::privs::drop_to`]).
     pub privileges: Option<&'a [Capability]>,
@@ -328,6 +336,11 @@ impl Agent {
     ) -> Result<Agent> {
         init_logging();
         let metrics = Metrics::new();
+        metrics.set(
+            vigil_output::metrics::names::ENGINE_NAME_INFO,
+            &[("engine_name", flags.engine), ("evt_source", "syscall")],
+            1.0,
+        );
         engine.set_decorator(decorator(&config)?);
         let tick = Tick::new(&metrics, flags.stats_file)
             .context("cannot create the stats file")?
@@ -351,6 +364,7 @@ impl Agent {
             );
         }
         let outputs = start_outputs(&config, &metrics, hostname, flags.console)?;
+        tick.seed(&outputs, engine.ruleset());
         let server = match bound {
             Some(bound) => {
                 let server = bound.serve().context("cannot start the webserver")?;
@@ -439,6 +453,11 @@ impl Agent {
                             )?
                         }
                     };
+                    self.metrics
+                        .set_flags(vigil_output::metrics::Flags::from_config(
+                            &self.config.metrics,
+                        ));
+                    self.tick.seed(&self.outputs, engine.ruleset());
                     eprintln!(
                         "vigil: SIGHUP: reloaded configuration and {} rules",
                         engine.ruleset().rules().len()
@@ -527,6 +546,7 @@ pub fn run(
             live: flags.follow,
             signals: flags.follow,
             console: Console::Stdout,
+            engine: "savefile",
             // Not a live capture: a replay runs as it was started.
             privileges: None,
         },

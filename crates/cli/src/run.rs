@@ -210,6 +210,7 @@ impl Handler for Pipeline {
             live: true,
             signals: false,
             console: Console::Stderr,
+            engine: "ptrace",
             // Already dropped by the tracer, for every thread started from here on.
             privileges: None,
         };

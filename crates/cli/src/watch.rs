@@ -155,6 +155,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             live: true,
             signals: true,
             console: vigil_output::sinks::Console::Stdout,
+            engine: "modern_bpf",
             // Everything that needed more is done: programs loaded, snapshot read, capture
             // open; the stats and metrics files and the web server come before the drop.
             privileges: Some(vigil_ptrace::privs::WATCH),

@@ -3,7 +3,7 @@
 //! two generator actions. The bench must print its rounds like Falco's event-generator
 //! (`expected=… actual=… (…% lost)`, `statistics cpu=… res_mem=… throughput=… EPS`), write a
 //! report with expected/actual/ratio/lost %/EPS/CPU/RSS per round, and the alerts it received
-//! per action must agree with the agent's own counters: `vigil_alerts_total{rule=…}` on the
+//! per action must agree with the agent's own counters: `falcosecurity_falco_rules_matches_total{rule_name=…}` on the
 //! agent's `/metrics`, summed over the rules the generator lists for each action
 //! (`rules_default` of `vigil generate list --json`), between a scrape before the bench and one
 //! after it. No timing assertions.
@@ -45,21 +45,25 @@ fn scratch(test: &str) -> PathBuf {
     dir
 }
 
-/// `vigil_alerts_total` per rule (summed over priorities) from the agent's `/metrics`.
+/// `falcosecurity_falco_rules_matches_total` per rule from the agent's `/metrics` (rules
+/// without a match, exported at 0, are left out).
 fn alert_counters(port: u16) -> BTreeMap<String, f64> {
     let body = http_get(port, "/metrics").expect("/metrics answers");
     let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))
         .expect("valid Prometheus text");
     let mut out = BTreeMap::new();
     for s in scrape.samples {
-        if s.metric != "vigil_alerts_total" {
+        if s.metric != "falcosecurity_falco_rules_matches_total" {
             continue;
         }
         let value = match s.value {
             prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
             _ => continue,
         };
-        if let Some(rule) = s.labels.get("rule") {
+        if value == 0.0 {
+            continue;
+        }
+        if let Some(rule) = s.labels.get("rule_name") {
             *out.entry(rule.to_string()).or_default() += value;
         }
     }
@@ -285,7 +289,7 @@ fn generate_bench_against_vigil_watch_agrees_with_its_metrics() {
     eprintln!("the bench's output (last attempt):\n{}", last.stderr);
     assert!(
         last.agrees(),
-        "the bench's received alerts never agreed with vigil watch's vigil_alerts_total: {:?}",
+        "the bench's received alerts never agreed with vigil watch's falcosecurity_falco_rules_matches_total: {:?}",
         attempts.iter().map(|a| &a.per_action).collect::<Vec<_>>()
     );
     for (action, (bench, _, runs)) in &last.per_action {

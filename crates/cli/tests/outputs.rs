@@ -31,6 +31,15 @@ const RULES: &str = r#"
   tags: [test]
 "#;
 
+/// The labels of `Seq tool`'s `falcosecurity_falco_rules_matches_total` series (Falco's:
+/// the priority as its number, one `tag_<tag>` label per tag).
+const SEQ_TOOL_LABELS: &[(&str, &str)] = &[
+    ("priority", "4"),
+    ("rule_name", "Seq tool"),
+    ("source", "syscall"),
+    ("tag_test", "true"),
+];
+
 /// A scratch directory unique to one test.
 fn scratch(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("vigil-out-{}-{test}", std::process::id()));
@@ -330,8 +339,8 @@ fn http_outage_of_30s_delivers_every_alert_once_in_order() {
     assert_eq!(
         metric(
             &after,
-            "vigil_alerts_total",
-            &[("rule", "Seq tool"), ("priority", "Warning")]
+            "falcosecurity_falco_rules_matches_total",
+            SEQ_TOOL_LABELS
         ),
         total as f64
     );
@@ -476,8 +485,8 @@ fn kill_9_during_an_outage_loses_no_spooled_alert() {
     assert_eq!(
         metric(
             &during,
-            "vigil_alerts_total",
-            &[("rule", "Seq tool"), ("priority", "Warning")]
+            "falcosecurity_falco_rules_matches_total",
+            SEQ_TOOL_LABELS
         ),
         n as f64
     );
@@ -1207,4 +1216,143 @@ fn webserver_ssl_serves_https_only_and_a_bad_certificate_exits_1() {
         assert!(stderr.contains(&named) && stderr.contains(want), "{stderr}");
     }
     let _ = fs::remove_dir_all(&dir);
+}
+
+/// `/metrics` under Falco's names: zero-valued series for every drop kind and every loaded
+/// rule before the first event, then the event, drop and match counters with the right
+/// values; the `metrics:` block's flags hide their categories.
+#[test]
+fn metrics_use_falcos_names_with_zero_series_from_the_start() {
+    let dir = scratch("falco-names");
+    let agent = Agent::start(&dir, &agent_config(""));
+    let web = agent.web_addr();
+    let before = scrape(&web);
+    let has = |m: &Samples, name: &str, labels: &[(&str, &str)]| {
+        let mut key: Vec<(String, String)> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        key.sort();
+        m.contains_key(&(name.to_owned(), key))
+    };
+    for (dir_label, drop) in [
+        ("enter", "clone_fork"),
+        ("exit", "clone_fork"),
+        ("exit", "execve"),
+        ("exit", "connect"),
+        ("exit", "open"),
+        ("exit", "dir_file"),
+        ("exit", "other_interest"),
+        ("exit", "close"),
+        ("exit", "proc"),
+    ] {
+        let labels = [("dir", dir_label), ("drop", drop)];
+        assert!(
+            has(&before, "falcosecurity_scap_n_drops_buffer_total", &labels),
+            "zero-valued n_drops_buffer{{{dir_label},{drop}}} before any drop: {before:?}"
+        );
+        assert_eq!(
+            metric(&before, "falcosecurity_scap_n_drops_buffer_total", &labels),
+            0.0
+        );
+    }
+    for name in [
+        "falcosecurity_scap_n_drops_total",
+        "falcosecurity_scap_n_drops_scratch_map_total",
+        "falcosecurity_scap_n_drops_page_faults_total",
+        "falcosecurity_scap_n_drops_bug_total",
+        "vigil_source_queue_drops_total",
+        "falcosecurity_falco_outputs_queue_num_drops_total",
+    ] {
+        assert!(has(&before, name, &[]), "{name} exported before any drop");
+        assert_eq!(metric(&before, name, &[]), 0.0, "{name}");
+    }
+    assert!(
+        has(
+            &before,
+            "falcosecurity_falco_rules_matches_total",
+            SEQ_TOOL_LABELS
+        ),
+        "a zero-valued match counter per loaded rule: {before:?}"
+    );
+    assert!(has(
+        &before,
+        "falcosecurity_falco_version_info",
+        &[("version", env!("CARGO_PKG_VERSION"))]
+    ));
+    assert!(has(
+        &before,
+        "falcosecurity_scap_engine_name_info",
+        &[("engine_name", "savefile"), ("evt_source", "syscall")]
+    ));
+    assert!(has(
+        &before,
+        "falcosecurity_falco_evt_source_info",
+        &[("evt_source", "syscall")]
+    ));
+    assert!(
+        before
+            .keys()
+            .any(|(name, _)| name == "falcosecurity_evt_hostname_info"),
+        "hostname info"
+    );
+    assert!(metric(&before, "falcosecurity_falco_memory_rss_bytes", &[]) > 0.0);
+    assert!(metric(&before, "falcosecurity_falco_host_num_cpus_total", &[]) >= 1.0);
+    for (name, _) in before.keys() {
+        assert!(
+            !name.starts_with("process_") && name != "vigil_events_in_total",
+            "renamed series still exported: {name}"
+        );
+    }
+
+    append_events(&dir.join("capture.jsonl"), 0..25);
+    wait_for("25 processed events", Duration::from_secs(60), || {
+        metric(&scrape(&web), "vigil_events_processed_total", &[]) == 25.0
+    });
+    let after = scrape(&web);
+    assert_eq!(metric(&after, "falcosecurity_scap_n_evts_total", &[]), 25.0);
+    assert_eq!(
+        metric(
+            &after,
+            "falcosecurity_falco_rules_matches_total",
+            SEQ_TOOL_LABELS
+        ),
+        25.0
+    );
+    // events in = delivered + dropped = processed + dropped.
+    let drops = metric(&after, "falcosecurity_scap_n_drops_total", &[]);
+    assert_eq!(drops, 0.0);
+    assert_eq!(
+        metric(&after, "falcosecurity_scap_n_evts_total", &[]) + drops,
+        metric(&after, "vigil_events_processed_total", &[]) + drops
+    );
+    agent.kill();
+
+    // The `metrics:` flags gate their categories, as in Falco.
+    let dir = scratch("falco-names-gated");
+    let agent = Agent::start(
+        &dir,
+        &agent_config(
+            "metrics: {kernel_event_counters_enabled: false, rules_counters_enabled: false, \
+             resource_utilization_enabled: false}\n",
+        ),
+    );
+    let gated = scrape(&agent.web_addr());
+    for (name, _) in gated.keys() {
+        assert!(
+            !(name.starts_with("falcosecurity_scap_n_drops")
+                && name != "falcosecurity_scap_n_drops_full_threadtable_total")
+                && name != "falcosecurity_scap_n_evts_total"
+                && name != "falcosecurity_falco_rules_matches_total"
+                && name != "falcosecurity_falco_memory_rss_bytes",
+            "{name} exported though its category is off"
+        );
+    }
+    assert!(gated
+        .keys()
+        .any(|(name, _)| name == "falcosecurity_scap_n_threads_total"));
+    assert!(gated
+        .keys()
+        .any(|(name, _)| name == "falcosecurity_falco_version_info"));
+    agent.kill();
 }

@@ -270,11 +270,19 @@ fn every_output_kind_stats_file_and_metrics_under_run() {
         !metrics.is_empty(),
         "no /metrics answer while the workload ran: {stderr}"
     );
+    // Falco's scap.n_evts excludes drops: events in = n_evts + n_drops = processed + n_drops.
     assert_eq!(
-        sample(&metrics, "vigil_events_in_total"),
+        sample(&metrics, "falcosecurity_scap_n_evts_total")
+            + sample(&metrics, "falcosecurity_scap_n_drops_total"),
         sample(&metrics, "vigil_events_processed_total")
-            + sample(&metrics, "vigil_events_dropped_total"),
+            + sample(&metrics, "falcosecurity_scap_n_drops_total"),
         "events in = processed + dropped:\n{metrics}"
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("falcosecurity_scap_n_drops_total ")),
+        "the drop series is exported, zero or not:\n{metrics}"
     );
     let files = |path: &Path| -> Vec<Value> {
         json_lines(&std::fs::read_to_string(path).unwrap_or_default())

@@ -359,7 +359,9 @@ fn watch_delivers_through_configured_outputs_metrics_and_stats_file() {
     for _ in 0..100 {
         metrics = http_get(port, "/metrics").unwrap_or_default();
         let alert_counted = metrics.lines().any(|l| {
-            l.starts_with("vigil_alerts_total{") && l.contains("Read sensitive file untrusted")
+            l.starts_with("falcosecurity_falco_rules_matches_total{")
+                && l.contains("rule_name=\"Read sensitive file untrusted\"")
+                && !l.ends_with(" 0")
         });
         let processed = metrics.lines().any(|l| {
             l.starts_with("vigil_events_processed_total")
@@ -385,9 +387,12 @@ fn watch_delivers_through_configured_outputs_metrics_and_stats_file() {
     err_lines.extend(rx.try_iter());
     assert!(exit.success(), "exit {exit}: {}", err_lines.join("\n"));
     assert!(
-        metrics.contains("Read sensitive file untrusted")
-            && metrics.contains("vigil_events_processed_total"),
-        "metrics while running:\n{metrics}"
+        metrics.lines().any(|l| {
+            l.starts_with("falcosecurity_falco_rules_matches_total{")
+                && l.contains("rule_name=\"Read sensitive file untrusted\"")
+                && !l.ends_with(" 0")
+        }) && metrics.contains("vigil_events_processed_total"),
+        "the match counted in /metrics while running:\n{metrics}"
     );
     let written = std::fs::read_to_string(&alerts).expect("file_output written");
     let alert = shadow_alert(&written)

@@ -25,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::metrics::Metrics;
+use crate::metrics::{names, Metrics};
 use crate::sinks::{Sink, SinkError};
 use crate::spool::{Losses, Spool, SpoolSync};
 
@@ -174,7 +174,7 @@ impl Shared {
         let before = state.report.dropped_total();
         *state.report.dropped.entry(why.to_owned()).or_insert(0) += n;
         self.metrics.add(
-            "vigil_output_dropped_total",
+            names::OUTPUT_DROPPED,
             &[("sink", &self.name), ("reason", why)],
             n as f64,
         );
@@ -229,25 +229,23 @@ impl Shared {
         state.report.failures += 1;
         state.failing = true;
         let labels = [("sink", self.name.as_str())];
-        self.metrics
-            .add("vigil_output_delivery_failures_total", &labels, 1.0);
+        self.metrics.add(names::OUTPUT_FAILURES, &labels, 1.0);
         if timed_out {
             state.report.timeouts += 1;
-            self.metrics
-                .add("vigil_output_timeouts_total", &labels, 1.0);
+            self.metrics.add(names::OUTPUT_TIMEOUTS, &labels, 1.0);
         }
     }
 
     fn gauges(&self, state: &State) {
         let depth = state.queue.len() + usize::from(state.head.is_some());
         self.metrics.set(
-            "vigil_output_queue_depth",
+            names::OUTPUT_QUEUE_DEPTH,
             &[("sink", &self.name)],
             depth as f64,
         );
         if let Some(spool) = &state.spool {
             self.metrics.set(
-                "vigil_output_spool_bytes",
+                names::OUTPUT_SPOOL_BYTES,
                 &[("sink", &self.name)],
                 spool.bytes() as f64,
             );
@@ -367,26 +365,39 @@ impl Delivery {
             metrics: metrics.clone(),
         });
         for (family, labels) in [
-            (
-                "vigil_output_delivered_total",
-                vec![("sink", name.as_str())],
-            ),
-            (
-                "vigil_output_delivery_failures_total",
-                vec![("sink", name.as_str())],
-            ),
-            ("vigil_output_queue_depth", vec![("sink", name.as_str())]),
+            (names::OUTPUT_DELIVERED, vec![("sink", name.as_str())]),
+            (names::OUTPUT_FAILURES, vec![("sink", name.as_str())]),
+            (names::OUTPUT_QUEUE_DEPTH, vec![("sink", name.as_str())]),
+            (names::OUTPUT_TIMEOUTS, vec![("sink", name.as_str())]),
         ] {
             metrics.add(family, &labels, 0.0);
         }
-        if options.spool.is_some() {
-            for why in [reason::SPOOL_CORRUPT, reason::SPOOL_GAP] {
-                metrics.add(
-                    "vigil_output_dropped_total",
-                    &[("sink", name.as_str()), ("reason", why)],
-                    0.0,
-                );
-            }
+        // Every way this output can lose an alert has a series from the first scrape.
+        let reasons: &[&str] = if options.spool.is_some() {
+            &[
+                reason::SPOOL_FULL,
+                reason::SPOOL_ERROR,
+                reason::SPOOL_CORRUPT,
+                reason::SPOOL_GAP,
+                reason::SHUTDOWN,
+                reason::CLOSED,
+                reason::TIMEOUT,
+            ]
+        } else {
+            &[
+                reason::QUEUE_FULL,
+                reason::DELIVERY_FAILED,
+                reason::SHUTDOWN,
+                reason::CLOSED,
+                reason::TIMEOUT,
+            ]
+        };
+        for why in reasons {
+            metrics.add(
+                names::OUTPUT_DROPPED,
+                &[("sink", name.as_str()), ("reason", why)],
+                0.0,
+            );
         }
         {
             let mut state = shared.lock();
@@ -621,11 +632,9 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                 }
                 state.head = None;
                 state.report.delivered += 1;
-                shared.metrics.add(
-                    "vigil_output_delivered_total",
-                    &[("sink", &shared.name)],
-                    1.0,
-                );
+                shared
+                    .metrics
+                    .add(names::OUTPUT_DELIVERED, &[("sink", &shared.name)], 1.0);
                 if state.failing {
                     log::info!("output `{}`: delivering again", shared.name);
                 }
@@ -810,7 +819,7 @@ mod tests {
         assert_eq!(report.dropped_total(), 0);
         assert_eq!(report.delivered, 2100);
         assert_eq!(
-            metrics.get("vigil_output_delivered_total", &[("sink", "flaky")]),
+            metrics.get(names::OUTPUT_DELIVERED, &[("sink", "flaky")]),
             2100.0
         );
     }
@@ -852,7 +861,7 @@ mod tests {
         );
         assert_eq!(
             metrics.get(
-                "vigil_output_dropped_total",
+                names::OUTPUT_DROPPED,
                 &[("sink", "flaky"), ("reason", "spool_full")]
             ),
             dropped as f64
@@ -968,13 +977,13 @@ mod tests {
             assert_eq!(report.spooled_at_exit, 0);
             assert_eq!(
                 metrics.get(
-                    "vigil_output_dropped_total",
+                    names::OUTPUT_DROPPED,
                     &[("sink", "slow"), ("reason", "timeout")]
                 ),
                 4.0
             );
             assert_eq!(
-                metrics.get("vigil_output_timeouts_total", &[("sink", "slow")]),
+                metrics.get(names::OUTPUT_TIMEOUTS, &[("sink", "slow")]),
                 12.0
             );
         }
@@ -1170,7 +1179,7 @@ mod tests {
         assert_eq!(report.spool_lost(), 1);
         assert_eq!(
             metrics.get(
-                "vigil_output_dropped_total",
+                names::OUTPUT_DROPPED,
                 &[("sink", "flaky"), ("reason", "spool_corrupt")]
             ),
             1.0

@@ -11,7 +11,7 @@ use vigil_config::{Config, Delivery as DeliveryConfig};
 use crate::delivery::{reason, Delivery, DeliveryOptions, Record, SinkReport};
 use crate::format::Formatter;
 use crate::http::{HttpSetupError, HttpSink};
-use crate::metrics::Metrics;
+use crate::metrics::{self, names, Metrics};
 use crate::sinks::{self, FileSink, ProgramSink, Sink, SyslogSink};
 use crate::Alert;
 
@@ -229,7 +229,7 @@ impl Outputs {
                 })?;
             deliveries.push(delivery);
         }
-        metrics.set("vigil_up", &[], 1.0);
+        metrics.set(names::UP, &[], 1.0);
         let d = &config.drop_alert;
         Ok(Outputs {
             formatter,
@@ -299,12 +299,12 @@ impl Outputs {
         &self.formatter
     }
 
-    /// Formats `alert` once, counts it (`vigil_alerts_total{rule,priority}`) and queues it on
-    /// every output. Never blocks on an output.
+    /// Formats `alert` once, counts it (`falcosecurity_falco_rules_matches_total{rule_name,
+    /// priority,source,tag_*}`) and queues it on every output. Never blocks on an output.
     pub fn emit(&self, alert: &Alert) {
-        self.metrics.add(
-            "vigil_alerts_total",
-            &[("rule", &alert.rule), ("priority", &alert.priority)],
+        self.metrics.add_labels(
+            names::RULES_MATCHES,
+            metrics::rule_labels(&alert.rule, &alert.priority, &alert.source, &alert.tags),
             1.0,
         );
         self.deliver(alert);
@@ -314,7 +314,7 @@ impl Outputs {
     /// output, counted in `vigil_internal_alerts_total{rule}` rather than with rule alerts.
     pub fn emit_internal(&self, alert: &Alert) {
         self.metrics
-            .add("vigil_internal_alerts_total", &[("rule", &alert.rule)], 1.0);
+            .add(names::INTERNAL_ALERTS, &[("rule", &alert.rule)], 1.0);
         self.deliver(alert);
     }
 
@@ -476,7 +476,7 @@ impl Outputs {
             .into_iter()
             .map(|d| d.shutdown(deadline))
             .collect();
-        self.metrics.set("vigil_up", &[], 0.0);
+        self.metrics.set(names::UP, &[], 0.0);
         DeliveryReport { sinks }
     }
 }
@@ -547,12 +547,12 @@ mod tests {
         );
         assert_eq!(
             metrics.get(
-                "vigil_alerts_total",
-                &[("rule", "A"), ("priority", "Critical")]
+                names::RULES_MATCHES,
+                &[("priority", "2"), ("rule_name", "A"), ("source", "syscall")]
             ),
             2.0
         );
-        assert_eq!(metrics.get("vigil_up", &[]), 0.0);
+        assert_eq!(metrics.get(names::UP, &[]), 0.0);
     }
 
     #[test]
@@ -595,10 +595,7 @@ mod tests {
         let report = outputs.shutdown(Instant::now() + Duration::from_secs(10));
         assert_eq!(report.sinks[0].delivered, 3);
         assert_eq!(
-            metrics.get(
-                "vigil_internal_alerts_total",
-                &[("rule", DROPPED_EVENTS_RULE)]
-            ),
+            metrics.get(names::INTERNAL_ALERTS, &[("rule", DROPPED_EVENTS_RULE)]),
             3.0
         );
     }
