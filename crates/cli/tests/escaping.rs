@@ -13,58 +13,17 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 /// The forged alert a hostile argument carries, after a newline.
 const FORGED: &str = "12:00:00.000000000: Critical FORGED alert rule=fake";
 
-fn vigil_cmd() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vigil"));
-    c.stdin(Stdio::null());
-    c
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn strict() -> bool {
-    std::env::var("VIGIL_TEST_STRICT").is_ok_and(|v| v == "1")
-}
-
-fn skip(test: &str, why: &str) {
-    assert!(!strict(), "{test}: {why}");
-    eprintln!("skipping {test}: {why}");
-}
-
-fn can_trace(test: &str) -> bool {
-    let out = vigil_cmd().args(["run", "--", "true"]).output().unwrap();
-    if out.status.success() {
-        return true;
-    }
-    skip(
-        test,
-        &format!("vigil run cannot trace: {}", text(&out.stderr)),
-    );
-    false
-}
-
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .map(|v| v.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+#[path = "support/traced.rs"]
+mod traced;
+use traced::{can_trace, is_root, skip, text, vigil_cmd};
 
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vigil-esc-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    traced::scratch("esc", test)
 }
 
 /// Whether `line` starts like a text alert: `HH:MM:SS.nnnnnnnnn: `.

@@ -17,50 +17,18 @@ use vigil_generator::UnderRun;
 #[path = "support/receiver.rs"]
 mod receiver;
 use receiver::Receiver;
+#[path = "support/traced.rs"]
+mod traced;
+use traced::{can_trace, is_root};
 
 const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 
-fn strict() -> bool {
-    std::env::var("VIGIL_TEST_STRICT").is_ok_and(|v| v == "1")
-}
-
-/// Whether `vigil run` can trace here; prints why not (fails under strict).
-fn can_trace(test: &str) -> bool {
-    let ok = Command::new(VIGIL)
-        .args(["run", "--", "true"])
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            !strict(),
-            "{test}: VIGIL_TEST_STRICT=1 but `vigil run -- true` fails"
-        );
-        eprintln!("skipping {test}: `vigil run -- true` fails (ptrace not allowed?)");
-    }
-    ok
-}
-
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vigil-run-outputs-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    traced::scratch("run-outputs", test)
 }
 
 fn falco_rules() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/falco-rules/falco_rules.yaml")
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .map(|v| v.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 /// A rule on opening files whose name starts with `prefix`, printing the file name.
