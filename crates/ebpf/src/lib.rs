@@ -238,15 +238,6 @@ impl BpfSource {
         }
     }
 
-    /// Whether the syscall tracepoint `sys_enter_NAME` exists on this kernel.
-    pub fn has_syscall_tracepoint(&self, name: &str) -> bool {
-        self.bpf
-            .tracefs()
-            .events()
-            .join(format!("syscalls/sys_enter_{name}"))
-            .is_dir()
-    }
-
     /// What the start snapshot read, skipped and cut.
     pub fn snapshot_stats(&self) -> &SnapshotStats {
         &self.snapshot_stats
