@@ -18,6 +18,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define REC_EXEC 1
 #define REC_FORK 2
 #define REC_EXIT 3
+#define REC_FLOOR 4 // a header only (FLOOR_RING): counted and discarded by user space
 
 // Blob tags: 0..5 = the syscall argument of that index (user memory it points to).
 #define TAG_TUPLE 16
@@ -147,6 +148,26 @@ struct drops {
 // Set before load: the agent's thread group, never captured.
 const volatile __u32 agent_tgid = 0;
 
+// Set before load: how syscalls are hooked. HOOK_FEXIT: a BPF trampoline (fexit) on each
+// watched syscall's implementation `__x64_sys_X`, whose stub tail-calls `vigil_sys_fexit`
+// (arguments and return value in one program; no per-thread syscall-work flag, so unwatched
+// syscalls run no BPF and stay on the fast path). HOOK_TRACEPOINT: the per-syscall
+// tracepoints `syscalls/sys_{enter,exit}_X` (any enabled one puts every thread on the
+// syscall slow path). HOOK_RAW: the raw BTF tracepoint `sys_exit` alone, filtered by
+// `hooked_nrs` in the kernel (arguments from the saved user registers, result from the
+// tracepoint; as HOOK_TRACEPOINT, every syscall takes the slow path).
+#define HOOK_FEXIT 0
+#define HOOK_TRACEPOINT 1
+#define HOOK_RAW 2
+const volatile __u32 hook_mode = HOOK_FEXIT;
+
+// Set before load, for `vigil bench`: FLOOR_NONE captures; FLOOR_NOP runs programs that
+// return at once, at the same attach points; FLOOR_RING writes only a record header.
+#define FLOOR_NONE 0
+#define FLOOR_NOP 1
+#define FLOOR_RING 2
+const volatile __u32 floor_mode = FLOOR_NONE;
+
 struct ringbuf_inner {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
@@ -200,6 +221,22 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } fallback_nrs SEC(".maps");
+
+// Slot 0: `vigil_sys_fexit`, the capture program the per-syscall fexit stubs tail-call.
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sys_progs SEC(".maps");
+
+// Syscall numbers whose fexit stub is attached (1), for the fork program under HOOK_FEXIT.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 512);
+	__type(key, __u32);
+	__type(value, __u8);
+} hooked_nrs SEC(".maps");
 
 struct scratch_buf {
 	__u8 b[SCRATCH_SIZE];
@@ -560,7 +597,7 @@ static __always_inline __u32 put_cgroup(__u8 *buf, __u32 off, struct task_struct
 
 static __always_inline int on_enter(struct trace_event_raw_sys_enter *ctx)
 {
-	if (excluded())
+	if (floor_mode == FLOOR_NOP || excluded())
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct stash *st = bpf_task_storage_get(&stashes, bpf_get_current_task_btf(), 0,
@@ -626,27 +663,14 @@ static __always_inline __u32 put_msghdr(__u8 *buf, __u32 off, const struct user_
 	return off;
 }
 
-static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
+// The record of a completed syscall `nr` with its six argument registers and result.
+static __always_inline int emit_syscall(__u8 *buf, __u32 nr, const __u64 *args, __s64 ret)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct stash *st = stash_of(bpf_get_current_task_btf());
-	if (!st)
-		return 0;
-	__u8 *buf = scratch_buf();
-	// A stash left by another syscall (whose exit was detached meanwhile) is stale.
-	if (!buf || (__u32)(__s32)ctx->id != st->nr) {
-		st->nr = NO_STASH;
-		return 0;
-	}
-	if (st->nr == NR_EXECVEAT) // it failed (a successful one has no exit)
-		bpf_map_delete_elem(&exec_names, &tid);
 	struct rec_hdr *h = (struct rec_hdr *)buf;
-	__u32 nr = st->nr;
-	fill_hdr(h, REC_SYSCALL, (__u16)nr, ctx->ret);
+	fill_hdr(h, REC_SYSCALL, (__u16)nr, ret);
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
-		h->args[i] = st->args[i];
-	st->nr = NO_STASH;
+		h->args[i] = args[i];
 
 	__u32 off = sizeof(struct rec_hdr);
 	__u32 key = nr & 511;
@@ -671,14 +695,176 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 		}
 		if (sp->tuple == TUPLE_ARG0)
 			off = put_tuple(buf, off, (__s64)h->args[0]);
-		else if (sp->tuple == TUPLE_RES && ctx->ret >= 0)
-			off = put_tuple(buf, off, ctx->ret);
+		else if (sp->tuple == TUPLE_RES && ret >= 0)
+			off = put_tuple(buf, off, ret);
 		if (sp->msg && h->args[1])
 			off = put_msghdr(buf, off, (const struct user_msghdr *)h->args[1]);
 	}
 	h->len = off;
 	emit(buf, off);
 	return 0;
+}
+
+// FLOOR_RING: the cost of a ring write alone (a header, reserved and committed in place).
+static __always_inline int emit_floor(__u32 nr, __s64 ret)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	void *rb = bpf_map_lookup_elem(&ringbufs, &cpu);
+	if (!rb)
+		return 0;
+	struct rec_hdr *h = bpf_ringbuf_reserve(rb, sizeof(*h), 0);
+	if (!h) {
+		count_drop(DROP_BUFFER_FULL);
+		return 0;
+	}
+	fill_hdr(h, REC_FLOOR, (__u16)nr, ret);
+	h->len = sizeof(*h);
+	#pragma unroll
+	for (int i = 0; i < 6; i++)
+		h->args[i] = 0;
+	bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	if (floor_mode == FLOOR_NOP)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct stash *st = stash_of(bpf_get_current_task_btf());
+	if (!st)
+		return 0;
+	__u8 *buf = scratch_buf();
+	// A stash left by another syscall (whose exit was detached meanwhile) is stale.
+	if (!buf || (__u32)(__s32)ctx->id != st->nr) {
+		st->nr = NO_STASH;
+		return 0;
+	}
+	if (st->nr == NR_EXECVEAT) // it failed (a successful one has no exit)
+		bpf_map_delete_elem(&exec_names, &tid);
+	__u32 nr = st->nr;
+	st->nr = NO_STASH;
+	if (floor_mode == FLOOR_RING)
+		return emit_floor(nr, ctx->ret);
+	return emit_syscall(buf, nr, st->args, ctx->ret);
+}
+
+#define NR_CLONE 56
+#define NR_FORK 57
+#define NR_VFORK 58
+#define NR_EXECVE 59
+#define NR_CLONE3 435
+
+static __always_inline int is_clone(__u32 nr)
+{
+	return nr == NR_CLONE || nr == NR_FORK || nr == NR_VFORK || nr == NR_CLONE3;
+}
+
+// The six argument registers of a syscall as `__x64_sys_X` received them (x86-64 ABI).
+static __always_inline void regs_args(const struct pt_regs *regs, __u64 *args)
+{
+	args[0] = BPF_CORE_READ(regs, di);
+	args[1] = BPF_CORE_READ(regs, si);
+	args[2] = BPF_CORE_READ(regs, dx);
+	args[3] = BPF_CORE_READ(regs, r10);
+	args[4] = BPF_CORE_READ(regs, r8);
+	args[5] = BPF_CORE_READ(regs, r9);
+}
+
+// A completed syscall seen at its return with its saved user registers (HOOK_FEXIT,
+// HOOK_RAW): the number is `orig_ax` (-1 when ptrace or seccomp skipped the call).
+static __always_inline int on_completed(const struct pt_regs *regs, long ret)
+{
+	if (floor_mode == FLOOR_NOP || excluded())
+		return 0;
+	__u32 nr = (__u32)BPF_CORE_READ(regs, orig_ax);
+	if (nr >= 512)
+		return 0;
+	if (nr == NR_EXECVE || nr == NR_EXECVEAT) {
+		// The entry stash was for the exec record; a successful exec reported it.
+		struct stash *st = stash_of(bpf_get_current_task_btf());
+		if (st)
+			st->nr = NO_STASH;
+		if (nr == NR_EXECVEAT) {
+			__u32 tid = (__u32)bpf_get_current_pid_tgid();
+			bpf_map_delete_elem(&exec_names, &tid);
+		}
+		if (ret == 0)
+			return 0;
+	}
+	// A successful clone is reported by the fork program (in the parent, before the child
+	// ran); the child's own return (0) is not a call.
+	if (is_clone(nr) && ret >= 0)
+		return 0;
+	if (floor_mode == FLOOR_RING)
+		return emit_floor(nr, ret);
+	__u8 *buf = scratch_buf();
+	if (!buf)
+		return 0;
+	__u64 args[6];
+	regs_args(regs, args);
+	return emit_syscall(buf, nr, args, ret);
+}
+
+// HOOK_FEXIT: the capture program, reached by tail call from the fexit stub of each watched
+// syscall (`bpf/vigil_stubs.bpf.c`). Loaded for `__x64_sys_openat` (the stubs' targets have
+// the same prototype, so their context is this program's) and never attached itself.
+SEC("fexit/__x64_sys_openat")
+int BPF_PROG(vigil_sys_fexit, const struct pt_regs *regs, long ret)
+{
+	return on_completed(regs, ret);
+}
+
+// HOOK_RAW: every syscall's return; only the numbers in `hooked_nrs` go further.
+SEC("tp_btf/sys_exit")
+int BPF_PROG(vigil_btf_exit, struct pt_regs *regs, long ret)
+{
+	__u32 key = (__u32)BPF_CORE_READ(regs, orig_ax);
+	if (key >= 512)
+		return 0;
+	__u8 *on = bpf_map_lookup_elem(&hooked_nrs, &key);
+	if (!on || !*on)
+		return 0;
+	return on_completed(regs, ret);
+}
+
+// HOOK_FEXIT: exec entry. The exec record (sched_process_exec) needs the call's arguments and,
+// for execveat, the pathname as passed, which the new image has replaced by then.
+static __always_inline int exec_entry(const struct pt_regs *regs, __u32 nr)
+{
+	if (floor_mode == FLOOR_NOP || excluded())
+		return 0;
+	struct stash *st = bpf_task_storage_get(&stashes, bpf_get_current_task_btf(), 0,
+						BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		count_drop(DROP_STASH_FULL);
+		return 0;
+	}
+	regs_args(regs, st->args);
+	st->nr = nr;
+	if (nr == NR_EXECVEAT) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		__u8 *buf = scratch_buf();
+		if (!buf)
+			return 0;
+		struct exec_name *en = (struct exec_name *)buf;
+		en->n = bpf_probe_read_user_str(en->s, MAX_PATH + 1, (const void *)st->args[1]);
+		if (bpf_map_update_elem(&exec_names, &tid, en, BPF_ANY) < 0)
+			count_drop(DROP_STASH_FULL);
+	}
+	return 0;
+}
+
+SEC("fentry/__x64_sys_execve")
+int BPF_PROG(vigil_execve_entry, const struct pt_regs *regs)
+{
+	return exec_entry(regs, NR_EXECVE);
+}
+
+SEC("fentry/__x64_sys_execveat")
+int BPF_PROG(vigil_execveat_entry, const struct pt_regs *regs)
+{
+	return exec_entry(regs, NR_EXECVEAT);
 }
 
 SEC("tp/syscalls/sys_enter_openat")
@@ -730,25 +916,42 @@ static __always_inline __u32 ns_nr(struct pid *p)
 	return BPF_CORE_READ(p, numbers[level & 31].nr);
 }
 
-#define NR_CLONE 56
-#define NR_FORK 57
-#define NR_VFORK 58
-#define NR_EXECVE 59
-#define NR_CLONE3 435
-
 // The clone family completes here, in the parent, before the child can run: the parent's
 // event always precedes the child's first event.
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(vigil_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (excluded())
+	if (floor_mode == FLOOR_NOP || excluded())
 		return 0;
-	struct stash *st = stash_of(bpf_get_current_task_btf());
-	if (!st)
-		return 0;
-	__u32 nr = st->nr;
-	if (nr != NR_CLONE && nr != NR_FORK && nr != NR_VFORK && nr != NR_CLONE3)
-		return 0;
+	__u64 args[6] = {};
+	__u32 nr;
+	if (hook_mode == HOOK_TRACEPOINT) {
+		struct stash *st = stash_of(bpf_get_current_task_btf());
+		if (!st || !is_clone(st->nr))
+			return 0;
+		nr = st->nr;
+		#pragma unroll
+		for (int i = 0; i < 6; i++)
+			args[i] = st->args[i];
+		st->nr = NO_STASH;
+	} else {
+		// The parent is inside its clone call: its saved user registers are the call's
+		// arguments (a kernel thread has none that matter: skipped).
+		struct task_struct *cur = bpf_get_current_task_btf();
+		if (BPF_CORE_READ(cur, flags) & 0x00200000 /* PF_KTHREAD */)
+			return 0;
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+		if (!regs)
+			return 0;
+		nr = (__u32)BPF_CORE_READ(regs, orig_ax);
+		if (!is_clone(nr))
+			return 0;
+		__u32 key = nr;
+		__u8 *on = bpf_map_lookup_elem(&hooked_nrs, &key);
+		if (!on || !*on)
+			return 0;
+		regs_args(regs, args);
+	}
 	__u8 *buf = scratch_buf();
 	if (!buf)
 		return 0;
@@ -757,8 +960,7 @@ int BPF_PROG(vigil_fork, struct task_struct *parent, struct task_struct *child)
 	fill_hdr(h, REC_FORK, (__u16)nr, child_tid);
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
-		h->args[i] = st->args[i];
-	st->nr = NO_STASH;
+		h->args[i] = args[i];
 
 	__u32 off = sizeof(struct rec_hdr);
 	__u32 data = blob_begin(buf, off);
@@ -797,13 +999,31 @@ static __always_inline int exe_is_memfd(struct file *exe)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
-	if (excluded())
+	if (floor_mode == FLOOR_NOP || excluded())
 		return 0;
 	__u32 key = (__u32)old_pid;
+	__u64 args[6] = {};
+	__u32 nr = NO_STASH;
 	struct stash *st = stash_of(task);
-	if (!st)
-		return 0;
-	__u32 nr = st->nr;
+	if (st) {
+		nr = st->nr;
+		#pragma unroll
+		for (int i = 0; i < 6; i++)
+			args[i] = st->args[i];
+		st->nr = NO_STASH;
+	}
+	if (hook_mode == HOOK_RAW && nr != NR_EXECVEAT) {
+		// Only execveat stashes at entry here (its dirfd, flags and pathname); for execve the
+		// number is still in the saved registers (the new image's loader cleared the others).
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		if (!regs)
+			return 0;
+		nr = (__u32)BPF_CORE_READ(regs, orig_ax);
+		__u32 hk = nr;
+		__u8 *on = nr < 512 ? bpf_map_lookup_elem(&hooked_nrs, &hk) : 0;
+		if (!on || !*on)
+			return 0;
+	}
 	if (nr != NR_EXECVE && nr != NR_EXECVEAT)
 		return 0;
 	__u8 *buf = scratch_buf();
@@ -813,8 +1033,7 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	fill_hdr(h, REC_EXEC, (__u16)nr, 0);
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
-		h->args[i] = st->args[i];
-	st->nr = NO_STASH;
+		h->args[i] = args[i];
 
 	__u32 off = sizeof(struct rec_hdr);
 	off = put_kernel_str(buf, off, TAG_FILENAME, BPF_CORE_READ(bprm, filename), MAX_PATH);
@@ -922,7 +1141,7 @@ int BPF_PROG(vigil_exit, struct task_struct *task)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	bpf_map_delete_elem(&exec_names, &tid);
-	if (excluded())
+	if (floor_mode == FLOOR_NOP || excluded())
 		return 0;
 	__u8 *buf = scratch_buf();
 	if (!buf)

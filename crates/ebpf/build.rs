@@ -9,20 +9,24 @@ fn main() {
     let manifest =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let bpf_dir = manifest.join("../../bpf");
-    let src = bpf_dir.join("vigil.bpf.c");
-    let out =
-        PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("vigil.skel.rs");
-    SkeletonBuilder::new()
-        .source(&src)
-        .clang_args([
-            std::ffi::OsString::from("-I"),
-            bpf_dir.join("include").into_os_string(),
-            std::ffi::OsString::from("-O2"),
-            std::ffi::OsString::from("-g"),
-        ])
-        .build_and_generate(&out)
-        .expect("the BPF program compiles (clang) and its skeleton generates");
-    println!("cargo:rerun-if-changed={}", src.display());
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    for (source, skeleton) in [
+        ("vigil.bpf.c", "vigil.skel.rs"),
+        ("vigil_stubs.bpf.c", "vigil_stubs.skel.rs"),
+    ] {
+        let src = bpf_dir.join(source);
+        SkeletonBuilder::new()
+            .source(&src)
+            .clang_args([
+                std::ffi::OsString::from("-I"),
+                bpf_dir.join("include").into_os_string(),
+                std::ffi::OsString::from("-O2"),
+                std::ffi::OsString::from("-g"),
+            ])
+            .build_and_generate(out_dir.join(skeleton))
+            .expect("the BPF program compiles (clang) and its skeleton generates");
+        println!("cargo:rerun-if-changed={}", src.display());
+    }
     // Only files that exist: a missing one makes cargo rerun this script (and relink every
     // binary, fat LTO) on every build.
     println!(

@@ -27,8 +27,10 @@ pub const WATCH_READY: &str = "vigil: watching";
 pub enum AgentSpec {
     /// Nothing (an A/A run: measures noise).
     None,
-    /// `vigil watch --stats` in the background.
-    Watch,
+    /// `vigil watch --stats [ARGS…]` in the background (`watch:ARGS`, e.g.
+    /// `watch:--bpf-floor nop` for the floor, `watch:--syscall-hook tracepoint`,
+    /// `watch:-r falco_rules.yaml`).
+    Watch { args: Vec<String> },
     /// Each workload under `vigil run [-r RULES…] --`.
     Run { rules: Vec<PathBuf> },
     /// Any other agent: a shell command started in the background (e.g. `falco -c …`).
@@ -36,12 +38,19 @@ pub enum AgentSpec {
 }
 
 impl AgentSpec {
-    /// `watch`, `run` (with `rules`), `run:FILE[,FILE…]` (with those rules), `none`, or any
-    /// other text as a background shell command.
+    /// `watch`, `watch:ARGS` (extra `vigil watch` arguments, split at spaces), `run` (with
+    /// `rules`), `run:FILE[,FILE…]` (with those rules), `none`, or any other text as a
+    /// background shell command.
     pub fn parse(text: &str, rules: &[PathBuf]) -> AgentSpec {
         match text.trim() {
             "none" | "" => AgentSpec::None,
-            "watch" => AgentSpec::Watch,
+            "watch" => AgentSpec::Watch { args: Vec::new() },
+            other if other.starts_with("watch:") => AgentSpec::Watch {
+                args: other["watch:".len()..]
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect(),
+            },
             "run" => AgentSpec::Run {
                 rules: rules.to_vec(),
             },
@@ -62,7 +71,8 @@ impl AgentSpec {
     pub fn label(&self) -> String {
         match self {
             AgentSpec::None => "none".into(),
-            AgentSpec::Watch => "vigil watch".into(),
+            AgentSpec::Watch { args } if args.is_empty() => "vigil watch".into(),
+            AgentSpec::Watch { args } => format!("vigil watch {}", args.join(" ")),
             AgentSpec::Run { rules } if rules.is_empty() => "vigil run (default rules)".into(),
             AgentSpec::Run { rules } => format!(
                 "vigil run -r {}",
@@ -93,7 +103,12 @@ impl AgentSpec {
     }
 
     pub fn is_background(&self) -> bool {
-        matches!(self, AgentSpec::Watch | AgentSpec::Cmd(_))
+        matches!(self, AgentSpec::Watch { .. } | AgentSpec::Cmd(_))
+    }
+
+    /// `vigil watch`, with or without extra arguments.
+    pub fn is_watch(&self) -> bool {
+        matches!(self, AgentSpec::Watch { .. })
     }
 }
 
@@ -350,13 +365,14 @@ impl BackgroundAgent {
             (None, None) => Vec::new(),
         };
         match spec {
-            AgentSpec::Watch => {
+            AgentSpec::Watch { args } => {
                 match &launch.watch_cmd {
                     Some(cmd) => argv.extend(cmd.iter().cloned()),
                     None => argv.extend([launch.exe.display().to_string(), "watch".into()]),
                 }
                 argv.push("--stats".into());
                 argv.extend(launch.watch_args.iter().cloned());
+                argv.extend(args.iter().cloned());
             }
             AgentSpec::Cmd(cmd) => argv.extend(["sh".into(), "-c".into(), format!("exec {cmd}")]),
             _ => {
@@ -400,7 +416,7 @@ impl BackgroundAgent {
             enter_cgroup(method, pid)?;
         }
         let ready_line = match spec {
-            AgentSpec::Watch => Some(WATCH_READY.to_string()),
+            AgentSpec::Watch { .. } => Some(WATCH_READY.to_string()),
             _ => launch.ready_line.clone(),
         };
         agent.wait_ready(ready_line.as_deref(), launch)?;
@@ -548,7 +564,21 @@ mod tests {
     #[test]
     fn parse_specs() {
         assert_eq!(AgentSpec::parse("none", &[]), AgentSpec::None, "none");
-        assert_eq!(AgentSpec::parse("watch", &[]), AgentSpec::Watch, "watch");
+        assert_eq!(
+            AgentSpec::parse("watch", &[]),
+            AgentSpec::Watch { args: vec![] },
+            "watch"
+        );
+        let floor = AgentSpec::parse("watch:--bpf-floor  nop", &[]);
+        assert_eq!(
+            floor,
+            AgentSpec::Watch {
+                args: vec!["--bpf-floor".into(), "nop".into()]
+            },
+            "watch with arguments"
+        );
+        assert_eq!(floor.label(), "vigil watch --bpf-floor nop");
+        assert!(floor.is_background() && floor.is_watch());
         let r = AgentSpec::parse("run", &[PathBuf::from("a.yaml")]);
         assert_eq!(
             r.prefix(Path::new("/v")),
@@ -560,7 +590,9 @@ mod tests {
             "cmd"
         );
         assert!(
-            AgentSpec::Watch.prefix(Path::new("/v")).is_empty(),
+            AgentSpec::Watch { args: vec![] }
+                .prefix(Path::new("/v"))
+                .is_empty(),
             "watch has no prefix"
         );
     }

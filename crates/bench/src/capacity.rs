@@ -166,7 +166,7 @@ fn run_step(
             step.agent_cpu_pct = Some(t.saturating_sub(b) as f64 / hz / wall * 100.0);
         }
         let exit = a.stop();
-        if opts.agent == AgentSpec::Watch && exit.stats.is_none() && step.error.is_none() {
+        if opts.agent.is_watch() && exit.stats.is_none() && step.error.is_none() {
             step.error = Some(format!("no --stats line at exit: {}", exit.stderr_tail));
         }
         step.stats = exit.stats;
@@ -346,13 +346,11 @@ fn render(
             above.map_or("-".into(), |p| format!("{p:.3}%")),
             kib(idle),
             kib(load),
-            b.note
-                .as_deref()
-                .unwrap_or(if opts.agent == AgentSpec::Watch {
-                    ""
-                } else {
-                    "no drop counters from this agent"
-                }),
+            b.note.as_deref().unwrap_or(if opts.agent.is_watch() {
+                ""
+            } else {
+                "no drop counters from this agent"
+            }),
         ));
         budgets_json.push(json!({
             "cpus": b.cpus,

@@ -16,6 +16,7 @@
 use thiserror::Error;
 
 pub mod agent;
+pub mod busy;
 pub mod capacity;
 pub mod execrate;
 pub mod genbench;

@@ -137,6 +137,8 @@ pub struct OverheadOptions {
     pub workers: WorkerLaunch,
     pub agent: AgentLaunch,
     pub out: PathBuf,
+    /// CPUs kept from idling by `SCHED_IDLE` spinners in every configuration (`--busy`).
+    pub busy: Vec<usize>,
 }
 
 /// Scores of one configuration for one test, across iterations.
@@ -168,6 +170,11 @@ pub fn run(opts: &OverheadOptions, progress: Progress) -> Result<OverheadResult,
     let schedule = interleaved_schedule(opts.iterations, configs.len());
     let timeout = opts.duration * 10 + Duration::from_secs(60);
     let secs = format!("{}", opts.duration.as_secs_f64());
+    let _busy = if opts.busy.is_empty() {
+        None
+    } else {
+        Some(crate::busy::Busy::start(&opts.busy)?)
+    };
     for slot in &schedule {
         let config = &configs[slot.config];
         progress(&format!(
@@ -292,6 +299,17 @@ fn render(
                     .pin
                     .as_ref()
                     .map_or("not pinned".into(), |c| format!("`taskset -c {c}`")),
+            ),
+            (
+                "idle CPUs",
+                if opts.busy.is_empty() {
+                    "not equalised: an agent that keeps another vCPU awake raises context1/pipe scores".into()
+                } else {
+                    format!(
+                        "CPUs {:?} kept awake by `SCHED_IDLE` spinners in every configuration (agent off included)",
+                        opts.busy
+                    )
+                },
             ),
             (
                 "iterations",

@@ -103,6 +103,26 @@ pub fn clock_ticks() -> u64 {
     }
 }
 
+/// Pins the calling thread to `cpu` and gives it `SCHED_IDLE` (it runs only when the CPU
+/// would otherwise be idle).
+pub fn pin_idle_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET bounds-checks `cpu` against
+    // the set's size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t owned by this frame.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; `set` is valid for its size.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

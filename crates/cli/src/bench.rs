@@ -72,10 +72,12 @@ pub struct AgentArgs {
 
 #[derive(Args)]
 pub struct OverheadArgs {
-    /// Agent for an "on" configuration: watch, run (rules from -r), run:FILE[,FILE] (its own
-    /// rules), none, or any command started in the background (repeatable: one configuration
-    /// each; default: watch unless --wrap is given).
-    #[arg(long, value_name = "watch|run|run:RULES|none|CMD")]
+    /// Agent for an "on" configuration: watch, watch:ARGS (extra `vigil watch` arguments,
+    /// e.g. `watch:--bpf-floor nop` for the floor of the attach points, `watch:--bpf-floor
+    /// ring`, `watch:--syscall-hook tracepoint`, `watch:-r RULES`), run (rules from -r),
+    /// run:FILE[,FILE] (its own rules), none, or any command started in the background
+    /// (repeatable: one configuration each; default: watch unless --wrap is given).
+    #[arg(long, value_name = "watch|watch:ARGS|run|run:RULES|none|CMD")]
     agent: Vec<String>,
     /// A prefix for every workload, e.g. 'strace -f --seccomp-bpf -o /dev/null' (repeatable:
     /// one configuration each).
@@ -90,6 +92,11 @@ pub struct OverheadArgs {
     /// Pin each workload (with its wrapper or tracer) with `taskset -c CPUS` (e.g. 1 or 0-1).
     #[arg(long, value_name = "CPUS")]
     pin: Option<String>,
+    /// Keep CPUS awake in every configuration (agent off included) with `SCHED_IDLE`
+    /// spinners, so that an agent keeping a vCPU awake does not raise ping-pong scores
+    /// (context1, pipe) on a VM. E.g. `--busy 0 --pin 1 --agent-pin 0`.
+    #[arg(long, value_name = "CPUS")]
+    busy: Option<String>,
     /// Comma-separated tests (default all): syscall,getpid,openclose,pipe,context1,spawn,
     /// execl,fsbuffer,fstime,fsdisk,shell1.
     #[arg(long, default_value = "all")]
@@ -354,6 +361,10 @@ fn overhead(args: OverheadArgs) -> Result<ExitCode> {
         },
         agent: args.agent_args.launch(&exe, &out),
         out: out.clone(),
+        busy: match &args.busy {
+            Some(list) => vigil_bench::busy::parse_cpus(list)?,
+            None => Vec::new(),
+        },
     };
     let result = vigil_bench::overhead::run(&opts, &mut progress);
     vigil_bench::overhead::clean_scratch(&scratch);

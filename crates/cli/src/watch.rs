@@ -50,6 +50,18 @@ pub struct WatchArgs {
     /// raw_syscalls tracepoints. Costs every syscall on the host a short filter program.
     #[arg(long)]
     raw_fallback: bool,
+    /// How watched syscalls are hooked: `auto` (fexit where the kernel allows BPF
+    /// trampolines, else raw), `fexit` (trampolines on the syscalls' implementations:
+    /// unwatched syscalls run no BPF), `raw` (the raw `sys_exit` tracepoint filtered in the
+    /// kernel: every syscall of the host takes the slow path) or `tracepoint` (per-syscall
+    /// enter and exit tracepoints, the previous design; also the slow path for all).
+    #[arg(long, value_enum, default_value_t = SyscallHook::Auto)]
+    syscall_hook: SyscallHook,
+    /// For `vigil bench`: attach programs that return at once (`nop`) or only write a
+    /// record header (`ring`) at the same points, capturing nothing (the floor under
+    /// Vigil's own work). No alerts.
+    #[arg(long, value_enum, default_value_t = BpfFloor::None, hide = true)]
+    bpf_floor: BpfFloor,
     /// Write Falco-style stats lines (`sample`, `cur`, `delta`, `drop_pct`) to FILE every
     /// `--stats-interval` milliseconds, and one at the end.
     #[arg(short = 's', long = "stats-file", value_name = "FILE")]
@@ -75,10 +87,29 @@ impl WatchArgs {
             duration,
             stats: false,
             raw_fallback: false,
+            syscall_hook: SyscallHook::Auto,
+            bpf_floor: BpfFloor::None,
             stats_file,
             stats_interval,
         }
     }
+}
+
+/// `--syscall-hook`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyscallHook {
+    Auto,
+    Fexit,
+    Raw,
+    Tracepoint,
+}
+
+/// `--bpf-floor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BpfFloor {
+    None,
+    Nop,
+    Ring,
 }
 
 /// The rules, rule matching and configuration of a watch (again on SIGHUP).
@@ -122,6 +153,17 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let mut source = BpfSource::open(BpfOptions {
         interest,
         raw_fallback: args.raw_fallback,
+        hook: match args.syscall_hook {
+            SyscallHook::Auto => None,
+            SyscallHook::Fexit => Some(vigil_ebpf::Hook::Fexit),
+            SyscallHook::Raw => Some(vigil_ebpf::Hook::Raw),
+            SyscallHook::Tracepoint => Some(vigil_ebpf::Hook::Tracepoint),
+        },
+        floor: match args.bpf_floor {
+            BpfFloor::None => vigil_ebpf::Floor::None,
+            BpfFloor::Nop => vigil_ebpf::Floor::Nop,
+            BpfFloor::Ring => vigil_ebpf::Floor::Ring,
+        },
         ..BpfOptions::default()
     })
     .context("cannot start eBPF capture")?;
@@ -164,6 +206,21 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     )?;
     report_coverage(&source, args.raw_fallback);
     eprintln!("vigil: {}", source.tracefs_origin());
+    match source.hook_fallback() {
+        Some(why) => eprintln!(
+            "vigil: BPF trampolines (fexit) are not available on this kernel ({why}): \
+             syscalls hooked by the raw sys_exit tracepoint (every syscall of the host takes \
+             the kernel's slow path; `vigil bench overhead --agent 'watch:--bpf-floor nop'` \
+             measures that floor)"
+        ),
+        None => eprintln!("vigil: syscalls hooked by {}", source.hook().name()),
+    }
+    if args.bpf_floor != BpfFloor::None {
+        eprintln!(
+            "vigil: floor run ({:?}): programs attached, nothing captured",
+            args.bpf_floor
+        );
+    }
     eprintln!(
         "vigil: watching {} syscalls on this host ({} processes in the start snapshot)",
         source.attached_syscalls().len() + source.fallback_syscalls().len(),

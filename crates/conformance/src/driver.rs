@@ -236,11 +236,20 @@ const TRIGGER_LIMIT: Duration = Duration::from_secs(30);
 
 /// `vigil watch` (eBPF): one watcher for all cases, cases told apart by the trigger's pid.
 #[derive(Debug, Default)]
-pub struct Watch;
+pub struct Watch {
+    /// `--syscall-hook` (default: the agent's own choice).
+    pub hook: Option<&'static str>,
+}
 
 impl Driver for Watch {
     fn name(&self) -> &'static str {
-        "watch"
+        match self.hook {
+            None => "watch",
+            Some("raw") => "watch-raw",
+            Some("tracepoint") => "watch-tracepoint",
+            Some("fexit") => "watch-fexit",
+            Some(_) => "watch-other",
+        }
     }
 
     fn missing_privilege(&self) -> Option<String> {
@@ -269,6 +278,7 @@ impl Driver for Watch {
             // Cases include syscalls this kernel may not implement (init_module without module
             // support): capture their attempts too.
             .arg("--raw-fallback")
+            .args(self.hook.iter().flat_map(|hook| ["--syscall-hook", hook]))
             // No web server: another agent may hold its port, which would stop the start.
             .args(["-o", "webserver.enabled=false"])
             .arg("-r")

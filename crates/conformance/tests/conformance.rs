@@ -128,7 +128,15 @@ fn conform(driver: &mut dyn Driver) {
 
 #[test]
 fn watch_driver_conforms() {
-    conform(&mut Watch);
+    conform(&mut Watch::default());
+}
+
+/// The previous design (per-syscall enter and exit tracepoints), still selectable.
+#[test]
+fn watch_driver_conforms_with_syscall_tracepoints() {
+    conform(&mut Watch {
+        hook: Some("tracepoint"),
+    });
 }
 
 #[test]

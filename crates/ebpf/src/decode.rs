@@ -15,6 +15,8 @@ pub const REC_SYSCALL: u16 = 0;
 pub const REC_EXEC: u16 = 1;
 pub const REC_FORK: u16 = 2;
 pub const REC_EXIT: u16 = 3;
+/// A header only, written by the `FLOOR_RING` programs of `vigil bench`: counted, not an event.
+pub const REC_FLOOR: u16 = 4;
 
 pub const TAG_TUPLE: u8 = 16;
 pub const TAG_FILENAME: u8 = 17;
@@ -111,6 +113,8 @@ pub struct Decoder {
     pub boot_offset: u64,
     next_num: u64,
     pub malformed: u64,
+    /// Header-only floor records seen (`vigil bench` floor runs).
+    pub floor: u64,
 }
 
 impl Decoder {
@@ -119,6 +123,7 @@ impl Decoder {
             boot_offset,
             next_num: 1,
             malformed: 0,
+            floor: 0,
         }
     }
 
@@ -131,9 +136,13 @@ impl Decoder {
                 self.malformed += 1;
                 return;
             };
-            match self.decode(rec) {
-                Some(evt) => out.push(evt),
-                None => self.malformed += 1,
+            if u16_at(rec, 16) == Some(REC_FLOOR) {
+                self.floor += 1;
+            } else {
+                match self.decode(rec) {
+                    Some(evt) => out.push(evt),
+                    None => self.malformed += 1,
+                }
             }
             off = start + len as usize;
         }

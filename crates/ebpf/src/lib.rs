@@ -31,7 +31,7 @@ mod sys;
 
 pub use decode::Decoder;
 pub use spec::{driver_interest, STATE_NEEDS};
-pub use sys::KernelDrops;
+pub use sys::{fexit_target, Floor, Hook, KernelDrops};
 
 /// Why the eBPF driver cannot run or go on.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +78,12 @@ pub struct BpfOptions {
     /// the kernel (it always fails with `ENOSYS`), and while the fallback is attached every
     /// syscall on the host runs a short program, which breaks "pay for what you watch".
     pub raw_fallback: bool,
+    /// How syscalls are hooked; `None` (the default): fexit trampolines where the kernel
+    /// allows them, else the raw `sys_exit` tracepoint ([`BpfSource::hook_fallback`] says why).
+    pub hook: Option<Hook>,
+    /// For `vigil bench`: programs that do nothing (or only write the ring) at the same
+    /// attach points, to measure the floor under Vigil's own work. No events are captured.
+    pub floor: Floor,
 }
 
 impl Default for BpfOptions {
@@ -87,6 +93,8 @@ impl Default for BpfOptions {
             snapshot: SnapshotOptions::default(),
             max_wait: Duration::from_millis(5),
             raw_fallback: false,
+            hook: None,
+            floor: Floor::default(),
         }
     }
 }
@@ -161,6 +169,8 @@ pub struct BpfSource {
     unsupported: Vec<&'static str>,
     fallback: Vec<&'static str>,
     raw_fallback: bool,
+    /// Why the fexit hook could not be used (tracepoints were used instead).
+    hook_fallback: Option<String>,
 }
 
 impl BpfSource {
@@ -168,8 +178,22 @@ impl BpfSource {
     /// snapshot (attach first, so that nothing that happens in between is missed).
     pub fn open(options: BpfOptions) -> Result<BpfSource, EbpfError> {
         check_support()?;
-        let tracefs = sys::Tracefs::open()?;
-        let bpf = sys::Bpf::load(std::process::id(), tracefs)?;
+        let tgid = std::process::id();
+        let load = |hook| sys::Bpf::load(tgid, sys::Tracefs::open()?, hook, options.floor);
+        let (bpf, hook_fallback) = match options.hook {
+            Some(hook) => (load(hook)?, None),
+            None => {
+                // A kernel without BPF trampolines refuses the load: not worth libbpf's
+                // messages, the reason is reported instead.
+                let prev = libbpf_rs::set_print(None);
+                let fexit = load(Hook::Fexit);
+                libbpf_rs::set_print(prev);
+                match fexit {
+                    Ok(bpf) => (bpf, None),
+                    Err(e) => (load(Hook::Raw)?, Some(e.to_string())),
+                }
+            }
+        };
         let mut source = BpfSource {
             bpf,
             decoder: Decoder::new(sys::boot_to_wall_offset()),
@@ -185,6 +209,7 @@ impl BpfSource {
             unsupported: Vec::new(),
             fallback: Vec::new(),
             raw_fallback: false,
+            hook_fallback,
         };
         source.raw_fallback = options.raw_fallback;
         source.attach(&options.interest)?;
@@ -197,7 +222,6 @@ impl BpfSource {
 
     fn attach(&mut self, interest: &InterestSet) -> Result<(), EbpfError> {
         let events = self.bpf.tracefs().events();
-        let dir = events.join("syscalls");
         let raw_ok = events.join("raw_syscalls/sys_enter").is_dir();
         let mut wanted = Vec::new();
         let mut fallback = Vec::new();
@@ -208,7 +232,7 @@ impl BpfSource {
                 continue;
             };
             let name = spec::tracepoint_name(etype.name());
-            if dir.join(format!("sys_enter_{name}")).is_dir() {
+            if self.bpf.can_hook(name) {
                 wanted.push((nr, name, spec::capture_spec(etype)));
             } else if self.raw_fallback && raw_ok && nr < FALLBACK_NR_LIMIT {
                 fallback.push((nr, spec::capture_spec(etype)));
@@ -236,6 +260,16 @@ impl BpfSource {
                 root.display()
             )
         }
+    }
+
+    /// How syscalls are hooked.
+    pub fn hook(&self) -> Hook {
+        self.bpf.hook()
+    }
+
+    /// Why fexit trampolines could not be used here, when tracepoints are used instead.
+    pub fn hook_fallback(&self) -> Option<&str> {
+        self.hook_fallback.as_deref()
     }
 
     /// What the start snapshot read, skipped and cut.

@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, MapType, RingBuffer, RingBufferBuilder};
 
 use crate::spec::CaptureSpec;
@@ -29,7 +29,97 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/vigil.skel.rs"));
 }
 
+// Generated code (libbpf-cargo), as above.
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks,
+    unsafe_code,
+    unused_qualifications
+)]
+mod stubs_skel {
+    include!(concat!(env!("OUT_DIR"), "/vigil_stubs.skel.rs"));
+}
+
 use skel::{VigilSkel, VigilSkelBuilder};
+use stubs_skel::VigilStubsSkelBuilder;
+
+/// How watched syscalls are hooked (`hook_mode` in `bpf/vigil.bpf.c`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Hook {
+    /// A BPF trampoline (fexit) on each watched syscall's `__x64_sys_X`: one program with
+    /// the arguments and the result; unwatched syscalls run no BPF and keep the fast path.
+    #[default]
+    Fexit,
+    /// The raw BTF tracepoint `sys_exit` alone, filtered by syscall number in the kernel
+    /// (arguments from the saved user registers): one program per watched syscall, but
+    /// every syscall of the host takes the slow path and runs the filter.
+    Raw,
+    /// The per-syscall tracepoints `syscalls/sys_{enter,exit}_X` (enter stashes the
+    /// arguments, exit writes the record): every syscall takes the slow path.
+    Tracepoint,
+}
+
+impl Hook {
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Fexit => "fexit",
+            Hook::Raw => "raw",
+            Hook::Tracepoint => "tracepoint",
+        }
+    }
+}
+
+/// What the programs do, for measuring the floor under Vigil's own work (`vigil bench`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Floor {
+    /// Capture (the agent).
+    #[default]
+    None,
+    /// Programs at the same attach points that return at once.
+    Nop,
+    /// Programs that write only a record header to the ring (discarded by user space).
+    Ring,
+}
+
+impl Floor {
+    fn code(self) -> u32 {
+        match self {
+            Floor::None => 0,
+            Floor::Nop => 1,
+            Floor::Ring => 2,
+        }
+    }
+}
+
+/// One watched syscall's attachment.
+enum SyscallLinks {
+    /// Enter and exit tracepoints.
+    Tracepoint(Link, Link),
+    /// The fexit stub on `__x64_sys_X`.
+    Fexit(Link),
+    /// Marked in `hooked_nrs` for the shared `sys_exit` program (for execveat, also the
+    /// entry tracepoint that keeps its pathname for the exec record).
+    Raw(Option<Link>),
+}
+
+impl SyscallLinks {
+    fn into_links(self) -> Vec<Link> {
+        match self {
+            SyscallLinks::Tracepoint(enter, exit) => vec![enter, exit],
+            SyscallLinks::Fexit(link) => vec![link],
+            SyscallLinks::Raw(link) => link.into_iter().collect(),
+        }
+    }
+}
+
+/// Stubs in `bpf/vigil_stubs.bpf.c` (one object holds this many; more are opened as needed).
+const STUBS_PER_OBJECT: usize = 64;
+
+/// The kernel function a syscall's fexit stub attaches to.
+pub fn fexit_target(tracepoint_name: &str) -> String {
+    format!("__x64_sys_{tracepoint_name}")
+}
 
 /// Bytes of each per-CPU ring buffer (the kernel-side inner map template's size).
 pub const RING_BYTES: u32 = 1 << 22;
@@ -45,7 +135,12 @@ pub struct KernelDrops {
 /// The loaded programs, their maps and links, and the ring buffers.
 pub struct Bpf {
     // Field order matters for drop order: links and the ring buffer go before the skeleton.
-    syscall_links: BTreeMap<u16, (Link, Link)>,
+    syscall_links: BTreeMap<u16, SyscallLinks>,
+    hook: Hook,
+    /// HOOK_RAW: the `sys_exit` program's link, while any syscall is hooked.
+    raw_exit: Option<Link>,
+    /// Kernel BTF, to check that a syscall's `__x64_sys_X` exists before loading its stub.
+    vmlinux: Option<libbpf_rs::btf::Btf<'static>>,
     /// `raw_syscalls` enter/exit, attached while a watched syscall has no tracepoint.
     raw_links: Option<(Link, Link)>,
     /// Syscall numbers captured through `raw_syscalls` (set in `fallback_nrs`).
@@ -71,7 +166,12 @@ fn load_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> EbpfError {
 impl Bpf {
     /// Opens, configures and loads the programs; attaches the process-lifecycle programs.
     /// Syscall tracepoints are attached by [`Bpf::set_syscalls`].
-    pub fn load(agent_tgid: u32, tracefs: Tracefs) -> Result<Bpf, EbpfError> {
+    pub fn load(
+        agent_tgid: u32,
+        tracefs: Tracefs,
+        hook: Hook,
+        floor: Floor,
+    ) -> Result<Bpf, EbpfError> {
         let ncpus = libbpf_rs::num_possible_cpus().map_err(load_err("count CPUs"))?;
         let ncpus = u32::try_from(ncpus.max(1)).unwrap_or(u32::MAX);
         // The skeleton borrows its object storage for as long as it lives; the source lives
@@ -83,6 +183,21 @@ impl Bpf {
             .map_err(load_err("open the BPF object"))?;
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.agent_tgid = agent_tgid;
+            rodata.hook_mode = match hook {
+                Hook::Fexit => 0,
+                Hook::Tracepoint => 1,
+                Hook::Raw => 2,
+            };
+            rodata.floor_mode = floor.code();
+        }
+        if hook != Hook::Fexit {
+            // Trampolines are not needed (and may not be supported).
+            open.progs.vigil_sys_fexit.set_autoload(false);
+            open.progs.vigil_execve_entry.set_autoload(false);
+            open.progs.vigil_execveat_entry.set_autoload(false);
+        }
+        if hook != Hook::Raw {
+            open.progs.vigil_btf_exit.set_autoload(false);
         }
         open.maps
             .ringbufs
@@ -134,6 +249,27 @@ impl Bpf {
             .build()
             .map_err(load_err("build the ring-buffer reader"))?;
         let mut lifecycle = Vec::new();
+        let mut vmlinux = None;
+        if hook == Hook::Fexit {
+            let fd = skel.progs.vigil_sys_fexit.as_fd().as_raw_fd();
+            skel.maps
+                .sys_progs
+                .update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+                .map_err(load_err("install the syscall capture program"))?;
+            for (name, prog) in [
+                ("__x64_sys_execve", &skel.progs.vigil_execve_entry),
+                ("__x64_sys_execveat", &skel.progs.vigil_execveat_entry),
+            ] {
+                let link = prog.attach().map_err(|e| EbpfError::Attach {
+                    name: format!("fentry/{name}"),
+                    message: e.to_string(),
+                })?;
+                lifecycle.push(link);
+            }
+            vmlinux = Some(
+                libbpf_rs::btf::Btf::from_vmlinux().map_err(load_err("read the kernel's BTF"))?,
+            );
+        }
         for (name, prog) in [
             ("sched_process_fork", &skel.progs.vigil_fork),
             ("sched_process_exec", &skel.progs.vigil_exec),
@@ -147,6 +283,9 @@ impl Bpf {
         }
         Ok(Bpf {
             syscall_links: BTreeMap::new(),
+            hook,
+            raw_exit: None,
+            vmlinux,
             raw_links: None,
             fallback: Vec::new(),
             _lifecycle_links: lifecycle,
@@ -163,8 +302,29 @@ impl Bpf {
         &self.tracefs
     }
 
-    /// Attaches the enter/exit tracepoints of exactly `wanted` (syscall name and its capture
-    /// spec, by number), detaching the others. Returns how many are attached.
+    /// How syscalls are hooked.
+    pub fn hook(&self) -> Hook {
+        self.hook
+    }
+
+    /// Whether syscall `name` (its tracepoint name) can be hooked on this kernel.
+    pub fn can_hook(&self, name: &str) -> bool {
+        match self.hook {
+            Hook::Tracepoint | Hook::Raw => self
+                .tracefs
+                .events()
+                .join("syscalls")
+                .join(format!("sys_enter_{name}"))
+                .is_dir(),
+            Hook::Fexit => self.vmlinux.as_ref().is_some_and(|btf| {
+                btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(&fexit_target(name))
+                    .is_some()
+            }),
+        }
+    }
+
+    /// Hooks exactly the syscalls `wanted` (number, tracepoint name and capture spec),
+    /// unhooking the others. Returns how many are hooked.
     pub fn set_syscalls(
         &mut self,
         wanted: &[(u16, &'static str, CaptureSpec)],
@@ -178,12 +338,13 @@ impl Bpf {
             .collect();
         let mut detach = Vec::new();
         for nr in gone {
-            if let Some((enter, exit)) = self.syscall_links.remove(&nr) {
-                detach.push(enter);
-                detach.push(exit);
+            if let Some(links) = self.syscall_links.remove(&nr) {
+                self.set_hooked(nr, false)?;
+                detach.extend(links.into_links());
             }
         }
         release(detach);
+        let mut new = Vec::new();
         for &(nr, name, spec) in wanted {
             if self.syscall_links.contains_key(&nr) {
                 continue;
@@ -194,18 +355,110 @@ impl Bpf {
                 .specs
                 .update(&u32::from(nr).to_ne_bytes(), &value, MapFlags::ANY)
                 .map_err(load_err("fill the capture-spec map"))?;
-            let enter_name = format!("sys_enter_{name}");
-            let exit_name = format!("sys_exit_{name}");
-            let tracefs = &self.tracefs;
-            let attach = |prog: &libbpf_rs::ProgramMut<'static>, tp: &str| {
-                attach_tracepoint(tracefs, prog, "syscalls", tp)
-            };
-            // Exit first: an enter without its exit would only stash and never emit.
-            let exit = attach(&self.skel.progs.vigil_sys_exit, &exit_name)?;
-            let enter = attach(&self.skel.progs.vigil_sys_enter, &enter_name)?;
-            self.syscall_links.insert(nr, (enter, exit));
+            new.push((nr, name));
+        }
+        match self.hook {
+            Hook::Tracepoint => {
+                for (nr, name) in new {
+                    let enter_name = format!("sys_enter_{name}");
+                    let exit_name = format!("sys_exit_{name}");
+                    let tracefs = &self.tracefs;
+                    let attach = |prog: &libbpf_rs::ProgramMut<'static>, tp: &str| {
+                        attach_tracepoint(tracefs, prog, "syscalls", tp)
+                    };
+                    // Exit first: an enter without its exit would only stash and never emit.
+                    let exit = attach(&self.skel.progs.vigil_sys_exit, &exit_name)?;
+                    let enter = attach(&self.skel.progs.vigil_sys_enter, &enter_name)?;
+                    self.syscall_links
+                        .insert(nr, SyscallLinks::Tracepoint(enter, exit));
+                }
+            }
+            Hook::Raw => {
+                for (nr, name) in new {
+                    // The pathname of an execveat is gone by the exec record: kept at entry.
+                    let enter = if name == "execveat" {
+                        Some(attach_tracepoint(
+                            &self.tracefs,
+                            &self.skel.progs.vigil_sys_enter,
+                            "syscalls",
+                            "sys_enter_execveat",
+                        )?)
+                    } else {
+                        None
+                    };
+                    self.set_hooked(nr, true)?;
+                    self.syscall_links.insert(nr, SyscallLinks::Raw(enter));
+                }
+                if self.syscall_links.is_empty() {
+                    if let Some(link) = self.raw_exit.take() {
+                        release(vec![link]);
+                    }
+                } else if self.raw_exit.is_none() {
+                    let link =
+                        self.skel
+                            .progs
+                            .vigil_btf_exit
+                            .attach()
+                            .map_err(|e| EbpfError::Attach {
+                                name: "tp_btf/sys_exit".into(),
+                                message: e.to_string(),
+                            })?;
+                    self.raw_exit = Some(link);
+                }
+            }
+            Hook::Fexit => {
+                for chunk in new.chunks(STUBS_PER_OBJECT) {
+                    let links = self.load_stubs(chunk)?;
+                    for ((nr, _), link) in chunk.iter().zip(links) {
+                        self.set_hooked(*nr, true)?;
+                        self.syscall_links.insert(*nr, SyscallLinks::Fexit(link));
+                    }
+                }
+            }
         }
         Ok(self.syscall_links.len())
+    }
+
+    /// Marks syscall `nr` as hooked (or not) for the fork program.
+    fn set_hooked(&self, nr: u16, on: bool) -> Result<(), EbpfError> {
+        self.skel
+            .maps
+            .hooked_nrs
+            .update(&u32::from(nr).to_ne_bytes(), &[u8::from(on)], MapFlags::ANY)
+            .map_err(load_err("fill the hooked-syscall map"))
+    }
+
+    /// Loads one fexit stub per syscall of `wanted` (at most [`STUBS_PER_OBJECT`]) from a
+    /// new instance of the stubs object, sharing the capture program's slot map, and
+    /// attaches each to its `__x64_sys_X`. The links keep the stubs loaded; the object
+    /// itself is closed on return.
+    fn load_stubs(&self, wanted: &[(u16, &'static str)]) -> Result<Vec<Link>, EbpfError> {
+        let mut storage = MaybeUninit::uninit();
+        let mut open = VigilStubsSkelBuilder::default()
+            .open(&mut storage)
+            .map_err(load_err("open the fexit stubs"))?;
+        open.maps
+            .sys_progs
+            .reuse_fd(self.skel.maps.sys_progs.as_fd())
+            .map_err(load_err("share the syscall capture slot"))?;
+        for (i, mut prog) in open.open_object_mut().progs_mut().enumerate() {
+            match wanted.get(i) {
+                Some((_, name)) => prog
+                    .set_attach_target(0, Some(fexit_target(name)))
+                    .map_err(load_err("set a fexit stub's target"))?,
+                None => prog.set_autoload(false),
+            }
+        }
+        let skel = open.load().map_err(load_err("load the fexit stubs"))?;
+        let mut links = Vec::with_capacity(wanted.len());
+        for (prog, (_, name)) in skel.object().progs_mut().zip(wanted) {
+            let link = prog.attach().map_err(|e| EbpfError::Attach {
+                name: format!("fexit/{}", fexit_target(name)),
+                message: e.to_string(),
+            })?;
+            links.push(link);
+        }
+        Ok(links)
     }
 
     /// Captures exactly the syscalls `wanted` (number and capture spec) through the
@@ -326,10 +579,10 @@ impl Drop for Bpf {
             links.push(enter);
             links.push(exit);
         }
-        for (_, (enter, exit)) in std::mem::take(&mut self.syscall_links) {
-            links.push(enter);
-            links.push(exit);
+        for (_, hooked) in std::mem::take(&mut self.syscall_links) {
+            links.extend(hooked.into_links());
         }
+        links.extend(self.raw_exit.take());
         release(links);
     }
 }

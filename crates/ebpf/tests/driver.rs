@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use vigil_capture::{InterestSet, Source};
-use vigil_ebpf::{BpfOptions, BpfSource};
+use vigil_ebpf::{BpfOptions, BpfSource, Hook};
 use vigil_event::{table, Event, Param, SockTuple};
 
 const CHILD_ENV: &str = "VIGIL_EBPF_TEST_CHILD";
@@ -21,6 +21,12 @@ fn open(interest: &[&str]) -> Option<BpfSource> {
 }
 
 fn open_with(interest: &[&str], raw_fallback: bool) -> Option<BpfSource> {
+    open_hook(interest, raw_fallback, None)
+}
+
+/// Opens with syscalls hooked by `hook` (`None`: the default choice, checked here: fexit,
+/// or raw with the reason fexit could not load).
+fn open_hook(interest: &[&str], raw_fallback: bool, hook: Option<Hook>) -> Option<BpfSource> {
     if let Err(e) = vigil_ebpf::check_support() {
         if std::env::var("VIGIL_TEST_STRICT").as_deref() == Ok("1") {
             panic!("VIGIL_TEST_STRICT=1 and the eBPF driver cannot run: {e}");
@@ -35,10 +41,56 @@ fn open_with(interest: &[&str], raw_fallback: bool) -> Option<BpfSource> {
     let options = BpfOptions {
         interest,
         raw_fallback,
+        hook,
         ..BpfOptions::default()
     };
-    Some(BpfSource::open(options).unwrap_or_else(|e| panic!("cannot open the eBPF source: {e}")))
+    let source =
+        BpfSource::open(options).unwrap_or_else(|e| panic!("cannot open the eBPF source: {e}"));
+    match hook {
+        Some(h) => assert_eq!(source.hook(), h, "the hook asked for"),
+        None => match source.hook_fallback() {
+            None => assert_eq!(source.hook(), Hook::Fexit, "fexit unless it failed"),
+            Some(why) => {
+                assert_eq!(source.hook(), Hook::Raw, "the fallback is raw");
+                eprintln!("fexit is not available on this kernel ({why}): raw tested instead");
+            }
+        },
+    }
+    Some(source)
 }
+
+/// One live test per way of hooking syscalls (the default, then each explicit one).
+macro_rules! per_hook {
+    ($body:ident: $($name:ident = $hook:expr),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $body($hook);
+            }
+        )+
+    };
+}
+
+per_hook!(decoded_with_parameters:
+    child_syscalls_are_decoded_with_their_parameters = None,
+    child_syscalls_are_decoded_with_their_parameters_raw = Some(Hook::Raw),
+    child_syscalls_are_decoded_with_their_parameters_tracepoint = Some(Hook::Tracepoint),
+);
+per_hook!(own_syscalls_not_captured:
+    the_agents_own_syscalls_are_not_captured = None,
+    the_agents_own_syscalls_are_not_captured_raw = Some(Hook::Raw),
+    the_agents_own_syscalls_are_not_captured_tracepoint = Some(Hook::Tracepoint),
+);
+per_hook!(unwatched_not_delivered:
+    an_unwatched_syscall_is_not_delivered = None,
+    an_unwatched_syscall_is_not_delivered_raw = Some(Hook::Raw),
+    an_unwatched_syscall_is_not_delivered_tracepoint = Some(Hook::Tracepoint),
+);
+per_hook!(memfd_exec:
+    exec_of_a_memfd_carries_the_memfd_flag_and_name = None,
+    exec_of_a_memfd_carries_the_memfd_flag_and_name_raw = Some(Hook::Raw),
+    exec_of_a_memfd_carries_the_memfd_flag_and_name_tracepoint = Some(Hook::Tracepoint),
+);
 
 /// Collects events until `done` says so (or 10 s pass), then 200 ms more.
 fn collect(source: &mut BpfSource, mut done: impl FnMut(&[Event]) -> bool) -> Vec<Event> {
@@ -123,30 +175,36 @@ fn run_child(path: &str, port: u16) -> u32 {
     pid
 }
 
+/// A new file under the temporary directory, unique to this call (the tests run in parallel).
 fn temp_path(tag: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir();
-    let path = dir.join(format!("vigil-ebpf-{tag}-{}", std::process::id()));
+    let path = dir.join(format!("vigil-ebpf-{tag}-{}-{n}", std::process::id()));
     std::fs::write(&path, b"hello").expect("write the test file");
     path.to_string_lossy().into_owned()
 }
 
-#[test]
-fn child_syscalls_are_decoded_with_their_parameters() {
-    let Some(mut source) = open(&[
-        "openat",
-        "connect",
-        "execve",
-        "mkdir",
-        "mkdirat",
-        "symlink",
-        "symlinkat",
-        "rename",
-        "renameat",
-        "renameat2",
-        "unlink",
-        "unlinkat",
-        "fcntl",
-    ]) else {
+fn decoded_with_parameters(hook: Option<Hook>) {
+    let Some(mut source) = open_hook(
+        &[
+            "openat",
+            "connect",
+            "execve",
+            "mkdir",
+            "mkdirat",
+            "symlink",
+            "symlinkat",
+            "rename",
+            "renameat",
+            "renameat2",
+            "unlink",
+            "unlinkat",
+            "fcntl",
+        ],
+        false,
+        hook,
+    ) else {
         return;
     };
     let _snapshot = source.snapshot().expect("snapshot");
@@ -326,9 +384,8 @@ fn child_syscalls_are_decoded_with_their_parameters() {
     assert!(full >= stats.dropped_total() - stats_malformed(&stats));
 }
 
-#[test]
-fn the_agents_own_syscalls_are_not_captured() {
-    let Some(mut source) = open(&["openat"]) else {
+fn own_syscalls_not_captured(hook: Option<Hook>) {
+    let Some(mut source) = open_hook(&["openat"], false, hook) else {
         return;
     };
     let path = temp_path("self");
@@ -364,9 +421,8 @@ fn the_agents_own_syscalls_are_not_captured() {
     );
 }
 
-#[test]
-fn an_unwatched_syscall_is_not_delivered() {
-    let Some(mut source) = open(&["openat"]) else {
+fn unwatched_not_delivered(hook: Option<Hook>) {
+    let Some(mut source) = open_hook(&["openat"], false, hook) else {
         return;
     };
     let mkdir = table::by_name("mkdir").expect("mkdir");
@@ -374,7 +430,9 @@ fn an_unwatched_syscall_is_not_delivered() {
     let attached = source.attached_syscalls();
     assert!(!attached.contains(&83), "mkdir is not attached");
     assert!(attached.contains(&257), "openat is attached");
-    let dir = std::env::temp_dir().join(format!("vigil-ebpf-unwatched-{}", std::process::id()));
+    let file = temp_path("unwatched");
+    let _ = std::fs::remove_file(&file);
+    let dir = std::path::PathBuf::from(file);
     let status = Command::new("/bin/mkdir")
         .arg(&dir)
         .status()
@@ -534,9 +592,8 @@ fn memfd_child_actions() {
     panic!("execveat of the memfd failed: {err}");
 }
 
-#[test]
-fn exec_of_a_memfd_carries_the_memfd_flag_and_name() {
-    let Some(mut source) = open(&["execve", "execveat"]) else {
+fn memfd_exec(hook: Option<Hook>) {
+    let Some(mut source) = open_hook(&["execve", "execveat"], false, hook) else {
         return;
     };
     let _snapshot = source.snapshot().expect("snapshot");

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+//
+// The per-syscall fexit stubs of HOOK_FEXIT (see vigil.bpf.c). A BPF trampoline needs a program
+// loaded for its target function, so each watched syscall `__x64_sys_X` gets one of these
+// stubs (user space sets its target before load and loads only the stubs it needs); each
+// tail-calls the one capture program, `vigil_sys_fexit`, in slot 0 of `sys_progs` (the main
+// object's map, reused). Every `__x64_sys_X` takes `const struct pt_regs *` and returns `long`,
+// so the capture program sees the same context whatever the syscall.
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sys_progs SEC(".maps");
+
+#define STUB(n)                                                                                  \
+	SEC("fexit/__x64_sys_openat")                                                            \
+	int vigil_stub_##n(void *ctx)                                                            \
+	{                                                                                        \
+		bpf_tail_call(ctx, &sys_progs, 0);                                               \
+		return 0;                                                                        \
+	}
+
+#define STUB8(n) STUB(n##0) STUB(n##1) STUB(n##2) STUB(n##3) STUB(n##4) STUB(n##5) STUB(n##6) STUB(n##7)
+
+STUB8(0)
+STUB8(1)
+STUB8(2)
+STUB8(3)
+STUB8(4)
+STUB8(5)
+STUB8(6)
+STUB8(7)
