@@ -156,9 +156,13 @@ const volatile __u32 agent_tgid = 0;
 // syscall slow path). HOOK_RAW: the raw BTF tracepoint `sys_exit` alone, filtered by
 // `hooked_nrs` in the kernel (arguments from the saved user registers, result from the
 // tracepoint; as HOOK_TRACEPOINT, every syscall takes the slow path).
+// HOOK_EXIT: the per-syscall exit tracepoints alone, arguments from the saved user registers
+// (no enter program, so the kernel's enter-side tracepoint work is not registered at all,
+// except for execveat, whose pathname is kept at entry).
 #define HOOK_FEXIT 0
 #define HOOK_TRACEPOINT 1
 #define HOOK_RAW 2
+#define HOOK_EXIT 3
 const volatile __u32 hook_mode = HOOK_FEXIT;
 
 // Set before load, for `vigil bench`: FLOOR_NONE captures; FLOOR_NOP runs programs that
@@ -726,10 +730,18 @@ static __always_inline int emit_floor(__u32 nr, __s64 ret)
 	return 0;
 }
 
+static __always_inline int on_completed(const struct pt_regs *regs, long ret);
+
 static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	if (floor_mode == FLOOR_NOP)
 		return 0;
+	if (hook_mode == HOOK_EXIT) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		if (!regs)
+			return 0;
+		return on_completed(regs, ctx->ret);
+	}
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct stash *st = stash_of(bpf_get_current_task_btf());
 	if (!st)
@@ -761,14 +773,16 @@ static __always_inline int is_clone(__u32 nr)
 }
 
 // The six argument registers of a syscall as `__x64_sys_X` received them (x86-64 ABI).
+// `regs` is a BTF pointer (a tracing program's argument or bpf_task_pt_regs()): direct loads,
+// relocated by CO-RE, with no helper call each.
 static __always_inline void regs_args(const struct pt_regs *regs, __u64 *args)
 {
-	args[0] = BPF_CORE_READ(regs, di);
-	args[1] = BPF_CORE_READ(regs, si);
-	args[2] = BPF_CORE_READ(regs, dx);
-	args[3] = BPF_CORE_READ(regs, r10);
-	args[4] = BPF_CORE_READ(regs, r8);
-	args[5] = BPF_CORE_READ(regs, r9);
+	args[0] = regs->di;
+	args[1] = regs->si;
+	args[2] = regs->dx;
+	args[3] = regs->r10;
+	args[4] = regs->r8;
+	args[5] = regs->r9;
 }
 
 // A completed syscall seen at its return with its saved user registers (HOOK_FEXIT,
@@ -777,7 +791,7 @@ static __always_inline int on_completed(const struct pt_regs *regs, long ret)
 {
 	if (floor_mode == FLOOR_NOP || excluded())
 		return 0;
-	__u32 nr = (__u32)BPF_CORE_READ(regs, orig_ax);
+	__u32 nr = (__u32)regs->orig_ax;
 	if (nr >= 512)
 		return 0;
 	if (nr == NR_EXECVE || nr == NR_EXECVEAT) {
@@ -819,7 +833,7 @@ int BPF_PROG(vigil_sys_fexit, const struct pt_regs *regs, long ret)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(vigil_btf_exit, struct pt_regs *regs, long ret)
 {
-	__u32 key = (__u32)BPF_CORE_READ(regs, orig_ax);
+	__u32 key = (__u32)regs->orig_ax;
 	if (key >= 512)
 		return 0;
 	__u8 *on = bpf_map_lookup_elem(&hooked_nrs, &key);
@@ -943,7 +957,7 @@ int BPF_PROG(vigil_fork, struct task_struct *parent, struct task_struct *child)
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
 		if (!regs)
 			return 0;
-		nr = (__u32)BPF_CORE_READ(regs, orig_ax);
+		nr = (__u32)regs->orig_ax;
 		if (!is_clone(nr))
 			return 0;
 		__u32 key = nr;
@@ -1012,13 +1026,13 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 			args[i] = st->args[i];
 		st->nr = NO_STASH;
 	}
-	if (hook_mode == HOOK_RAW && nr != NR_EXECVEAT) {
+	if ((hook_mode == HOOK_RAW || hook_mode == HOOK_EXIT) && nr != NR_EXECVEAT) {
 		// Only execveat stashes at entry here (its dirfd, flags and pathname); for execve the
 		// number is still in the saved registers (the new image's loader cleared the others).
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 		if (!regs)
 			return 0;
-		nr = (__u32)BPF_CORE_READ(regs, orig_ax);
+		nr = (__u32)regs->orig_ax;
 		__u32 hk = nr;
 		__u8 *on = nr < 512 ? bpf_map_lookup_elem(&hooked_nrs, &hk) : 0;
 		if (!on || !*on)

@@ -101,6 +101,7 @@ pub enum SyscallHook {
     Auto,
     Fexit,
     Raw,
+    Exit,
     Tracepoint,
 }
 
@@ -157,6 +158,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             SyscallHook::Auto => None,
             SyscallHook::Fexit => Some(vigil_ebpf::Hook::Fexit),
             SyscallHook::Raw => Some(vigil_ebpf::Hook::Raw),
+            SyscallHook::Exit => Some(vigil_ebpf::Hook::Exit),
             SyscallHook::Tracepoint => Some(vigil_ebpf::Hook::Tracepoint),
         },
         floor: match args.bpf_floor {

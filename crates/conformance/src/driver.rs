@@ -247,6 +247,7 @@ impl Driver for Watch {
             None => "watch",
             Some("raw") => "watch-raw",
             Some("tracepoint") => "watch-tracepoint",
+            Some("exit") => "watch-exit",
             Some("fexit") => "watch-fexit",
             Some(_) => "watch-other",
         }

@@ -131,6 +131,16 @@ fn watch_driver_conforms() {
     conform(&mut Watch::default());
 }
 
+#[test]
+fn watch_driver_conforms_with_exit_tracepoints() {
+    conform(&mut Watch { hook: Some("exit") });
+}
+
+#[test]
+fn watch_driver_conforms_with_the_raw_exit_tracepoint() {
+    conform(&mut Watch { hook: Some("raw") });
+}
+
 /// The previous design (per-syscall enter and exit tracepoints), still selectable.
 #[test]
 fn watch_driver_conforms_with_syscall_tracepoints() {

@@ -55,6 +55,10 @@ pub enum Hook {
     /// (arguments from the saved user registers): one program per watched syscall, but
     /// every syscall of the host takes the slow path and runs the filter.
     Raw,
+    /// The per-syscall exit tracepoints `syscalls/sys_exit_X` alone (arguments from the
+    /// saved user registers; execveat also keeps its pathname at entry): every syscall takes
+    /// the slow path, but only the exit side's check runs for an unwatched one.
+    Exit,
     /// The per-syscall tracepoints `syscalls/sys_{enter,exit}_X` (enter stashes the
     /// arguments, exit writes the record): every syscall takes the slow path.
     Tracepoint,
@@ -65,6 +69,7 @@ impl Hook {
         match self {
             Hook::Fexit => "fexit",
             Hook::Raw => "raw",
+            Hook::Exit => "exit",
             Hook::Tracepoint => "tracepoint",
         }
     }
@@ -101,6 +106,8 @@ enum SyscallLinks {
     /// Marked in `hooked_nrs` for the shared `sys_exit` program (for execveat, also the
     /// entry tracepoint that keeps its pathname for the exec record).
     Raw(Option<Link>),
+    /// The exit tracepoint (and for execveat the entry one).
+    Exit(Link, Option<Link>),
 }
 
 impl SyscallLinks {
@@ -109,6 +116,7 @@ impl SyscallLinks {
             SyscallLinks::Tracepoint(enter, exit) => vec![enter, exit],
             SyscallLinks::Fexit(link) => vec![link],
             SyscallLinks::Raw(link) => link.into_iter().collect(),
+            SyscallLinks::Exit(exit, enter) => std::iter::once(exit).chain(enter).collect(),
         }
     }
 }
@@ -187,6 +195,7 @@ impl Bpf {
                 Hook::Fexit => 0,
                 Hook::Tracepoint => 1,
                 Hook::Raw => 2,
+                Hook::Exit => 3,
             };
             rodata.floor_mode = floor.code();
         }
@@ -310,7 +319,7 @@ impl Bpf {
     /// Whether syscall `name` (its tracepoint name) can be hooked on this kernel.
     pub fn can_hook(&self, name: &str) -> bool {
         match self.hook {
-            Hook::Tracepoint | Hook::Raw => self
+            Hook::Tracepoint | Hook::Raw | Hook::Exit => self
                 .tracefs
                 .events()
                 .join("syscalls")
@@ -371,6 +380,30 @@ impl Bpf {
                     let enter = attach(&self.skel.progs.vigil_sys_enter, &enter_name)?;
                     self.syscall_links
                         .insert(nr, SyscallLinks::Tracepoint(enter, exit));
+                }
+            }
+            Hook::Exit => {
+                for (nr, name) in new {
+                    let exit = attach_tracepoint(
+                        &self.tracefs,
+                        &self.skel.progs.vigil_sys_exit,
+                        "syscalls",
+                        &format!("sys_exit_{name}"),
+                    )?;
+                    // The pathname of an execveat is gone by the exec record: kept at entry.
+                    let enter = if name == "execveat" {
+                        Some(attach_tracepoint(
+                            &self.tracefs,
+                            &self.skel.progs.vigil_sys_enter,
+                            "syscalls",
+                            "sys_enter_execveat",
+                        )?)
+                    } else {
+                        None
+                    };
+                    self.set_hooked(nr, true)?;
+                    self.syscall_links
+                        .insert(nr, SyscallLinks::Exit(exit, enter));
                 }
             }
             Hook::Raw => {

@@ -74,21 +74,25 @@ macro_rules! per_hook {
 per_hook!(decoded_with_parameters:
     child_syscalls_are_decoded_with_their_parameters = None,
     child_syscalls_are_decoded_with_their_parameters_raw = Some(Hook::Raw),
+    child_syscalls_are_decoded_with_their_parameters_exit = Some(Hook::Exit),
     child_syscalls_are_decoded_with_their_parameters_tracepoint = Some(Hook::Tracepoint),
 );
 per_hook!(own_syscalls_not_captured:
     the_agents_own_syscalls_are_not_captured = None,
     the_agents_own_syscalls_are_not_captured_raw = Some(Hook::Raw),
+    the_agents_own_syscalls_are_not_captured_exit = Some(Hook::Exit),
     the_agents_own_syscalls_are_not_captured_tracepoint = Some(Hook::Tracepoint),
 );
 per_hook!(unwatched_not_delivered:
     an_unwatched_syscall_is_not_delivered = None,
     an_unwatched_syscall_is_not_delivered_raw = Some(Hook::Raw),
+    an_unwatched_syscall_is_not_delivered_exit = Some(Hook::Exit),
     an_unwatched_syscall_is_not_delivered_tracepoint = Some(Hook::Tracepoint),
 );
 per_hook!(memfd_exec:
     exec_of_a_memfd_carries_the_memfd_flag_and_name = None,
     exec_of_a_memfd_carries_the_memfd_flag_and_name_raw = Some(Hook::Raw),
+    exec_of_a_memfd_carries_the_memfd_flag_and_name_exit = Some(Hook::Exit),
     exec_of_a_memfd_carries_the_memfd_flag_and_name_tracepoint = Some(Hook::Tracepoint),
 );
 
