@@ -51,10 +51,12 @@ pub struct WatchArgs {
     #[arg(long)]
     raw_fallback: bool,
     /// How watched syscalls are hooked: `auto` (fexit where the kernel allows BPF
-    /// trampolines, else raw), `fexit` (trampolines on the syscalls' implementations:
-    /// unwatched syscalls run no BPF), `raw` (the raw `sys_exit` tracepoint filtered in the
-    /// kernel: every syscall of the host takes the slow path) or `tracepoint` (per-syscall
-    /// enter and exit tracepoints, the previous design; also the slow path for all).
+    /// trampolines, else exit), `fexit` (trampolines on the syscalls' implementations:
+    /// unwatched syscalls run no BPF), `exit` (the exit tracepoint of each watched syscall,
+    /// arguments from the saved registers), `raw` (the raw `sys_exit` tracepoint filtered in
+    /// the kernel: every syscall runs the filter) or `tracepoint` (per-syscall enter and exit
+    /// tracepoints, the previous design). With any tracepoint, every syscall of the host
+    /// takes the kernel's slow path.
     #[arg(long, value_enum, default_value_t = SyscallHook::Auto)]
     syscall_hook: SyscallHook,
     /// For `vigil bench`: attach programs that return at once (`nop`) or only write a
@@ -211,8 +213,8 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     match source.hook_fallback() {
         Some(why) => eprintln!(
             "vigil: BPF trampolines (fexit) are not available on this kernel ({why}): \
-             syscalls hooked by the raw sys_exit tracepoint (every syscall of the host takes \
-             the kernel's slow path; `vigil bench overhead --agent 'watch:--bpf-floor nop'` \
+             syscalls hooked by their exit tracepoints (every syscall of the host takes the \
+             kernel's slow path; `vigil bench overhead --agent 'watch:--bpf-floor nop'` \
              measures that floor)"
         ),
         None => eprintln!("vigil: syscalls hooked by {}", source.hook().name()),

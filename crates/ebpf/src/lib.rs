@@ -79,7 +79,8 @@ pub struct BpfOptions {
     /// syscall on the host runs a short program, which breaks "pay for what you watch".
     pub raw_fallback: bool,
     /// How syscalls are hooked; `None` (the default): fexit trampolines where the kernel
-    /// allows them, else the raw `sys_exit` tracepoint ([`BpfSource::hook_fallback`] says why).
+    /// allows them, else the per-syscall exit tracepoints ([`BpfSource::hook_fallback`] says
+    /// why).
     pub hook: Option<Hook>,
     /// For `vigil bench`: programs that do nothing (or only write the ring) at the same
     /// attach points, to measure the floor under Vigil's own work. No events are captured.
@@ -190,7 +191,7 @@ impl BpfSource {
                 libbpf_rs::set_print(prev);
                 match fexit {
                     Ok(bpf) => (bpf, None),
-                    Err(e) => (load(Hook::Raw)?, Some(e.to_string())),
+                    Err(e) => (load(Hook::Exit)?, Some(e.to_string())),
                 }
             }
         };

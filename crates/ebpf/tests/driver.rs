@@ -25,7 +25,7 @@ fn open_with(interest: &[&str], raw_fallback: bool) -> Option<BpfSource> {
 }
 
 /// Opens with syscalls hooked by `hook` (`None`: the default choice, checked here: fexit,
-/// or raw with the reason fexit could not load).
+/// or exit tracepoints with the reason fexit could not load).
 fn open_hook(interest: &[&str], raw_fallback: bool, hook: Option<Hook>) -> Option<BpfSource> {
     if let Err(e) = vigil_ebpf::check_support() {
         if std::env::var("VIGIL_TEST_STRICT").as_deref() == Ok("1") {
@@ -51,8 +51,8 @@ fn open_hook(interest: &[&str], raw_fallback: bool, hook: Option<Hook>) -> Optio
         None => match source.hook_fallback() {
             None => assert_eq!(source.hook(), Hook::Fexit, "fexit unless it failed"),
             Some(why) => {
-                assert_eq!(source.hook(), Hook::Raw, "the fallback is raw");
-                eprintln!("fexit is not available on this kernel ({why}): raw tested instead");
+                assert_eq!(source.hook(), Hook::Exit, "the fallback is exit");
+                eprintln!("fexit is not available on this kernel ({why}): exit tracepoints tested instead");
             }
         },
     }
