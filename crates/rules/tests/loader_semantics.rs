@@ -596,3 +596,71 @@ fn endpoint_pair_inequality_excludes_either_endpoint() {
         "neither port listed"
     );
 }
+
+/// The multivalue transformers `join`, `concat` and `getopt` in macros, rules, outputs and
+/// exception fields, and their argument errors at `file:line:col`.
+#[test]
+fn multivalue_transformers_in_rules_files() {
+    let text = [
+        "- macro: dotted",
+        "  condition: concat(proc.name, \":\", fd.name) = \"vi:/etc/passwd\"",
+        "- rule: r",
+        "  condition: evt.type = openat and (dotted or join(\"|\", (proc.pname, proc.name)) = \"cron|sh\")",
+        "  desc: d",
+        "  output: seen %concat(proc.name, \"@\", fd.name)",
+        "  priority: WARNING",
+        "  exceptions:",
+        "    - name: joined",
+        "      fields:",
+        "        - 'join(\"/\", (proc.pname, proc.name))'",
+        "      values:",
+        "        - [sshd/vi]",
+        "",
+    ]
+    .join("\n");
+    let rs = ruleset(&[("f.yaml", &text)]);
+    let hit = |fields: &[(&str, &str)]| !matching(&rs, &event("openat", fields)).is_empty();
+    assert!(hit(&[
+        ("proc.name", "vi"),
+        ("fd.name", "/etc/passwd"),
+        ("proc.pname", "bash")
+    ]));
+    assert!(!hit(&[
+        ("proc.name", "vi"),
+        ("fd.name", "/etc/shadow"),
+        ("proc.pname", "bash")
+    ]));
+    assert!(hit(&[
+        ("proc.name", "sh"),
+        ("fd.name", "/x"),
+        ("proc.pname", "cron")
+    ]));
+    assert!(
+        hit(&[("proc.name", "vi"), ("fd.name", "/etc/passwd")]),
+        "without proc.pname the exception's join has no value, so it does not hold"
+    );
+    assert!(
+        !hit(&[
+            ("proc.name", "vi"),
+            ("fd.name", "/etc/passwd"),
+            ("proc.pname", "sshd")
+        ]),
+        "the exception on join(\"/\", …) excludes sshd/vi"
+    );
+
+    let bad = [
+        "- rule: r",
+        "  condition: evt.type = openat and",
+        "    join(\"-\", proc.name) = x",
+        "  desc: d",
+        "  output: o %concat(proc.name)",
+        "  priority: WARNING",
+        "",
+    ]
+    .join("\n");
+    check(
+        &[("f.yaml", &bad)],
+        "E_TRANSFORMER_ARGS: join() second argument must be a list @ 3:5
+         E_TRANSFORMER_ARGS: concat() requires at least 2 arguments @ 5:14",
+    );
+}

@@ -236,7 +236,8 @@ impl<'a> Resolver<'a> {
             let operands = match exception_operands(ex) {
                 Ok(mut ops) => {
                     for (op, pos) in ops.iter_mut().zip(&ex.field_pos) {
-                        op.field.span = fixed_span(texts, ex.file, *pos, owner)?;
+                        let fixed = fixed_span(texts, ex.file, *pos, owner)?;
+                        op.spans_mut(&mut |s| *s = fixed);
                     }
                     ops
                 }
@@ -705,7 +706,7 @@ pub fn shift(e: &mut Expr, base: u32) {
         span.end = span.end.saturating_add(base);
     }
     fn op(o: &mut Operand, base: u32) {
-        s(&mut o.field.span, base);
+        o.spans_mut(&mut |span| s(span, base));
     }
     let mut stack = vec![e];
     while let Some(e) = stack.pop() {
