@@ -1035,7 +1035,9 @@ fn children_in_other_pid_namespaces_get_their_own_ids() {
 
 /// Falco's multivalue transformers (`concat`, `join`, `getopt(…)[c]`) in a condition and in the
 /// output, live under `vigil run` and again in the replay of its capture: only `cat`'s open of
-/// the file matches (`head` opens it too), and both print the transformed values.
+/// the file matches (`head` opens it too), and both print the transformed values. A second
+/// rule, on `head`'s open, tests `evt.rawarg.*` (string and numbers), `evt.is_wait` and
+/// `evt.cpu` (never a value: `<NA>`).
 const MULTIVALUE_RULES: &str = r#"- rule: Multivalue open
   desc: t
   condition: >
@@ -1044,6 +1046,14 @@ const MULTIVALUE_RULES: &str = r#"- rule: Multivalue open
     and join("+", (proc.name, basename(fd.name))) = "cat+mv-target.txt"
     and getopt(("-e", proc.name), "e:")[e] = cat
   output: 'mv c=%concat(proc.name, "@", basename(fd.name)) j=%join("+", (proc.name, fd.name)) g=%getopt(("-e", proc.name), "e:")'
+  priority: NOTICE
+- rule: Raw open
+  desc: t
+  condition: >
+    evt.type in (open, openat, openat2) and proc.name = head
+    and evt.rawarg.name endswith mv-target.txt and evt.rawarg.fd >= 0
+    and evt.rawarg.flags >= 0 and evt.is_wait = false and not evt.cpu exists
+  output: "raw name=%evt.rawarg.name cpu=%evt.cpu"
   priority: NOTICE
 "#;
 
@@ -1079,12 +1089,23 @@ fn multivalue_transformers_match_live_and_in_replay() {
         .map(|l| l.split_once(": Notice ").unwrap().1.to_string())
         .collect();
     assert_eq!(live, [want.clone()], "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("Notice raw name=mv-target.txt cpu=<NA>"),
+        "evt.rawarg, evt.is_wait and evt.cpu: {}",
+        text(&out.stderr)
+    );
     let replay = vigil(&["replay", cap.to_str().unwrap(), "-r", r]);
     assert!(replay.status.success(), "{}", text(&replay.stderr));
     let replayed: Vec<String> = text(&replay.stdout)
         .lines()
         .map(|l| l.split_once(": Notice ").unwrap().1.to_string())
+        .filter(|l| l.starts_with("mv "))
         .collect();
     assert_eq!(replayed, [want], "replay reproduces the live alert");
+    assert!(
+        text(&replay.stdout).contains("Notice raw name=mv-target.txt cpu=<NA>"),
+        "{}",
+        text(&replay.stdout)
+    );
     let _ = fs::remove_dir_all(&dir);
 }

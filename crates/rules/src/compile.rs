@@ -430,6 +430,13 @@ impl<'c> Compiler<'c> {
             }
         };
         let def = self.catalog.def(fref.id);
+        if let Some(why) = self.catalog.never_has_value(&fref) {
+            self.deprecations.push(err(
+                "W_FIELD_NO_VALUE",
+                format!("`{}` never has a value in vigil: {why}", field.name),
+                field.span,
+            ));
+        }
         if def.name == "evt.dir" {
             self.deprecations.push(err(
                 "W_DEPRECATED",
@@ -1824,6 +1831,22 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn fields_without_values_warn_and_never_match() {
+        let cat = FakeCatalog::new();
+        let f = compile_one(&cat, "proc.name = bash and evt.cpu = 1").unwrap();
+        let codes: Vec<(&str, u32)> = f
+            .warnings()
+            .iter()
+            .map(|w| (w.code, w.span.start))
+            .collect();
+        assert_eq!(codes, [("W_FIELD_NO_VALUE", 21)]);
+        let ev = FakeEvent::default();
+        assert!(!eval("evt.cpu = 1", &ev));
+        assert!(!eval("evt.cpu exists", &ev));
+        assert!(eval("not evt.cpu >= 0", &ev));
     }
 
     #[test]
