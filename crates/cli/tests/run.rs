@@ -1088,7 +1088,7 @@ fn multivalue_transformers_match_live_and_in_replay() {
         .filter(|l| l.contains(" mv "))
         .map(|l| l.split_once(": Notice ").unwrap().1.to_string())
         .collect();
-    assert_eq!(live, [want.clone()], "{}", text(&out.stderr));
+    assert_eq!(live, std::slice::from_ref(&want), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("Notice raw name=mv-target.txt cpu=<NA>"),
         "evt.rawarg, evt.is_wait and evt.cpu: {}",

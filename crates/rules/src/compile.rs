@@ -1216,9 +1216,7 @@ impl FailureFields {
         if !lhs.transformers.is_empty() {
             return None;
         }
-        let Some(field) = lhs.plain_field() else {
-            return None;
-        };
+        let field = lhs.plain_field()?;
         let is = |f: &Option<FieldRef>| f.as_ref() == Some(field);
         if is(&self.res) {
             const OK: &[u8] = b"SUCCESS";
