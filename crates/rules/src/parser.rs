@@ -35,6 +35,11 @@ use std::fmt;
 /// Maximum nesting depth of parentheses, `not` and transformers in one condition.
 pub const MAX_DEPTH: usize = 1000;
 
+/// Maximum nesting of multivalue transformer calls (`concat(concat(…))`) in one operand: the
+/// compiler and the evaluator recurse over their arguments, so this bounds their stack use
+/// (far deeper than any rule needs).
+pub const MAX_CALL_DEPTH: usize = 32;
+
 /// A syntax error in a condition or template, with a stable code (`E_SYNTAX`, `E_DEPTH`,
 /// `E_UNKNOWN_TRANSFORMER`) and the byte span of the offending text.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,6 +170,8 @@ pub(crate) struct Parser<'s> {
     src: &'s str,
     bytes: &'s [u8],
     pos: usize,
+    /// Multivalue transformer calls open at the cursor (see [`MAX_CALL_DEPTH`]).
+    calls: usize,
 }
 
 impl<'s> Parser<'s> {
@@ -173,6 +180,7 @@ impl<'s> Parser<'s> {
             src,
             bytes: src.as_bytes(),
             pos: 0,
+            calls: 0,
         }
     }
 
@@ -181,6 +189,7 @@ impl<'s> Parser<'s> {
             src,
             bytes: src.as_bytes(),
             pos,
+            calls: 0,
         }
     }
 
@@ -450,8 +459,20 @@ impl<'s> Parser<'s> {
                 if nesting >= MAX_DEPTH {
                     return Err(self.depth_error());
                 }
+                if self.calls >= MAX_CALL_DEPTH {
+                    return Err(ParseError {
+                        code: "E_DEPTH",
+                        message: format!(
+                            "multivalue transformers are nested deeper than {MAX_CALL_DEPTH} levels"
+                        ),
+                        span: span(start, end),
+                    });
+                }
                 self.pos = look + 1;
-                let args = self.call_args(nesting)?;
+                self.calls += 1;
+                let args = self.call_args(nesting);
+                self.calls -= 1;
+                let args = args?;
                 let arg = if self.peek() == Some(b'[') {
                     Some(self.field_arg()?)
                 } else {
@@ -1080,6 +1101,14 @@ mod tests {
         assert_eq!(parse_condition(&nots).unwrap_err().code, "E_DEPTH");
         let transformers = format!("{}proc.name{} = x", "tolower(".repeat(n), ")".repeat(n));
         assert_eq!(parse_condition(&transformers).unwrap_err().code, "E_DEPTH");
+        let calls = |n: usize| format!("{}a{} = x", "concat(b, ".repeat(n), ")".repeat(n));
+        assert!(parse_condition(&calls(MAX_CALL_DEPTH)).is_ok());
+        assert_eq!(
+            parse_condition(&calls(MAX_CALL_DEPTH + 1))
+                .unwrap_err()
+                .code,
+            "E_DEPTH"
+        );
         let mixed = "not (".repeat(n);
         assert_eq!(parse_condition(&mixed).unwrap_err().code, "E_DEPTH");
         // Just under the limit still parses.
