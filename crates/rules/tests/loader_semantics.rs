@@ -371,6 +371,15 @@ fn exception_shape_errors() {
         &[("f.yaml", &text)],
         "E_UNKNOWN_FIELD: unknown field `proc.nmae` @ 8:16",
     );
+    // Values without `fields` on the rule's own exception (a fuzzer find: it used to panic).
+    let text = format!(
+        "- rule: r\n  condition: evt.type = openat\n{TAIL}  exceptions:\n\
+         \x20   - name: e5\n      values:\n        - [sshd/vi]\n"
+    );
+    check(
+        &[("f.yaml", &text)],
+        "E_SCHEMA: exception `e5` has values but no `fields` @ 7:7",
+    );
 }
 
 fn tagged_rules() -> vigil_rules::Ruleset {
