@@ -582,6 +582,8 @@ impl<'a> EventCtx<'_, 'a> {
     /// `?`; an option taking a value takes the rest of its token or the next one, an empty
     /// value when there is none. Without a selector: the letters and values in order; with
     /// one: the value (or letter) of the last occurrence of that option, none if absent.
+    /// Follows libsinsp's code, not its older unit tests (which expected GNU getopt's
+    /// permutation past non-options and `?`/`:` for a missing value).
     fn getopt(
         &mut self,
         optstring: (usize, usize),
