@@ -695,7 +695,13 @@ fn fields(json: bool, names_only: bool) -> Result<ExitCode> {
     let catalog = vigil_state::catalog();
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let mut defs: Vec<_> = catalog.fields().to_vec();
+    // Names with `(` are internal variants (the typed forms of `evt.rawarg`), not fields.
+    let mut defs: Vec<_> = catalog
+        .fields()
+        .iter()
+        .filter(|d| !d.name.contains('('))
+        .cloned()
+        .collect();
     defs.sort_by_key(|d| d.name);
     for def in defs {
         let arg = match def.arg {

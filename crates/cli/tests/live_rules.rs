@@ -144,3 +144,66 @@ fn field_matching_rules() {
         }
     }
 }
+
+/// Falco's multivalue transformers live under `vigil watch`: a rule whose condition uses
+/// `concat`, `join` and `getopt(…)[c]` alerts on `cat` opening a file and not on `head`
+/// opening it, and the alert's `output_fields` carry the transformed values.
+#[test]
+fn multivalue_transformers_alert_under_watch() {
+    if skip_or_fail("multivalue_transformers_alert_under_watch") {
+        return;
+    }
+    let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("vigil-mv-watch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let dir = dir.canonicalize().expect("canonical scratch dir");
+    let target = dir.join("mv-watch-target.txt");
+    std::fs::write(&target, "x\n").expect("target file");
+    let rules = dir.join("mv.yaml");
+    std::fs::write(
+        &rules,
+        r#"- rule: Multivalue open
+  desc: t
+  condition: >
+    evt.type in (open, openat, openat2) and basename(fd.name) = mv-watch-target.txt
+    and concat(proc.name, "@", basename(fd.name)) = "cat@mv-watch-target.txt"
+    and join("+", (proc.name, basename(fd.name))) = "cat+mv-watch-target.txt"
+    and getopt(("-e", proc.name), "e:")[e] = cat
+  output: 'mv j=%join("+", (proc.name, fd.name)) g=%getopt(("-e", proc.name), "e:")'
+  priority: NOTICE
+"#,
+    )
+    .expect("rules file");
+    let watch = Watch::start(&[rules]);
+    let joined = format!("cat+{}", target.display());
+    let from = watch.cursor();
+    let seen = (0..10).find_map(|_| {
+        for prog in ["head", "cat"] {
+            let status = std::process::Command::new(prog)
+                .arg(&target)
+                .stdout(std::process::Stdio::null())
+                .status()
+                .expect("run the reader");
+            assert!(status.success(), "{prog} failed");
+        }
+        watch.wait_for(from, |a| {
+            a["rule"] == "Multivalue open"
+                && output_field(a, "join(\"+\", (proc.name, fd.name))").as_deref()
+                    == Some(joined.as_str())
+        })
+    });
+    assert!(
+        seen.is_some(),
+        "no `Multivalue open` alert for cat; alerts: {:?}\nstderr:\n{}",
+        watch.since(from),
+        watch.stderr()
+    );
+    for alert in watch.alerts_of(from, "Multivalue open") {
+        assert_eq!(
+            output_field(&alert, "getopt((\"-e\", proc.name), \"e:\")").as_deref(),
+            Some("(e,cat)"),
+            "only cat's open matches: {alert}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

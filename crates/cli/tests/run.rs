@@ -1032,3 +1032,80 @@ fn children_in_other_pid_namespaces_get_their_own_ids() {
     assert!(pid != vpid && (2..50).contains(&vpid), "{entered:?}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Falco's multivalue transformers (`concat`, `join`, `getopt(…)[c]`) in a condition and in the
+/// output, live under `vigil run` and again in the replay of its capture: only `cat`'s open of
+/// the file matches (`head` opens it too), and both print the transformed values. A second
+/// rule, on `head`'s open, tests `evt.rawarg.*` (string and numbers), `evt.is_wait` and
+/// `evt.cpu` (never a value: `<NA>`).
+const MULTIVALUE_RULES: &str = r#"- rule: Multivalue open
+  desc: t
+  condition: >
+    evt.type in (open, openat, openat2) and basename(fd.name) = mv-target.txt
+    and concat(proc.name, "@", basename(fd.name)) = "cat@mv-target.txt"
+    and join("+", (proc.name, basename(fd.name))) = "cat+mv-target.txt"
+    and getopt(("-e", proc.name), "e:")[e] = cat
+  output: 'mv c=%concat(proc.name, "@", basename(fd.name)) j=%join("+", (proc.name, fd.name)) g=%getopt(("-e", proc.name), "e:")'
+  priority: NOTICE
+- rule: Raw open
+  desc: t
+  condition: >
+    evt.type in (open, openat, openat2) and proc.name = head
+    and evt.rawarg.name endswith mv-target.txt and evt.rawarg.fd >= 0
+    and evt.rawarg.flags >= 0 and evt.is_wait = false and not evt.cpu exists
+  output: "raw name=%evt.rawarg.name cpu=%evt.cpu"
+  priority: NOTICE
+"#;
+
+#[test]
+fn multivalue_transformers_match_live_and_in_replay() {
+    if !can_trace("multivalue") {
+        return;
+    }
+    let dir = scratch("multivalue");
+    let rules = dir.join("mv.yaml");
+    fs::write(&rules, MULTIVALUE_RULES).unwrap();
+    fs::write(dir.join("mv-target.txt"), "x\n").unwrap();
+    let r = rules.to_str().unwrap();
+    let cap = dir.join("cap.jsonl");
+    let out = vigil_cmd()
+        .current_dir(&dir)
+        .args(["run", "-r", r, "-w", cap.to_str().unwrap(), "--"])
+        .args([
+            "sh",
+            "-c",
+            "cat mv-target.txt >/dev/null; head -c1 mv-target.txt >/dev/null",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let want = format!(
+        "mv c=cat@mv-target.txt j=cat+{}/mv-target.txt g=(e,cat)",
+        dir.canonicalize().unwrap().display()
+    );
+    let live: Vec<String> = text(&out.stderr)
+        .lines()
+        .filter(|l| l.contains(" mv "))
+        .map(|l| l.split_once(": Notice ").unwrap().1.to_string())
+        .collect();
+    assert_eq!(live, std::slice::from_ref(&want), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("Notice raw name=mv-target.txt cpu=<NA>"),
+        "evt.rawarg, evt.is_wait and evt.cpu: {}",
+        text(&out.stderr)
+    );
+    let replay = vigil(&["replay", cap.to_str().unwrap(), "-r", r]);
+    assert!(replay.status.success(), "{}", text(&replay.stderr));
+    let replayed: Vec<String> = text(&replay.stdout)
+        .lines()
+        .map(|l| l.split_once(": Notice ").unwrap().1.to_string())
+        .filter(|l| l.starts_with("mv "))
+        .collect();
+    assert_eq!(replayed, [want], "replay reproduces the live alert");
+    assert!(
+        text(&replay.stdout).contains("Notice raw name=mv-target.txt cpu=<NA>"),
+        "{}",
+        text(&replay.stdout)
+    );
+    let _ = fs::remove_dir_all(&dir);
+}

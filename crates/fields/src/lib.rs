@@ -254,6 +254,14 @@ pub trait Catalog {
         let _ = field;
         false
     }
+
+    /// Why `field` never has a value in this implementation (`None`: it can have one). A
+    /// rule may name such a field (Falco has it), but comparisons on it are always false; the
+    /// compiler warns (`W_FIELD_NO_VALUE`) with this reason.
+    fn never_has_value(&self, field: &FieldRef) -> Option<&'static str> {
+        let _ = field;
+        None
+    }
 }
 
 /// The values of fields for one event. Implemented by `vigil-state` over (event, state).

@@ -208,6 +208,54 @@ impl Transformer {
     }
 }
 
+/// Falco's multivalue transformers (libs 0.25, `sinsp_filtercheck_multivalue_transformer`):
+/// functions of several arguments, each a field, a transformer, a quoted value or a
+/// parenthesised list of those.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MultiFn {
+    /// `join(sep, list)`: the list's values joined by `sep` (one string).
+    Join,
+    /// `concat(a, b …)`: two or more strings concatenated (one string).
+    Concat,
+    /// `getopt(argv, optstring)`: the options of an argv-like list as getopt(3) reads them
+    /// (a list of option letters and their values); `getopt(…)[c]` the value of option `c`.
+    Getopt,
+}
+
+impl MultiFn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MultiFn::Join => "join",
+            MultiFn::Concat => "concat",
+            MultiFn::Getopt => "getopt",
+        }
+    }
+
+    pub fn from_text(text: &str) -> Option<MultiFn> {
+        [MultiFn::Join, MultiFn::Concat, MultiFn::Getopt]
+            .into_iter()
+            .find(|m| m.as_str() == text)
+    }
+}
+
+/// One argument of a multivalue transformer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallArg {
+    /// A field, possibly transformed (or another multivalue transformer).
+    Operand(Operand),
+    /// A quoted (or bare) value.
+    Value(Literal),
+    /// `(item, item …)`: fields and values; the list of all their values.
+    List(Vec<CallArg>, Span),
+}
+
+/// A multivalue transformer call: `join("-", (proc.name, fd.name))`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MultiCall {
+    pub func: MultiFn,
+    pub args: Vec<CallArg>,
+}
+
 /// A field reference as written: `proc.aname[2]` is `name = "proc.aname"`, `arg = Some("2")`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldName {
@@ -218,10 +266,52 @@ pub struct FieldName {
 
 /// A field with zero or more transformers applied, innermost last:
 /// `toupper(basename(fd.name))` is `transformers = [ToUpper, Basename]`.
+///
+/// When `call` is set the innermost value is a multivalue transformer instead of a field;
+/// `field` then names the function (`name` = `join`, `arg` = the `[c]` selector of
+/// `getopt(…)[c]`, `span` = the whole call) so that messages and positions still have a name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Operand {
     pub transformers: Vec<Transformer>,
     pub field: FieldName,
+    pub call: Option<Box<MultiCall>>,
+}
+
+impl Operand {
+    /// A plain field reference, no transformers.
+    pub fn field(field: FieldName) -> Operand {
+        Operand {
+            transformers: Vec::new(),
+            field,
+            call: None,
+        }
+    }
+
+    /// Every span in the operand (the field's, or the call's and its arguments'), for the
+    /// loader to move. Recursion is bounded by the parser's depth limit.
+    pub fn spans_mut(&mut self, f: &mut dyn FnMut(&mut Span)) {
+        f(&mut self.field.span);
+        if let Some(call) = &mut self.call {
+            for arg in &mut call.args {
+                arg.spans_mut(f);
+            }
+        }
+    }
+}
+
+impl CallArg {
+    fn spans_mut(&mut self, f: &mut dyn FnMut(&mut Span)) {
+        match self {
+            CallArg::Operand(o) => o.spans_mut(f),
+            CallArg::Value(l) => f(&mut l.span),
+            CallArg::List(items, span) => {
+                f(span);
+                for item in items {
+                    item.spans_mut(f);
+                }
+            }
+        }
+    }
 }
 
 /// A literal value as written (quotes removed, escapes resolved).
@@ -347,11 +437,57 @@ impl fmt::Display for Operand {
         for t in &self.transformers {
             write!(f, "{}(", t.as_str())?;
         }
-        write!(f, "{}", self.field)?;
+        match &self.call {
+            None => write!(f, "{}", self.field)?,
+            Some(call) => {
+                write!(f, "{}(", call.func.as_str())?;
+                for (i, arg) in call.args.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{arg}")?;
+                }
+                f.write_str(")")?;
+                if let Some(arg) = &self.field.arg {
+                    // The selector is one character; quote anything a bare argument cannot be.
+                    let plain = !arg.is_empty()
+                        && arg.bytes().all(|b| {
+                            !(crate::parser::is_ws(b) || matches!(b, b'[' | b']' | b'"' | b'\''))
+                        });
+                    if plain {
+                        write!(f, "[{arg}]")?;
+                    } else {
+                        f.write_str("[")?;
+                        write_quoted(arg, f)?;
+                        f.write_str("]")?;
+                    }
+                }
+            }
+        }
         for _ in &self.transformers {
             f.write_str(")")?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Display for CallArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallArg::Operand(o) => write!(f, "{o}"),
+            // Values are always quoted: a bare word could read back as a field or a call.
+            CallArg::Value(l) => write_quoted(&l.text, f),
+            CallArg::List(items, _) => {
+                f.write_str("(")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str(")")
+            }
+        }
     }
 }
 

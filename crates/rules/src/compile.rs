@@ -5,8 +5,12 @@
 //! filter and template of one [`Compiler`], so that one event extracts a field at most once. The
 //! compiler collects every problem of a condition instead of stopping at the first.
 
-use crate::ast::{CmpOp, Expr, Literal, Modifier, Operand, Rhs, Span, Transformer};
-use crate::eval::{COperand, FieldSlots, Filter, Glob, Node, PathSet, Test, V};
+use crate::ast::{
+    CallArg, CmpOp, Expr, Literal, Modifier, MultiCall, MultiFn, Operand, Rhs, Span, Transformer,
+};
+use crate::eval::{
+    CArg, CBase, CMulti, COperand, FieldSlots, Filter, Glob, Node, PathSet, Test, V,
+};
 use crate::parser::MAX_DEPTH;
 
 /// Deepest tree the compiler accepts. Parser output is at most about `2 * MAX_DEPTH` deep
@@ -158,7 +162,7 @@ impl<'c> Compiler<'c> {
     }
 
     fn is_result_operand(&self, op: &COperand) -> bool {
-        self.catalog.depends_on_result(&op.field)
+        op.any_field(&|f| self.catalog.depends_on_result(f))
     }
 
     /// Whether a leaf of `node` tests a result-dependent field.
@@ -397,6 +401,17 @@ impl<'c> Compiler<'c> {
     /// Resolves a field reference and its transformers.
     fn operand(&mut self, operand: &Operand) -> Result<(COperand, OperandType), CompileError> {
         let field = &operand.field;
+        if let Some(call) = &operand.call {
+            let (multi, ot) = self.multi(call, operand)?;
+            let (transformers, ot) = self.transformers(operand, ot)?;
+            return Ok((
+                COperand {
+                    base: CBase::Multi(Box::new(multi)),
+                    transformers,
+                },
+                ot,
+            ));
+        }
         let fref = match self.catalog.lookup(&field.name, field.arg.as_deref()) {
             Ok(r) => r,
             Err(LookupError::Unknown) => {
@@ -415,6 +430,13 @@ impl<'c> Compiler<'c> {
             }
         };
         let def = self.catalog.def(fref.id);
+        if let Some(why) = self.catalog.never_has_value(&fref) {
+            self.deprecations.push(err(
+                "W_FIELD_NO_VALUE",
+                format!("`{}` never has a value in vigil: {why}", field.name),
+                field.span,
+            ));
+        }
         if def.name == "evt.dir" {
             self.deprecations.push(err(
                 "W_DEPRECATED",
@@ -422,10 +444,37 @@ impl<'c> Compiler<'c> {
                 field.span,
             ));
         }
-        let mut ot = OperandType {
+        let ot = OperandType {
             ty: def.ty,
             is_list: def.is_list,
         };
+        let (transformers, ot) = self.transformers(operand, ot)?;
+        let slot = match self.slot_of.get(&fref) {
+            Some(&s) => s,
+            None => {
+                let s = u32::try_from(self.slots.refs.len()).expect("fewer than 2^32 fields");
+                self.slots.refs.push(fref.clone());
+                self.slot_of.insert(fref.clone(), s);
+                s
+            }
+        };
+        Ok((
+            COperand {
+                base: CBase::Field { slot, field: fref },
+                transformers,
+            },
+            ot,
+        ))
+    }
+
+    /// Type-checks the single-value transformers of `operand` over a base of type `ot`.
+    #[allow(clippy::type_complexity)]
+    fn transformers(
+        &mut self,
+        operand: &Operand,
+        mut ot: OperandType,
+    ) -> Result<(Box<[(Transformer, bool)]>, OperandType), CompileError> {
+        let field = &operand.field;
         let mut transformers = Vec::with_capacity(operand.transformers.len());
         // The AST lists transformers outermost first; they apply innermost first.
         for &t in operand.transformers.iter().rev() {
@@ -454,23 +503,134 @@ impl<'c> Compiler<'c> {
             };
             transformers.push((t, aggregate));
         }
-        let slot = match self.slot_of.get(&fref) {
-            Some(&s) => s,
-            None => {
-                let s = u32::try_from(self.slots.refs.len()).expect("fewer than 2^32 fields");
-                self.slots.refs.push(fref.clone());
-                self.slot_of.insert(fref.clone(), s);
-                s
+        Ok((transformers.into_boxed_slice(), ot))
+    }
+
+    /// Compiles a multivalue transformer with libsinsp's argument checks (the constructors of
+    /// `sinsp_filter_multivalue_transformer_{join,concat,getopt}`); a failed check is
+    /// `E_TRANSFORMER_ARGS` at the call.
+    fn multi(
+        &mut self,
+        call: &MultiCall,
+        operand: &Operand,
+    ) -> Result<(CMulti, OperandType), CompileError> {
+        let at = operand.field.span;
+        let bad = |message: &str| err("E_TRANSFORMER_ARGS", message.to_string(), at);
+        let mut args = Vec::with_capacity(call.args.len());
+        let mut types = Vec::with_capacity(call.args.len());
+        for arg in &call.args {
+            let (c, ot) = self.call_arg(arg)?;
+            args.push(c);
+            types.push(ot);
+        }
+        let name = call.func.as_str();
+        let selector = match (&operand.field.arg, call.func) {
+            (None, _) => None,
+            (Some(a), MultiFn::Getopt) if a.len() == 1 => Some(a.as_bytes()[0]),
+            (Some(_), MultiFn::Getopt) => {
+                return Err(err(
+                    "E_FIELD_ARG",
+                    "getopt() field argument must be a single option character".to_string(),
+                    at,
+                ))
+            }
+            (Some(_), _) => {
+                return Err(err(
+                    "E_FIELD_ARG",
+                    format!("transformer `{name}` does not support field arguments"),
+                    at,
+                ))
+            }
+        };
+        let string = |t: &OperandType| t.ty == FieldType::Str;
+        let result_list = match call.func {
+            MultiFn::Join => {
+                if types.len() != 2 {
+                    return Err(bad(
+                        "join() requires exactly 2 arguments: separator and list",
+                    ));
+                }
+                if types[0].is_list {
+                    return Err(bad(
+                        "join() first argument (separator) must be a single value, not a list",
+                    ));
+                }
+                if !types[1].is_list {
+                    return Err(bad("join() second argument must be a list"));
+                }
+                false
+            }
+            MultiFn::Concat => {
+                if types.len() < 2 {
+                    return Err(bad("concat() requires at least 2 arguments"));
+                }
+                if types.iter().any(|t| !string(t) || t.is_list) {
+                    return Err(bad("concat() arguments must be strings"));
+                }
+                false
+            }
+            MultiFn::Getopt => {
+                if types.len() != 2 {
+                    return Err(bad(
+                        "getopt() requires exactly 2 arguments: args list and optstring",
+                    ));
+                }
+                if !types[0].is_list {
+                    return Err(bad("getopt() first argument must be a list"));
+                }
+                if types[1].is_list {
+                    return Err(bad(
+                        "getopt() second argument (optstring) must be a single value",
+                    ));
+                }
+                if !string(&types[0]) || !string(&types[1]) {
+                    return Err(bad("getopt() arguments must be strings"));
+                }
+                selector.is_none()
             }
         };
         Ok((
-            COperand {
-                slot,
-                field: fref,
-                transformers: transformers.into_boxed_slice(),
+            CMulti {
+                func: call.func,
+                args: args.into_boxed_slice(),
+                selector,
             },
-            ot,
+            OperandType {
+                ty: FieldType::Str,
+                is_list: result_list,
+            },
         ))
+    }
+
+    /// One argument of a multivalue transformer and its type. A parenthesised list is a list
+    /// of strings (libsinsp's `list_check`, numbers printed as text).
+    fn call_arg(&mut self, arg: &CallArg) -> Result<(CArg, OperandType), CompileError> {
+        match arg {
+            CallArg::Value(lit) => Ok((
+                CArg::Const(lit.bytes().into_owned().into_boxed_slice()),
+                OperandType {
+                    ty: FieldType::Str,
+                    is_list: false,
+                },
+            )),
+            CallArg::Operand(op) => {
+                let (c, ot) = self.operand(op)?;
+                Ok((CArg::Operand(c), ot))
+            }
+            CallArg::List(items, _) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    out.push(self.call_arg(item)?.0);
+                }
+                Ok((
+                    CArg::List(out.into_boxed_slice()),
+                    OperandType {
+                        ty: FieldType::Str,
+                        is_list: true,
+                    },
+                ))
+            }
+        }
     }
 
     fn compare(
@@ -584,7 +744,9 @@ impl<'c> Compiler<'c> {
         // `evt.type` tests become bit tests on the event type id.
         let is_evt_type = lhs.transformers.is_empty()
             && lhs.field.arg.is_none()
-            && lop.field.id == self.catalog.evt_type_field()
+            && lop
+                .plain_field()
+                .is_some_and(|f| f.id == self.catalog.evt_type_field())
             && matches!(op, CmpOp::Eq | CmpOp::Ne | CmpOp::In | CmpOp::Intersects);
         if is_evt_type {
             let n = self.catalog.n_event_types();
@@ -620,7 +782,10 @@ impl<'c> Compiler<'c> {
         // of a connection (`fd.ip != 0.0.0.0`) means "no endpoint equals" (libsinsp's
         // `compare_ip`/`compare_port`/`compare_net` require every endpoint to differ).
         let all = (op == CmpOp::In && lty.is_list)
-            || (op == CmpOp::Ne && self.catalog.is_endpoint_pair(&lop.field));
+            || (op == CmpOp::Ne
+                && lop
+                    .plain_field()
+                    .is_some_and(|f| self.catalog.is_endpoint_pair(f)));
         Ok(Node::Test {
             lhs: lop,
             test,
@@ -667,7 +832,9 @@ impl<'c> Compiler<'c> {
         }
         let is_evt_type = lhs.transformers.is_empty()
             && lhs.field.arg.is_none()
-            && lop.field.id == self.catalog.evt_type_field();
+            && lop
+                .plain_field()
+                .is_some_and(|f| f.id == self.catalog.evt_type_field());
         let as_set = matches!((op, m), (CmpOp::Eq, Modifier::AnyOf));
         if is_evt_type && (as_set || matches!((op, m), (CmpOp::Ne, Modifier::AllOf))) {
             let rhs = Rhs::List(items.to_vec());
@@ -1018,7 +1185,9 @@ fn required_numbers(node: &Node, out: &mut Vec<(FieldRef, Box<[i128]>)>) {
                 }
                 _ => return,
             };
-            out.push((lhs.field.clone(), values));
+            if let Some(field) = lhs.plain_field() {
+                out.push((field.clone(), values));
+            }
         }
         _ => {}
     }
@@ -1047,7 +1216,8 @@ impl FailureFields {
         if !lhs.transformers.is_empty() {
             return None;
         }
-        let is = |f: &Option<FieldRef>| f.as_ref() == Some(&lhs.field);
+        let field = lhs.plain_field()?;
+        let is = |f: &Option<FieldRef>| f.as_ref() == Some(field);
         if is(&self.res) {
             const OK: &[u8] = b"SUCCESS";
             return match test {
@@ -1075,8 +1245,10 @@ impl FailureFields {
 /// Every field `node` reads, once each, in order of first appearance.
 fn fields_of(node: &Node, out: &mut Vec<FieldRef>) {
     let mut add = |op: &COperand| {
-        if !out.contains(&op.field) {
-            out.push(op.field.clone());
+        for field in op.fields() {
+            if !out.contains(field) {
+                out.push(field.clone());
+            }
         }
     };
     match node {
@@ -1502,6 +1674,185 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    /// Multivalue transformers against the default event (libsinsp's
+    /// `multivalue_transformer_{join,concat,getopt}` tests, adapted to the test event).
+    const MULTIVALUE: &[(&str, bool)] = &[
+        // join(separator, list)
+        ("join(\"-\", (fd.name, fd.directory)) = /etc/passwd-/etc/", true),
+        ("join(\"->\", (\"aaa\", \"bbb\")) = aaa->bbb", true),
+        ("join(\"->\", (\"aaa\")) = aaa", true),
+        ("join(fd.directory, (proc.name, \"x\")) = bash/etc/x", true),
+        ("join(\",\", (proc.pid, proc.pid)) = \"100,100\"", true),
+        ("join(\",\", ()) = \"\"", true),
+        ("join(\",\", ()) = \",\"", false),
+        ("join(\",\", (\"aaa\", \"bbb\")) = \"aaa-bbb\"", false),
+        ("join(\"+\", proc.args) = \"-c+ls\"", true),
+        ("join(\"+\", fd.types) = ipv4+file", true),
+        ("join(\"+\", toupper(fd.types)) = IPV4+FILE", true),
+        ("join(\"-\", (proc.aname, \"x\")) = sshd-init-systemd-x", true),
+        ("join(\"-\", (fd.directory, join(\"->\", (\"aaa\", toupper(proc.name))))) = /etc/-aaa->BASH", true),
+        // a missing value anywhere: no value (every comparison false, `not` true)
+        ("join(\"-\", (fd.name, container.id)) exists", false),
+        ("not join(\"-\", (fd.name, container.id)) = x", true),
+        ("join(container.id, (fd.name)) exists", false),
+        // concat(a, b …)
+        ("concat(fd.name, fd.directory) = /etc/passwd/etc/", true),
+        ("concat(\"aaa\", \"bbb\", \"ccc\") = aaabbbccc", true),
+        ("concat(toupper(proc.name), \"aaa\") = BASHaaa", true),
+        ("concat(fd.directory, concat(\"aaa\", toupper(proc.name))) = /etc/aaaBASH", true),
+        ("concat(proc.aname, \"!\") = sshd!", true),
+        ("concat(proc.name, container.id) exists", false),
+        ("concat(proc.name, 'x') in (bashx, other)", true),
+        // transformers over the result
+        ("toupper(join(\"-\", (fd.name, fd.directory))) = /ETC/PASSWD-/ETC/", true),
+        ("len(join(\"-\", (fd.name, fd.directory))) = 17", true),
+        ("len(concat(\"aaa\", \"bbb\")) = 6", true),
+        ("b64(concat(\"YWFh\", \"YmJi\")) = aaabbb", true),
+        ("basename(concat(fd.directory, \"x/y\")) = y", true),
+        ("toupper(concat(fd.name, fd.directory)) startswith /ETC", true),
+        ("len(concat(fd.name, fd.directory)) > 15", true),
+        // on the right: val() and `in`
+        ("proc.cmdline = val(concat(proc.name, \" -c ls\"))", true),
+        ("proc.cmdline = concat(proc.name, \" -c ls\")", true),
+        ("proc.name in concat(\"ba\", \"sh\")", true),
+        ("proc.name in join(\"\", (\"ba\", \"sx\"))", false),
+        // getopt(argv, optstring)
+        ("getopt((\"-n\", \"\"), \"n\") intersects (n)", true),
+        ("getopt((\"-t\", \"hello\"), \"t:\") intersects (t, hello)", true),
+        ("getopt((\"-nt\", \"hello\"), \"nt:\") intersects (n, t, hello)", true),
+        ("getopt((\"-thello\"), \"t:\") in (t, hello)", true),
+        ("getopt((\"-n\"), \"n\") intersects (t)", false),
+        ("getopt((\"-n\", \"--\", \"-t\"), \"nt:\") intersects (t)", false),
+        ("getopt((\"-x\", \"-n\"), \"n\") intersects (\"?\")", true),
+        ("getopt((\"-x\", \"-n\"), \"n\") intersects (x)", false),
+        ("getopt((\"arg1\", \"-n\"), \"n\") intersects (n)", false),
+        ("getopt((\"-\", \"-n\"), \"n\") intersects (n)", false),
+        ("getopt((\"--exec\", \"-n\"), \"n\") intersects (n)", true),
+        ("getopt((\"-t\"), \"t:\") intersects (\"\")", true),
+        ("getopt((\"-t\"), \"t:\") intersects (t)", false),
+        ("getopt((\"-abcvalue\"), \"abc:\") in (a, b, c, value)", true),
+        ("getopt((\"-lpe\", \"/bin/sh\"), \"lpe:\") intersects (\"/bin/sh\")", true),
+        ("getopt((\"-lpe\", \"/bin/sh\"), \"lp:e:\") intersects (\"/bin/sh\")", false),
+        ("getopt((\"-lpe\", \"/bin/sh\"), \"lp:e:\") intersects (e)", true),
+        ("len(getopt((\"-l\", \"-p\", \"8080\", \"-e\", \"/bin/sh\", \"x\"), \"lp:e:\")) = 5", true),
+        ("getopt(proc.args, \"c\") intersects (c)", true),
+        ("getopt((\"-\", \"-n\"), \"\") intersects (n)", false),
+        // getopt(…)[c]: the last value of one option
+        ("getopt((\"-t\", \"a\", \"-t\", \"b\"), \"t:\")[t] = b", true),
+        ("getopt((\"-p8080\"), \"p:\")[p] = 8080", true),
+        ("getopt((\"-n\", \"-p\", \"80\"), \"np:\")[n] = n", true),
+        ("getopt((\"-t\"), \"t:\")[t] = \"\"", true),
+        ("getopt((\"-n\"), \"nt:\")[t] exists", false),
+        ("not getopt((\"-n\"), \"nt:\")[t] = x", true),
+        ("getopt((\"-e\", proc.name), \"e:\")[e] = bash", true),
+        ("getopt((\"-e\", container.id), \"e:\")[e] exists", false),
+    ];
+
+    #[test]
+    fn multivalue_transformers_evaluate_like_libsinsp() {
+        let ev = FakeEvent::default();
+        let mut failures = Vec::new();
+        for (src, want) in MULTIVALUE {
+            let got = eval(src, &ev);
+            if got != *want {
+                failures.push(format!("{src}: got {got}, want {want}"));
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn multivalue_transformer_argument_errors() {
+        let cat = FakeCatalog::new();
+        let cases: &[(&str, &str)] = &[
+            ("join() = foo", "E_TRANSFORMER_ARGS @ 0"),
+            ("join(\"-\") = foo", "E_TRANSFORMER_ARGS @ 0"),
+            ("join(\"-\", \"a\", \"b\") = foo", "E_TRANSFORMER_ARGS @ 0"),
+            (
+                "join(fd.types, (\"a\", \"b\")) = foo",
+                "E_TRANSFORMER_ARGS @ 0",
+            ),
+            (
+                "join((\"a\", \"b\"), (\"a\", \"b\")) = foo",
+                "E_TRANSFORMER_ARGS @ 0",
+            ),
+            ("join(\"a\", \"b\") = foo", "E_TRANSFORMER_ARGS @ 0"),
+            (
+                "proc.name = x and concat() = foo",
+                "E_TRANSFORMER_ARGS @ 18",
+            ),
+            ("concat(\"aaa\") = foo", "E_TRANSFORMER_ARGS @ 0"),
+            ("concat(fd.types, \"a\") = foo", "E_TRANSFORMER_ARGS @ 0"),
+            (
+                "concat(\"a\", (\"a\", \"b\")) = foo",
+                "E_TRANSFORMER_ARGS @ 0",
+            ),
+            ("concat(proc.pid, \"a\") = foo", "E_TRANSFORMER_ARGS @ 0"),
+            ("concat(evt.buffer, \"a\") = foo", "E_TRANSFORMER_ARGS @ 0"),
+            (
+                "concat(len(proc.name), \"a\") = foo",
+                "E_TRANSFORMER_ARGS @ 0",
+            ),
+            ("getopt() intersects (n)", "E_TRANSFORMER_ARGS @ 0"),
+            ("getopt((\"a\")) intersects (n)", "E_TRANSFORMER_ARGS @ 0"),
+            (
+                "getopt((\"a\"), \"n\", \"x\") intersects (n)",
+                "E_TRANSFORMER_ARGS @ 0",
+            ),
+            (
+                "getopt(\"a\", \"n\") intersects (n)",
+                "E_TRANSFORMER_ARGS @ 0",
+            ),
+            (
+                "getopt((\"-n\"), (\"n\")) intersects (n)",
+                "E_TRANSFORMER_ARGS @ 0",
+            ),
+            (
+                "getopt((\"-n\"), proc.pid) intersects (n)",
+                "E_TRANSFORMER_ARGS @ 0",
+            ),
+            ("getopt((\"-n\"), \"n\")[nn] = x", "E_FIELD_ARG @ 0"),
+            ("join(\"-\", (\"a\"))[x] = x", "E_FIELD_ARG @ 0"),
+            ("concat(\"a\", nope.field) = x", "E_UNKNOWN_FIELD @ 12"),
+            ("len(concat(\"a\", fd.name)) = abc", "E_BAD_VALUE @ 28"),
+        ];
+        let mut failures = Vec::new();
+        for (src, want) in cases {
+            let got = match compile_one(&cat, src) {
+                Ok(_) => "ok".to_string(),
+                Err(errs) => format!("{} @ {}", errs[0].code, errs[0].span.start),
+            };
+            if got != *want {
+                failures.push(format!("{src}: got {got}, want {want}"));
+            }
+        }
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn fields_without_values_warn_and_never_match() {
+        let cat = FakeCatalog::new();
+        let f = compile_one(&cat, "proc.name = bash and evt.cpu = 1").unwrap();
+        let codes: Vec<(&str, u32)> = f
+            .warnings()
+            .iter()
+            .map(|w| (w.code, w.span.start))
+            .collect();
+        assert_eq!(codes, [("W_FIELD_NO_VALUE", 21)]);
+        let ev = FakeEvent::default();
+        assert!(!eval("evt.cpu = 1", &ev));
+        assert!(!eval("evt.cpu exists", &ev));
+        assert!(eval("not evt.cpu >= 0", &ev));
+    }
+
+    #[test]
+    fn multivalue_transformer_fields_are_listed() {
+        let cat = FakeCatalog::new();
+        let f = compile_one(&cat, "concat(proc.name, fd.name) = x").unwrap();
+        let names: Vec<&str> = f.fields().iter().map(|r| cat.def(r.id).name).collect();
+        assert_eq!(names, ["proc.name", "fd.name"]);
     }
 
     #[test]

@@ -34,7 +34,7 @@
 //! - `pmatch`: true when the value equals an item or lies below it (`/usr/bin` matches
 //!   `/usr/bin/ls`, not `/usr/binx`); items may hold glob wildcards, matched per path component.
 
-use crate::ast::{CmpOp, Modifier, Transformer};
+use crate::ast::{CmpOp, Modifier, MultiFn, Transformer};
 use crate::compile::CompileError;
 use aho_corasick::AhoCorasick;
 use base64::Engine as _;
@@ -168,13 +168,104 @@ impl<'x> Iterator for ValsIter<'x> {
     }
 }
 
-/// A resolved operand: a field slot and the transformers to apply, innermost first.
+/// A resolved operand: a field slot (or a multivalue transformer) and the transformers to
+/// apply, innermost first.
 #[derive(Clone, Debug)]
 pub(crate) struct COperand {
-    pub slot: u32,
-    pub field: FieldRef,
+    pub base: CBase,
     /// `(transformer, aggregate)`: `aggregate` is set for `len` applied to a whole list.
     pub transformers: Box<[(Transformer, bool)]>,
+}
+
+/// Where an operand's values come from.
+#[derive(Clone, Debug)]
+pub(crate) enum CBase {
+    Field { slot: u32, field: FieldRef },
+    Multi(Box<CMulti>),
+}
+
+/// A compiled multivalue transformer (`join`, `concat`, `getopt`).
+#[derive(Clone, Debug)]
+pub(crate) struct CMulti {
+    pub func: MultiFn,
+    pub args: Box<[CArg]>,
+    /// `getopt(…)[c]`: the option whose value is wanted.
+    pub selector: Option<u8>,
+}
+
+/// A compiled argument of a multivalue transformer.
+#[derive(Clone, Debug)]
+pub(crate) enum CArg {
+    Operand(COperand),
+    Const(Box<[u8]>),
+    /// `(a, b …)`: every value of every item, in order; no value if any item has none.
+    List(Box<[CArg]>),
+}
+
+impl COperand {
+    /// The field, when the operand is a field (transformed or not).
+    pub(crate) fn plain_field(&self) -> Option<&FieldRef> {
+        match &self.base {
+            CBase::Field { field, .. } => Some(field),
+            CBase::Multi(_) => None,
+        }
+    }
+
+    /// The slot and field of an untransformed field operand.
+    #[inline(always)]
+    fn direct(&self) -> Option<(u32, &FieldRef)> {
+        match &self.base {
+            CBase::Field { slot, field } if self.transformers.is_empty() => Some((*slot, field)),
+            _ => None,
+        }
+    }
+
+    /// Every field the operand reads.
+    pub(crate) fn for_each_field<'s>(&'s self, f: &mut dyn FnMut(&'s FieldRef)) {
+        match &self.base {
+            CBase::Field { field, .. } => f(field),
+            CBase::Multi(m) => m.args.iter().for_each(|a| a.for_each_field(f)),
+        }
+    }
+
+    /// Whether `pred` holds for every field the operand reads.
+    pub(crate) fn all_fields(&self, pred: &dyn Fn(&FieldRef) -> bool) -> bool {
+        let mut all = true;
+        self.for_each_field(&mut |f| all &= pred(f));
+        all
+    }
+
+    /// Whether `pred` holds for some field the operand reads.
+    pub(crate) fn any_field(&self, pred: &dyn Fn(&FieldRef) -> bool) -> bool {
+        let mut any = false;
+        self.for_each_field(&mut |f| any |= pred(f));
+        any
+    }
+
+    /// Every field the operand reads, in order.
+    pub(crate) fn fields(&self) -> Vec<&FieldRef> {
+        let mut out = Vec::new();
+        self.for_each_field(&mut |f| out.push(f));
+        out
+    }
+
+    fn cost(&self) -> u32 {
+        let base = match &self.base {
+            CBase::Field { .. } => 0,
+            CBase::Multi(m) => 8 * (m.args.len() as u32 + 1),
+        };
+        base + 2 * self.transformers.len() as u32
+    }
+}
+
+impl CArg {
+    fn for_each_field<'s>(&'s self, f: &mut dyn FnMut(&'s FieldRef)) {
+        match self {
+            CArg::Operand(o) => o.for_each_field(f),
+            CArg::Const(_) => {}
+            CArg::List(items) => items.iter().for_each(|i| i.for_each_field(f)),
+        }
+    }
 }
 
 const MISSING: u32 = u32::MAX;
@@ -342,12 +433,275 @@ impl<'a> EventCtx<'_, 'a> {
     /// The values of an operand (field, then transformers), or `None` when the field has none.
     #[inline]
     pub(crate) fn load(&mut self, ex: &'a dyn Extract, op: &COperand) -> Option<Src> {
-        let (start, end) = self.fetch(ex, op.slot, &op.field)?;
-        let mut src = Src::Cache(start, end);
+        let mut src = match &op.base {
+            CBase::Field { slot, field } => {
+                let (start, end) = self.fetch(ex, *slot, field)?;
+                Src::Cache(start, end)
+            }
+            CBase::Multi(m) => self.multi(ex, m)?,
+        };
         for &(t, aggregate) in op.transformers.iter() {
             src = self.apply(t, aggregate, src);
         }
         Some(src)
+    }
+
+    /// The bytes of a string in the scratch arena.
+    fn temp_str(&self, v: CVal) -> Option<(usize, usize)> {
+        match v {
+            CVal::Str { start, len } => Some((start, start + len)),
+            CVal::I64(_) => None,
+        }
+    }
+
+    /// Appends the values of `src` to the scratch area as strings (numbers in decimal,
+    /// addresses as printed), returning their range in `tvals`.
+    fn push_strings(&mut self, src: Src) -> (usize, usize) {
+        let out_start = self.ctx.tvals.len();
+        let (s, e) = match src {
+            Src::Cache(s, e) | Src::Temp(s, e) => (s, e),
+        };
+        for i in s..e {
+            let ctx = &mut *self.ctx;
+            let start = ctx.tbytes.len();
+            match src {
+                Src::Cache(..) => match self.vals.get(i) {
+                    Some(Value::Str(b)) => ctx.tbytes.extend_from_slice(b),
+                    Some(other) => push_text(V::of(other), &mut ctx.tbytes),
+                    None => continue,
+                },
+                Src::Temp(..) => match ctx.tvals.get(i).copied() {
+                    Some(CVal::Str { start: from, len }) => {
+                        if from + len <= start {
+                            ctx.tbytes.extend_from_within(from..from + len);
+                        }
+                    }
+                    Some(CVal::I64(v)) => push_text(V::I64(v), &mut ctx.tbytes),
+                    None => continue,
+                },
+            }
+            let len = ctx.tbytes.len() - start;
+            ctx.tvals.push(CVal::Str { start, len });
+        }
+        (out_start, self.ctx.tvals.len())
+    }
+
+    /// The values of one argument as strings in the scratch area (a contiguous range of
+    /// `tvals`), or `None` when a field in it has no value (libsinsp: the extraction fails).
+    fn arg_strings(&mut self, ex: &'a dyn Extract, arg: &CArg) -> Option<(usize, usize)> {
+        match arg {
+            CArg::Const(bytes) => {
+                let ctx = &mut *self.ctx;
+                let start = ctx.tbytes.len();
+                ctx.tbytes.extend_from_slice(bytes);
+                let at = ctx.tvals.len();
+                ctx.tvals.push(CVal::Str {
+                    start,
+                    len: bytes.len(),
+                });
+                Some((at, at + 1))
+            }
+            CArg::Operand(op) => {
+                let src = self.load(ex, op)?;
+                Some(self.push_strings(src))
+            }
+            CArg::List(items) => {
+                // Items may leave intermediate values between their results: collect the
+                // results' ranges first, then copy the entries (not the bytes) together.
+                let mut ranges: Vec<(usize, usize)> = Vec::with_capacity(items.len());
+                for item in items.iter() {
+                    ranges.push(self.arg_strings(ex, item)?);
+                }
+                let ctx = &mut *self.ctx;
+                let at = ctx.tvals.len();
+                for (s, e) in ranges {
+                    ctx.tvals.extend_from_within(s..e);
+                }
+                Some((at, ctx.tvals.len()))
+            }
+        }
+    }
+
+    /// Evaluates a multivalue transformer into the scratch area (libsinsp's
+    /// `sinsp_filter_multivalue_transformer_{join,concat,getopt}::extract`).
+    fn multi(&mut self, ex: &'a dyn Extract, m: &CMulti) -> Option<Src> {
+        match m.func {
+            MultiFn::Join => {
+                let (ss, se) = self.arg_strings(ex, m.args.first()?)?;
+                let sep = self.temp_str(*self.ctx.tvals.get(ss).filter(|_| ss < se)?)?;
+                let (ls, le) = self.arg_strings(ex, m.args.get(1)?)?;
+                let ctx = &mut *self.ctx;
+                let start = ctx.tbytes.len();
+                for i in ls..le {
+                    if let Some(CVal::Str { start: from, len }) = ctx.tvals.get(i).copied() {
+                        ctx.tbytes.extend_from_within(from..from + len);
+                    }
+                    if i + 1 < le {
+                        ctx.tbytes.extend_from_within(sep.0..sep.1);
+                    }
+                }
+                Some(self.push_result(start))
+            }
+            MultiFn::Concat => {
+                let mut parts: Vec<(usize, usize)> = Vec::with_capacity(m.args.len());
+                for arg in m.args.iter() {
+                    let (s, e) = self.arg_strings(ex, arg)?;
+                    // The first value of each argument (libsinsp appends `values[0]`).
+                    parts.push(self.temp_str(*self.ctx.tvals.get(s).filter(|_| s < e)?)?);
+                }
+                let ctx = &mut *self.ctx;
+                let start = ctx.tbytes.len();
+                for (s, e) in parts {
+                    ctx.tbytes.extend_from_within(s..e);
+                }
+                Some(self.push_result(start))
+            }
+            MultiFn::Getopt => {
+                let (os, oe) = self.arg_strings(ex, m.args.get(1)?)?;
+                let optstring = self.temp_str(*self.ctx.tvals.get(os).filter(|_| os < oe)?)?;
+                let (as_, ae) = self.arg_strings(ex, m.args.first()?)?;
+                self.getopt(optstring, (as_, ae), m.selector)
+            }
+        }
+    }
+
+    /// Pushes the bytes from `start` to the end of the arena as one string value.
+    fn push_result(&mut self, start: usize) -> Src {
+        let ctx = &mut *self.ctx;
+        let at = ctx.tvals.len();
+        ctx.tvals.push(CVal::Str {
+            start,
+            len: ctx.tbytes.len() - start,
+        });
+        Src::Temp(at, at + 1)
+    }
+
+    /// getopt(3)'s reading of an argv list, as libsinsp's `getopt` transformer does it: a bare
+    /// `--` ends the options, long options (`--x`) are skipped, the first non-option (or `-`)
+    /// ends the scan, clusters (`-abc`) expand; an option letter not in the optstring yields
+    /// `?`; an option taking a value takes the rest of its token or the next one, an empty
+    /// value when there is none. Without a selector: the letters and values in order; with
+    /// one: the value (or letter) of the last occurrence of that option, none if absent.
+    /// Follows libsinsp's code, not its older unit tests (which expected GNU getopt's
+    /// permutation past non-options and `?`/`:` for a missing value).
+    fn getopt(
+        &mut self,
+        optstring: (usize, usize),
+        argv: (usize, usize),
+        selector: Option<u8>,
+    ) -> Option<Src> {
+        let ctx = &mut *self.ctx;
+        let mut valid = [false; 256];
+        let mut takes_arg = [false; 256];
+        {
+            let opts = ctx.tbytes.get(optstring.0..optstring.1)?;
+            let mut i = usize::from(opts.first() == Some(&b':'));
+            while i < opts.len() {
+                let c = opts[i];
+                if c != b':' {
+                    valid[usize::from(c)] = true;
+                    if opts.get(i + 1) == Some(&b':') {
+                        takes_arg[usize::from(c)] = true;
+                        i += 1;
+                    }
+                }
+                i += 1;
+            }
+        }
+        // Results as (start, end) ranges of the arena; new text (letters, `?`) is appended.
+        let mut results: Vec<(usize, usize)> = Vec::new();
+        let mut selected: Option<(usize, usize)> = None;
+        let push_text = |tbytes: &mut Vec<u8>, text: &[u8]| {
+            let start = tbytes.len();
+            tbytes.extend_from_slice(text);
+            (start, tbytes.len())
+        };
+        let mut idx = argv.0;
+        while idx < argv.1 {
+            let Some((a0, a1)) = ctx.tvals.get(idx).and_then(|v| match *v {
+                CVal::Str { start, len } => Some((start, start + len)),
+                CVal::I64(_) => None,
+            }) else {
+                idx += 1;
+                continue;
+            };
+            let arg = ctx.tbytes.get(a0..a1)?;
+            if arg == b"--" {
+                break;
+            }
+            if arg.len() > 2 && arg.starts_with(b"--") {
+                idx += 1;
+                continue;
+            }
+            if arg.len() < 2 || arg[0] != b'-' {
+                break;
+            }
+            let mut i = 1;
+            while i < a1 - a0 {
+                let opt = ctx.tbytes[a0 + i];
+                if opt == b':' || !valid[usize::from(opt)] {
+                    if selector.is_none() {
+                        results.push(push_text(&mut ctx.tbytes, b"?"));
+                    }
+                    i += 1;
+                    continue;
+                }
+                let matches = selector.is_none_or(|s| s == opt);
+                if !takes_arg[usize::from(opt)] {
+                    if matches {
+                        let r = push_text(&mut ctx.tbytes, &[opt]);
+                        match selector {
+                            Some(_) => selected = Some(r),
+                            None => results.push(r),
+                        }
+                    }
+                    i += 1;
+                    continue;
+                }
+                // The value: the rest of this token, or the next token.
+                let value = if a0 + i + 1 < a1 {
+                    Some((a0 + i + 1, a1))
+                } else if idx + 1 < argv.1 {
+                    idx += 1;
+                    match ctx.tvals.get(idx).copied() {
+                        Some(CVal::Str { start, len }) => Some((start, start + len)),
+                        _ => Some((0, 0)),
+                    }
+                } else {
+                    None
+                };
+                if matches {
+                    match (selector, value) {
+                        (Some(_), Some(v)) => selected = Some(v),
+                        (Some(_), None) | (None, None) => {
+                            let empty = (ctx.tbytes.len(), ctx.tbytes.len());
+                            match selector {
+                                Some(_) => selected = Some(empty),
+                                None => results.push(empty),
+                            }
+                        }
+                        (None, Some(v)) => {
+                            results.push(push_text(&mut ctx.tbytes, &[opt]));
+                            results.push(v);
+                        }
+                    }
+                }
+                break;
+            }
+            idx += 1;
+        }
+        if selector.is_some() {
+            results.clear();
+            results.push(selected?);
+        }
+        let at = ctx.tvals.len();
+        for (s, e) in results {
+            ctx.tvals.push(CVal::Str {
+                start: s,
+                len: e - s,
+            });
+        }
+        Some(Src::Temp(at, ctx.tvals.len()))
     }
 
     #[inline]
@@ -432,6 +786,23 @@ impl<'a> EventCtx<'_, 'a> {
         }
         Src::Temp(out_start, ctx.tvals.len())
     }
+}
+
+/// A non-string value as text, the way libsinsp prints it into a multivalue transformer's
+/// string arguments.
+fn push_text(v: V<'_>, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    let _ = match v {
+        V::Str(s) => {
+            out.extend_from_slice(s);
+            Ok(())
+        }
+        V::I64(n) => write!(out, "{n}"),
+        V::U64(n) => write!(out, "{n}"),
+        V::Bool(b) => write!(out, "{b}"),
+        V::Ip(ip) => write!(out, "{ip}"),
+        V::Net(net) => write!(out, "{net}"),
+    };
 }
 
 const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
@@ -578,8 +949,8 @@ impl Node {
         match self {
             Node::Const(_) => 0,
             Node::EvtType(_) => 1,
-            Node::Exists(op) => 2 + op.transformers.len() as u32,
-            Node::Test { lhs, test, .. } => test.cost() + 2 * lhs.transformers.len() as u32,
+            Node::Exists(op) => 2 + op.cost() / 2,
+            Node::Test { lhs, test, .. } => test.cost() + lhs.cost(),
             Node::Fields { .. } => 8,
             Node::Not(inner) | Node::Memo { inner, .. } => inner.cost(),
             Node::And(items) | Node::Or(items) => items
@@ -898,7 +1269,7 @@ fn fold_node<'a>(
     ex: &'a dyn Extract,
     ctx: &mut EventCtx<'_, 'a>,
 ) -> Option<bool> {
-    let operand_const = |op: &COperand| is_const(&op.field);
+    let operand_const = |op: &COperand| op.all_fields(is_const);
     match node {
         Node::Const(v) => Some(*v),
         Node::EvtType(_) => None,
@@ -941,16 +1312,16 @@ fn eval_leaf<'a>(node: &Node, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -
         Node::Const(v) => *v,
         Node::EvtType(bits) => bit_test(bits, ex.event_type()),
         Node::Exists(op) => {
-            if op.transformers.is_empty() {
-                return ctx.fetch(ex, op.slot, &op.field).is_some();
+            if let Some((slot, field)) = op.direct() {
+                return ctx.fetch(ex, slot, field).is_some();
             }
             ctx.begin_temp();
             ctx.load(ex, op).is_some()
         }
         Node::Test { lhs, test, all } => {
-            if lhs.transformers.is_empty() {
+            if let Some((slot, field)) = lhs.direct() {
                 // The common case: test the extracted values where they are.
-                let Some((start, end)) = ctx.fetch(ex, lhs.slot, &lhs.field) else {
+                let Some((start, end)) = ctx.fetch(ex, slot, field) else {
                     return false;
                 };
                 return match ctx.cached(start, end) {

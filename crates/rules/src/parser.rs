@@ -12,6 +12,9 @@
 //! unary    := "not"* primary
 //! primary  := "(" expr ")" | operand "exists" | operand OP rhs | MACRO
 //! operand  := TRANSFORMER "(" operand ")" | FIELD ["[" ARG "]"]
+//!           | MULTI "(" [arg ("," arg)*] ")" ["[" ARG "]"]   -- join / concat / getopt
+//! arg      := operand | QUOTED | BAREWORD | "(" [item ("," item)*] ")"
+//! item     := operand | QUOTED | BAREWORD
 //! rhs      := list                                 -- for in / intersects / pmatch
 //!           | MODIFIER list                        -- oneof / anyof / allof, other operators
 //!           | "val" "(" operand ")" | TRANSFORMER "(" operand ")" | value
@@ -23,11 +26,19 @@
 //! nesting (parentheses, `not`, transformers) is limited to [`MAX_DEPTH`] levels so that later
 //! phases, which do recurse over the tree, see bounded depth: adversarial input yields `E_DEPTH`.
 
-use crate::ast::{CmpOp, Expr, FieldName, Literal, Modifier, Operand, Rhs, Span, Transformer};
+use crate::ast::{
+    CallArg, CmpOp, Expr, FieldName, Literal, Modifier, MultiCall, MultiFn, Operand, Rhs, Span,
+    Transformer,
+};
 use std::fmt;
 
 /// Maximum nesting depth of parentheses, `not` and transformers in one condition.
 pub const MAX_DEPTH: usize = 1000;
+
+/// Maximum nesting of multivalue transformer calls (`concat(concat(…))`) in one operand: the
+/// compiler and the evaluator recurse over their arguments, so this bounds their stack use
+/// (far deeper than any rule needs).
+pub const MAX_CALL_DEPTH: usize = 32;
 
 /// A syntax error in a condition or template, with a stable code (`E_SYNTAX`, `E_DEPTH`,
 /// `E_UNKNOWN_TRANSFORMER`) and the byte span of the offending text.
@@ -159,6 +170,8 @@ pub(crate) struct Parser<'s> {
     src: &'s str,
     bytes: &'s [u8],
     pos: usize,
+    /// Multivalue transformer calls open at the cursor (see [`MAX_CALL_DEPTH`]).
+    calls: usize,
 }
 
 impl<'s> Parser<'s> {
@@ -167,6 +180,7 @@ impl<'s> Parser<'s> {
             src,
             bytes: src.as_bytes(),
             pos: 0,
+            calls: 0,
         }
     }
 
@@ -175,6 +189,7 @@ impl<'s> Parser<'s> {
             src,
             bytes: src.as_bytes(),
             pos,
+            calls: 0,
         }
     }
 
@@ -331,6 +346,7 @@ impl<'s> Parser<'s> {
         let start = self.pos;
         let operand = self.operand(depth)?;
         let is_plain_ident = operand.transformers.is_empty()
+            && operand.call.is_none()
             && operand.field.arg.is_none()
             && !operand.field.name.contains('.');
         self.skip_ws();
@@ -438,6 +454,42 @@ impl<'s> Parser<'s> {
                 self.pos = look + 1;
                 continue;
             }
+            if let Some(func) = MultiFn::from_text(word).filter(|_| paren_follows) {
+                let nesting = depth + transformers.len() + 1;
+                if nesting >= MAX_DEPTH {
+                    return Err(self.depth_error());
+                }
+                if self.calls >= MAX_CALL_DEPTH {
+                    return Err(ParseError {
+                        code: "E_DEPTH",
+                        message: format!(
+                            "multivalue transformers are nested deeper than {MAX_CALL_DEPTH} levels"
+                        ),
+                        span: span(start, end),
+                    });
+                }
+                self.pos = look + 1;
+                self.calls += 1;
+                let args = self.call_args(nesting);
+                self.calls -= 1;
+                let args = args?;
+                let arg = if self.peek() == Some(b'[') {
+                    Some(self.field_arg()?)
+                } else {
+                    None
+                };
+                let field = FieldName {
+                    name: word.to_string(),
+                    arg,
+                    span: span(start, self.pos),
+                };
+                self.close_transformers(transformers.len())?;
+                return Ok(Operand {
+                    transformers,
+                    field,
+                    call: Some(Box::new(MultiCall { func, args })),
+                });
+            }
             if self.peek() == Some(b'(') && !word.contains('.') {
                 return Err(ParseError {
                     code: "E_UNKNOWN_TRANSFORMER",
@@ -455,18 +507,103 @@ impl<'s> Parser<'s> {
                 arg,
                 span: span(start, self.pos),
             };
-            for _ in 0..transformers.len() {
-                self.skip_ws();
-                if self.peek() != Some(b')') {
-                    return Err(self.unexpected("`)` closing the transformer"));
-                }
-                self.pos += 1;
-            }
+            self.close_transformers(transformers.len())?;
             return Ok(Operand {
                 transformers,
                 field,
+                call: None,
             });
         }
+    }
+
+    fn close_transformers(&mut self, n: usize) -> Result<(), ParseError> {
+        for _ in 0..n {
+            self.skip_ws();
+            if self.peek() != Some(b')') {
+                return Err(self.unexpected("`)` closing the transformer"));
+            }
+            self.pos += 1;
+        }
+        Ok(())
+    }
+
+    /// The arguments of a multivalue transformer after its `(`, through the closing `)`.
+    fn call_args(&mut self, depth: usize) -> Result<Vec<CallArg>, ParseError> {
+        let mut args = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b')') {
+            self.pos += 1;
+            return Ok(args);
+        }
+        loop {
+            self.skip_ws();
+            if self.peek() == Some(b'(') {
+                let start = self.pos;
+                if depth + 1 >= MAX_DEPTH {
+                    return Err(self.depth_error());
+                }
+                self.pos += 1;
+                let mut items = Vec::new();
+                self.skip_ws();
+                if self.peek() == Some(b')') {
+                    self.pos += 1;
+                } else {
+                    loop {
+                        items.push(self.call_item(depth + 1)?);
+                        self.skip_ws();
+                        match self.peek() {
+                            Some(b',') => self.pos += 1,
+                            Some(b')') => {
+                                self.pos += 1;
+                                break;
+                            }
+                            _ => return Err(self.unexpected("`,` or `)` in the list")),
+                        }
+                    }
+                }
+                args.push(CallArg::List(items, span(start, self.pos)));
+            } else {
+                args.push(self.call_item(depth)?);
+            }
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b')') => {
+                    self.pos += 1;
+                    return Ok(args);
+                }
+                _ => return Err(self.unexpected("`,` or `)` after a transformer argument")),
+            }
+        }
+    }
+
+    /// A field (possibly transformed), a multivalue transformer, or a value.
+    fn call_item(&mut self, depth: usize) -> Result<CallArg, ParseError> {
+        self.skip_ws();
+        match self.peek() {
+            Some(b'"' | b'\'') => return self.value().map(CallArg::Value),
+            Some(b'(' | b')' | b',') | None => return Err(self.unexpected("a field or a value")),
+            _ => {}
+        }
+        let save = self.pos;
+        if let Some((start, end)) = self.name() {
+            let word = &self.src[start..end];
+            let mut look = self.pos;
+            while self.bytes.get(look).copied().is_some_and(is_ws) {
+                look += 1;
+            }
+            let call = self.bytes.get(look) == Some(&b'(');
+            let is_operand = word.contains('.')
+                || (call
+                    && (transformer_named(word).is_some() || MultiFn::from_text(word).is_some()));
+            self.pos = save;
+            if is_operand || call {
+                // An unknown `name(` is reported by `operand` as an unknown transformer.
+                return self.operand(depth).map(CallArg::Operand);
+            }
+        }
+        self.pos = save;
+        self.value().map(CallArg::Value)
     }
 
     /// `[arg]`: a quoted string or text up to `]` without whitespace.
@@ -556,7 +693,8 @@ impl<'s> Parser<'s> {
                 self.pos += 1;
                 return Ok(Some(Rhs::Field(operand)));
             }
-            if is_call && transformer_named(word).is_some() {
+            if is_call && (transformer_named(word).is_some() || MultiFn::from_text(word).is_some())
+            {
                 self.pos = save;
                 return self.operand(depth).map(|o| Some(Rhs::Field(o)));
             }
@@ -805,6 +943,30 @@ mod tests {
             "fd.name pmatch tolower( fd.directory )",
             "fd.name pmatch val(tolower(fd.directory))",
         ),
+        (
+            "join(\"-\",(fd.name,'x', toupper(fd.directory))) = a",
+            "join(\"-\", (fd.name, \"x\", toupper(fd.directory))) = a",
+        ),
+        ("join(-, ()) = a", "join(\"-\", ()) = a"),
+        (
+            "toupper( concat (proc.name , fd.name, concat(a, b)) ) exists",
+            "toupper(concat(proc.name, fd.name, concat(\"a\", \"b\"))) exists",
+        ),
+        (
+            "getopt((\"-n\", proc.name), \"n:\")[n] = x",
+            "getopt((\"-n\", proc.name), \"n:\")[n] = x",
+        ),
+        (
+            "proc.name in concat(a, b)",
+            "proc.name in val(concat(\"a\", \"b\"))",
+        ),
+        (
+            "proc.name = val(join(\",\", proc.args))",
+            "proc.name = val(join(\",\", proc.args))",
+        ),
+        ("getopt() exists", "getopt() exists"),
+        // not followed by `(`: a macro named like a transformer
+        ("join", "join"),
     ];
 
     #[test]
@@ -847,6 +1009,13 @@ mod tests {
         ("proc.name = 'a\\xZZ'", "E_SYNTAX @ 14"),
         ("proc.aname[2 = x", "E_SYNTAX @ 12"),
         ("foo(proc.name) = x", "E_UNKNOWN_TRANSFORMER @ 0"),
+        ("join(\"-\", (a, foo(b))) = x", "E_UNKNOWN_TRANSFORMER @ 14"),
+        ("join(\"-\", ((a))) = x", "E_SYNTAX @ 11"),
+        ("join(\"-\" (a)) = x", "E_SYNTAX @ 9"),
+        ("join(\"-\", (a, b) = x", "E_SYNTAX @ 17"),
+        ("concat(a,) = x", "E_SYNTAX @ 9"),
+        ("getopt((a), b)[ = x", "E_SYNTAX @ 15"),
+        ("concat(a, b", "E_SYNTAX @ 11"),
         ("tolower(proc.name = x", "E_SYNTAX @ 18"),
         ("and", "E_SYNTAX @ 0"),
         ("= x", "E_SYNTAX @ 0"),
@@ -932,6 +1101,14 @@ mod tests {
         assert_eq!(parse_condition(&nots).unwrap_err().code, "E_DEPTH");
         let transformers = format!("{}proc.name{} = x", "tolower(".repeat(n), ")".repeat(n));
         assert_eq!(parse_condition(&transformers).unwrap_err().code, "E_DEPTH");
+        let calls = |n: usize| format!("{}a{} = x", "concat(b, ".repeat(n), ")".repeat(n));
+        assert!(parse_condition(&calls(MAX_CALL_DEPTH)).is_ok());
+        assert_eq!(
+            parse_condition(&calls(MAX_CALL_DEPTH + 1))
+                .unwrap_err()
+                .code,
+            "E_DEPTH"
+        );
         let mixed = "not (".repeat(n);
         assert_eq!(parse_condition(&mixed).unwrap_err().code, "E_DEPTH");
         // Just under the limit still parses.

@@ -52,7 +52,7 @@ pub const NA: &str = "<NA>";
 impl Template {
     /// The fields the template prints.
     pub fn field_refs(&self) -> impl Iterator<Item = &vigil_fields::FieldRef> {
-        self.fields.iter().map(|f| &f.operand.field)
+        self.fields.iter().flat_map(|f| f.operand.fields())
     }
 
     /// Renders the template for the current event (sharing `ctx`'s cache with the filters), with
@@ -238,6 +238,41 @@ mod tests {
             Some(Value::Ip("10.1.2.3".parse().unwrap()))
         );
         assert_eq!(out.fields[4].1, None);
+    }
+
+    #[test]
+    fn multivalue_transformers_render() {
+        let ev = FakeEvent::default();
+        let out = render(
+            "j=%join(\"+\", (proc.name, fd.name)) c=%toupper(concat(proc.name, \"-x\")) \
+             g=%getopt(proc.args, \"c\") v=%getopt((\"-p\", \"80\"), \"p:\")[p] \
+             na=%concat(proc.name, container.id)",
+            &ev,
+        );
+        assert_eq!(out.text, "j=bash+/etc/passwd c=BASH-X g=(c) v=80 na=<NA>");
+        let names: Vec<&str> = out.fields.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "join(\"+\", (proc.name, fd.name))",
+                "toupper(concat(proc.name, \"-x\"))",
+                "getopt(proc.args, \"c\")",
+                "getopt((\"-p\", \"80\"), \"p:\")[p]",
+                "concat(proc.name, container.id)"
+            ]
+        );
+        let cat = FakeCatalog::new();
+        let mut compiler = Compiler::new(&cat);
+        let t = compiler
+            .compile_template("%concat(proc.name, fd.name)")
+            .unwrap();
+        let refs: Vec<&str> = t
+            .field_refs()
+            .map(|r| vigil_fields::Catalog::def(&cat, r.id).name)
+            .collect();
+        assert_eq!(refs, ["proc.name", "fd.name"]);
+        let e = compiler.compile_template("x %join(\"-\")").unwrap_err();
+        assert_eq!((e[0].code, e[0].span.start), ("E_TRANSFORMER_ARGS", 3));
     }
 
     #[test]

@@ -58,6 +58,7 @@ static FIELDS: &[FieldDef] = &[
     def("evt.res", FieldType::Str, ArgKind::None, false),
     def("evt.rawres", FieldType::I64, ArgKind::None, false),
     def("evt.failed", FieldType::Bool, ArgKind::None, false),
+    def("evt.cpu", FieldType::I64, ArgKind::None, false),
 ];
 
 pub(crate) struct FakeCatalog;
@@ -137,6 +138,10 @@ impl Catalog for FakeCatalog {
 
     fn is_endpoint_pair(&self, field: &FieldRef) -> bool {
         [id_of("fd.ip"), id_of("fd.port"), id_of("fd.net")].contains(&Some(field.id))
+    }
+
+    fn never_has_value(&self, field: &FieldRef) -> Option<&'static str> {
+        (Some(field.id) == id_of("evt.cpu")).then_some("not recorded")
     }
 }
 

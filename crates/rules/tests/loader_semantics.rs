@@ -371,6 +371,15 @@ fn exception_shape_errors() {
         &[("f.yaml", &text)],
         "E_UNKNOWN_FIELD: unknown field `proc.nmae` @ 8:16",
     );
+    // Values without `fields` on the rule's own exception (a fuzzer find: it used to panic).
+    let text = format!(
+        "- rule: r\n  condition: evt.type = openat\n{TAIL}  exceptions:\n\
+         \x20   - name: e5\n      values:\n        - [sshd/vi]\n"
+    );
+    check(
+        &[("f.yaml", &text)],
+        "E_SCHEMA: exception `e5` has values but no `fields` @ 7:7",
+    );
 }
 
 fn tagged_rules() -> vigil_rules::Ruleset {
@@ -594,5 +603,73 @@ fn endpoint_pair_inequality_excludes_either_endpoint() {
     assert!(
         !hit("10.0.0.5", "93.184.216.34", 443),
         "neither port listed"
+    );
+}
+
+/// The multivalue transformers `join`, `concat` and `getopt` in macros, rules, outputs and
+/// exception fields, and their argument errors at `file:line:col`.
+#[test]
+fn multivalue_transformers_in_rules_files() {
+    let text = [
+        "- macro: dotted",
+        "  condition: concat(proc.name, \":\", fd.name) = \"vi:/etc/passwd\"",
+        "- rule: r",
+        "  condition: evt.type = openat and (dotted or join(\"|\", (proc.pname, proc.name)) = \"cron|sh\")",
+        "  desc: d",
+        "  output: seen %concat(proc.name, \"@\", fd.name)",
+        "  priority: WARNING",
+        "  exceptions:",
+        "    - name: joined",
+        "      fields:",
+        "        - 'join(\"/\", (proc.pname, proc.name))'",
+        "      values:",
+        "        - [sshd/vi]",
+        "",
+    ]
+    .join("\n");
+    let rs = ruleset(&[("f.yaml", &text)]);
+    let hit = |fields: &[(&str, &str)]| !matching(&rs, &event("openat", fields)).is_empty();
+    assert!(hit(&[
+        ("proc.name", "vi"),
+        ("fd.name", "/etc/passwd"),
+        ("proc.pname", "bash")
+    ]));
+    assert!(!hit(&[
+        ("proc.name", "vi"),
+        ("fd.name", "/etc/shadow"),
+        ("proc.pname", "bash")
+    ]));
+    assert!(hit(&[
+        ("proc.name", "sh"),
+        ("fd.name", "/x"),
+        ("proc.pname", "cron")
+    ]));
+    assert!(
+        hit(&[("proc.name", "vi"), ("fd.name", "/etc/passwd")]),
+        "without proc.pname the exception's join has no value, so it does not hold"
+    );
+    assert!(
+        !hit(&[
+            ("proc.name", "vi"),
+            ("fd.name", "/etc/passwd"),
+            ("proc.pname", "sshd")
+        ]),
+        "the exception on join(\"/\", …) excludes sshd/vi"
+    );
+
+    let bad = [
+        "- rule: r",
+        "  condition: evt.type = openat and",
+        "    join(\"-\", proc.name) = x",
+        "  desc: d",
+        "  output: o %concat(proc.name)",
+        "  priority: WARNING",
+        "",
+    ]
+    .join("\n");
+    check(
+        &[("f.yaml", &bad)],
+        "E_TRANSFORMER_ARGS: join() second argument must be a list @ 3:5
+         E_TRANSFORMER_ARGS: concat() requires at least 2 arguments @ 5:14",
     );
 }

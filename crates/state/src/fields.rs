@@ -49,6 +49,11 @@ fields! {
     EvtArgs = "evt.args", Str, None, false, "all event arguments as 'name=value ...', resolved values in parentheses: 'fd=3(<f>/etc/passwd) flags=577(O_WRONLY|O_CREAT|O_TRUNC)'";
     EvtInfo = "evt.info", Str, None, false, "same as evt.args";
     EvtArg = "evt.arg", Str, Key, false, "one event argument by name (evt.arg.name) or position (evt.arg[0] = result), rendered as text";
+    EvtRawarg = "evt.rawarg", Str, Key, false, "one event argument by name (evt.rawarg.name), unformatted: numbers as numbers (the type is that of the argument of that name in the event table, as libsinsp), strings as they were passed; socket addresses and tuples have no raw form";
+    EvtRawargI64 = "evt.rawarg(int)", I64, Key, false, "evt.rawarg of a signed argument (internal)";
+    EvtRawargU64 = "evt.rawarg(uint)", U64, Key, false, "evt.rawarg of an unsigned argument (internal)";
+    EvtCpu = "evt.cpu", I64, None, false, "CPU the event happened on: never has a value (no Vigil driver records it)";
+    EvtIsWait = "evt.is_wait", Bool, None, false, "true for events that make the thread wait: epoll_wait, poll, ppoll, select, nanosleep (libscap's EF_WAITS events)";
     EvtBuffer = "evt.buffer", Buffer, None, false, "data buffer of I/O events (read, write, sendto ...)";
     EvtBuflen = "evt.buflen", U64, None, false, "length of evt.buffer";
     EvtRes = "evt.res", Str, None, false, "SUCCESS, or the error code name (e.g. ENOENT) when the call failed";
@@ -220,7 +225,70 @@ pub struct FieldCatalog {
 pub fn catalog() -> &'static FieldCatalog {
     static CATALOG: OnceLock<FieldCatalog> = OnceLock::new();
     CATALOG.get_or_init(|| FieldCatalog {
-        by_name: DEFS.iter().zip(ALL).map(|(d, &f)| (d.name, f)).collect(),
+        // Names with `(` are internal variants, reached through their public name only.
+        by_name: DEFS
+            .iter()
+            .zip(ALL)
+            .filter(|(d, _)| !d.name.contains('('))
+            .map(|(d, &f)| (d.name, f))
+            .collect(),
+    })
+}
+
+/// The argument name of an `evt.rawarg.NAME` / `evt.rawarg[NAME]` reference (`None`: not one).
+fn rawarg_key<'n>(name: &'n str, arg: Option<&'n str>) -> Result<Option<&'n str>, LookupError> {
+    match (name.strip_prefix("evt.rawarg"), arg) {
+        (Some(""), Some(a)) if !a.is_empty() => Ok(Some(a)),
+        (Some("" | "."), _) => Err(LookupError::BadArg(
+            "`evt.rawarg` needs an argument name (evt.rawarg.NAME)".to_string(),
+        )),
+        (Some(rest), None) if rest.len() > 1 && rest.starts_with('.') => Ok(Some(&rest[1..])),
+        (Some(rest), Some(_)) if rest.starts_with('.') => Err(LookupError::BadArg(format!(
+            "`{name}` takes no bracketed argument"
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// `evt.rawarg.KEY`: typed like libsinsp, from the event table: the argument of that name
+/// (or a result of that name) in any event type decides the type; a string argument anywhere
+/// makes it a string, otherwise a signed one anywhere makes it signed.
+fn rawarg(key: &str) -> Result<FieldRef, LookupError> {
+    use vigil_event::ParamKind as K;
+    let (mut seen, mut string, mut signed, mut addr) = (false, false, false, false);
+    for spec in table::events() {
+        if spec.res_name == key {
+            seen = true;
+            signed = true;
+        }
+        for p in spec.params.iter().filter(|p| p.name == key) {
+            seen = true;
+            match p.kind {
+                K::Fd | K::Int | K::Pid => signed = true,
+                K::Uint | K::Uid | K::Gid | K::Flags(_) | K::AbsTime => {}
+                K::Path | K::Str | K::Buf | K::StrList => string = true,
+                K::SockAddr | K::SockTuple => addr = true,
+            }
+        }
+    }
+    let id = match (seen, string, signed, addr) {
+        (false, ..) => {
+            return Err(LookupError::BadArg(format!(
+                "no event has an argument named `{key}`"
+            )))
+        }
+        (_, true, ..) => F::EvtRawarg,
+        (_, _, true, _) => F::EvtRawargI64,
+        (_, _, _, true) => {
+            return Err(LookupError::BadArg(format!(
+                "`{key}` is a socket address or tuple, which has no raw value to compare"
+            )))
+        }
+        _ => F::EvtRawargU64,
+    };
+    Ok(FieldRef {
+        id: id.id(),
+        arg: FieldArg::Key(key.to_string()),
     })
 }
 
@@ -237,6 +305,9 @@ impl Catalog for FieldCatalog {
     }
 
     fn lookup(&self, name: &str, arg: Option<&str>) -> Result<FieldRef, LookupError> {
+        if let Some(key) = rawarg_key(name, arg)? {
+            return rawarg(key);
+        }
         let field = match self.by_name.get(name) {
             Some(&f) => f,
             None => {
@@ -307,9 +378,14 @@ impl Catalog for FieldCatalog {
         matches!(self.def(field.id).name, "fd.ip" | "fd.port" | "fd.net")
     }
 
+    fn never_has_value(&self, field: &FieldRef) -> Option<&'static str> {
+        (F::from_id(field.id) == Some(F::EvtCpu))
+            .then_some("no driver records the CPU an event happened on")
+    }
+
     fn depends_on_result(&self, field: &FieldRef) -> bool {
         let name = self.def(field.id).name;
-        if name == "evt.arg" {
+        if name == "evt.arg" || name.starts_with("evt.rawarg") {
             return match &field.arg {
                 FieldArg::Key(k) => matches!(k.as_str(), "res" | "fd" | "dev" | "ino"),
                 _ => true,
@@ -348,7 +424,8 @@ mod tests {
             assert!(!d.desc.is_empty(), "{}", d.name);
         }
         let c = catalog();
-        assert_eq!(c.by_name.len(), DEFS.len(), "duplicate field names");
+        let public = DEFS.iter().filter(|d| !d.name.contains('(')).count();
+        assert_eq!(c.by_name.len(), public, "duplicate field names");
         assert_eq!(c.def(c.evt_type_field()).name, "evt.type");
     }
 
@@ -406,6 +483,62 @@ mod tests {
             table::by_name("openat").map(|t| t.0)
         );
         assert_eq!(c.n_event_types(), table::events().len());
+    }
+
+    #[test]
+    fn raw_arguments_are_typed_from_the_event_table() {
+        let c = catalog();
+        let kind = |name: &str, arg: Option<&str>| {
+            c.lookup(name, arg)
+                .map(|r| (c.def(r.id).ty, r.arg))
+                .map_err(|e| format!("{e:?}"))
+        };
+        let key = |k: &str| FieldArg::Key(k.to_string());
+        assert_eq!(
+            kind("evt.rawarg.flags", None),
+            Ok((FieldType::U64, key("flags")))
+        );
+        assert_eq!(
+            kind("evt.rawarg", Some("flags")),
+            Ok((FieldType::U64, key("flags")))
+        );
+        assert_eq!(kind("evt.rawarg.fd", None), Ok((FieldType::I64, key("fd"))));
+        assert_eq!(
+            kind("evt.rawarg.res", None),
+            Ok((FieldType::I64, key("res")))
+        );
+        assert_eq!(
+            kind("evt.rawarg.uid", None),
+            Ok((FieldType::U64, key("uid")))
+        );
+        assert_eq!(
+            kind("evt.rawarg.name", None),
+            Ok((FieldType::Str, key("name")))
+        );
+        for bad in [
+            "evt.rawarg.nosuch",
+            "evt.rawarg.tuple",
+            "evt.rawarg",
+            "evt.rawarg.",
+        ] {
+            assert!(
+                matches!(c.lookup(bad, None), Err(LookupError::BadArg(_))),
+                "{bad}: {:?}",
+                c.lookup(bad, None)
+            );
+        }
+        assert!(matches!(
+            c.lookup("evt.rawarg.flags", Some("x")),
+            Err(LookupError::BadArg(_))
+        ));
+        let cpu = c.lookup("evt.cpu", None).unwrap();
+        assert!(c.never_has_value(&cpu).is_some());
+        let wait = c.lookup("evt.is_wait", None).unwrap();
+        assert!(c.never_has_value(&wait).is_none());
+        let res = c.lookup("evt.rawarg.res", None).unwrap();
+        assert!(c.depends_on_result(&res));
+        let name = c.lookup("evt.rawarg.name", None).unwrap();
+        assert!(!c.depends_on_result(&name));
     }
 
     #[test]

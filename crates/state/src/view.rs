@@ -384,6 +384,43 @@ impl<'a> EventView<'a> {
         }
     }
 
+    /// `evt.rawarg.NAME`: the argument (or the result) of that name as it was recorded, numbers
+    /// as numbers, strings as bytes; `string` when the field is string-typed (numbers then
+    /// print in decimal). Socket addresses and tuples have no raw value.
+    fn raw_arg<'b>(&self, name: &str, string: bool, out: &mut Out<'b>) -> bool
+    where
+        'a: 'b,
+    {
+        let spec = self.spec();
+        let number = |out: &mut Out<'b>, v: Value<'b>| {
+            if string {
+                let mut text = String::new();
+                v.render(&mut text);
+                push_owned(out, text)
+            } else {
+                push_opt(out, Some(v))
+            }
+        };
+        if !spec.res_name.is_empty() && name == spec.res_name {
+            return number(out, Value::I64(self.evt.res));
+        }
+        let Some(i) = spec.param_index(name) else {
+            return false;
+        };
+        match self.evt.param(i) {
+            Param::Int(v) => number(out, Value::I64(*v)),
+            Param::Uint(v) => number(out, Value::U64(*v)),
+            Param::Bytes(b) if string => push_str(out, b),
+            Param::List(items) if string => {
+                for item in items {
+                    out.push(Value::Str(std::borrow::Cow::Borrowed(item)));
+                }
+                !items.is_empty()
+            }
+            _ => false,
+        }
+    }
+
     fn arg_by_name<'b>(&self, name: &str, out: &mut Out<'b>) -> bool
     where
         'a: 'b,
@@ -711,6 +748,19 @@ impl Extract for EventView<'_> {
                 }
                 FieldArg::None => false,
             },
+            F::EvtRawarg | F::EvtRawargI64 | F::EvtRawargU64 => match &field.arg {
+                FieldArg::Key(name) => self.raw_arg(name, f == F::EvtRawarg, out),
+                _ => false,
+            },
+            // No driver records the CPU (see `Catalog::never_has_value`).
+            F::EvtCpu => false,
+            F::EvtIsWait => push_opt(
+                out,
+                Some(Value::Bool(matches!(
+                    self.spec().name,
+                    "epoll_wait" | "poll" | "ppoll" | "select" | "nanosleep"
+                ))),
+            ),
             F::EvtBuffer => match evt.param(usize::from(self.info.data)) {
                 Param::Bytes(b) => push_str(out, b),
                 _ => false,

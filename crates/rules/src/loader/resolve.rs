@@ -236,7 +236,8 @@ impl<'a> Resolver<'a> {
             let operands = match exception_operands(ex) {
                 Ok(mut ops) => {
                     for (op, pos) in ops.iter_mut().zip(&ex.field_pos) {
-                        op.field.span = fixed_span(texts, ex.file, *pos, owner)?;
+                        let fixed = fixed_span(texts, ex.file, *pos, owner)?;
+                        op.spans_mut(&mut |s| *s = fixed);
                     }
                     ops
                 }
@@ -251,7 +252,18 @@ impl<'a> Resolver<'a> {
                     continue;
                 }
             };
-            let (op0, mod0) = ex.comps[0];
+            // Values without `fields` (a rule's own exception, not an append to one): nothing
+            // to compare them with (found by fuzzing).
+            let (Some(&(op0, mod0)), false) = (ex.comps.first(), operands.is_empty()) else {
+                self.problems.push(Problem {
+                    code: "E_SCHEMA",
+                    message: format!("exception `{}` has values but no `fields`", ex.name),
+                    loc: Loc::At(ex.file, ex.pos),
+                    item: Some(rule.name.clone()),
+                });
+                ok = false;
+                continue;
+            };
             if ex.single && (op0.takes_list() || mod0.is_some()) {
                 // `field in (v1, v2 …)` or `field OP MOD (v1, v2 …)` over every value.
                 let span = fixed_span(texts, ex.file, ex.pos, owner)?;
@@ -705,7 +717,7 @@ pub fn shift(e: &mut Expr, base: u32) {
         span.end = span.end.saturating_add(base);
     }
     fn op(o: &mut Operand, base: u32) {
-        s(&mut o.field.span, base);
+        o.spans_mut(&mut |span| s(span, base));
     }
     let mut stack = vec![e];
     while let Some(e) = stack.pop() {
