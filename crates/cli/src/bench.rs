@@ -92,6 +92,10 @@ pub struct OverheadArgs {
     /// Pin each workload (with its wrapper or tracer) with `taskset -c CPUS` (e.g. 1 or 0-1).
     #[arg(long, value_name = "CPUS")]
     pin: Option<String>,
+    /// With --pin: run every configuration pinned, then again unpinned, in this one
+    /// invocation (reports in OUT/pinned and OUT/unpinned).
+    #[arg(long)]
+    also_unpinned: bool,
     /// Keep CPUS awake in every configuration (agent off included) with `SCHED_IDLE`
     /// spinners, so that an agent keeping a vCPU awake does not raise ping-pong scores
     /// (context1, pipe) on a VM. E.g. `--busy 0 --pin 1 --agent-pin 0`.
@@ -348,28 +352,55 @@ fn overhead(args: OverheadArgs) -> Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir("overhead"));
+    if args.also_unpinned && args.pin.is_none() {
+        return Err(InvalidInput("--also-unpinned needs --pin".into()).into());
+    }
     let scratch = scratch();
-    let opts = OverheadOptions {
-        tests,
-        iterations: args.iterations,
-        duration: args.duration,
-        variants,
-        workers: WorkerLaunch {
-            exe: exe.clone(),
-            pin: args.pin,
-            scratch: scratch.clone(),
-        },
-        agent: args.agent_args.launch(&exe, &out),
-        out: out.clone(),
-        busy: match &args.busy {
-            Some(list) => vigil_bench::busy::parse_cpus(list)?,
-            None => Vec::new(),
-        },
+    let busy = match &args.busy {
+        Some(list) => vigil_bench::busy::parse_cpus(list)?,
+        None => Vec::new(),
     };
-    let result = vigil_bench::overhead::run(&opts, &mut progress);
-    vigil_bench::overhead::clean_scratch(&scratch);
-    let failures = result?.json["errors"].as_array().map_or(0, Vec::len);
-    finish(&out, failures)
+    // With --also-unpinned: the whole schedule pinned (report in OUT/pinned), then unpinned
+    // (OUT/unpinned), each against its own agent-off runs.
+    let passes: Vec<(Option<String>, PathBuf)> = if args.also_unpinned {
+        vec![
+            (args.pin.clone(), out.join("pinned")),
+            (None, out.join("unpinned")),
+        ]
+    } else {
+        vec![(args.pin.clone(), out.clone())]
+    };
+    let mut failures = 0;
+    let mut reports = Vec::new();
+    for (pin, dir) in passes {
+        let opts = OverheadOptions {
+            tests: tests.clone(),
+            iterations: args.iterations,
+            duration: args.duration,
+            variants: variants.clone(),
+            workers: WorkerLaunch {
+                exe: exe.clone(),
+                pin,
+                scratch: scratch.clone(),
+            },
+            agent: args.agent_args.launch(&exe, &dir),
+            out: dir.clone(),
+            busy: busy.clone(),
+        };
+        let result = vigil_bench::overhead::run(&opts, &mut progress);
+        vigil_bench::overhead::clean_scratch(&scratch);
+        failures += result?.json["errors"].as_array().map_or(0, Vec::len);
+        reports.push(dir);
+    }
+    let last = reports.pop().unwrap_or(out);
+    for dir in reports {
+        writeln!(
+            std::io::stdout().lock(),
+            "{}",
+            dir.join("report.md").display()
+        )?;
+    }
+    finish(&last, failures)
 }
 
 fn exec_rate(args: ExecRateArgs) -> Result<ExitCode> {

@@ -126,6 +126,57 @@ fn check_overhead(json: &serde_json::Value, tests: &[&str], configs: usize) {
 }
 
 #[test]
+fn overhead_pinned_and_unpinned_in_one_invocation_with_busy_cpus() {
+    let dir = scratch("overhead-both");
+    let out = vigil(&[
+        "bench",
+        "overhead",
+        "--agent",
+        "none",
+        "--tests",
+        "getpid,pipe",
+        "--iterations",
+        "1",
+        "--duration",
+        "0.1",
+        "--pin",
+        "1",
+        "--also-unpinned",
+        "--busy",
+        "0",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    ok(&out, "overhead --also-unpinned");
+    let stdout = text(&out.stdout);
+    for pass in ["pinned", "unpinned"] {
+        let sub = dir.join(pass);
+        assert!(
+            stdout.contains(&sub.join("report.md").display().to_string()),
+            "prints the {pass} report path: {stdout}"
+        );
+        let json = report(&sub, &[]);
+        check_overhead(&json, &["getpid", "pipe"], 2);
+        let md = fs::read_to_string(sub.join("report.md")).unwrap();
+        assert!(
+            md.contains("kept awake by `SCHED_IDLE` spinners"),
+            "the {pass} report says the idle CPUs were equalised"
+        );
+        assert_eq!(
+            md.contains("workload pinned with `taskset -c 1`"),
+            pass == "pinned",
+            "{pass} report's pinning"
+        );
+    }
+    // --also-unpinned without --pin, and a bad CPU list, are refused.
+    let bad = vigil(&["bench", "overhead", "--agent", "none", "--also-unpinned"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    let bad = vigil(&["bench", "overhead", "--agent", "none", "--busy", "9-1"]);
+    assert_ne!(bad.status.code(), Some(0), "{}", text(&bad.stderr));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn overhead_agent_none_runs_every_test() {
     let dir = scratch("overhead-none");
     let out = vigil(&[
