@@ -1032,3 +1032,85 @@ fn children_in_other_pid_namespaces_get_their_own_ids() {
     assert!(pid != vpid && (2..50).contains(&vpid), "{entered:?}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Plain `dup` (called through `ctypes`: Python's `os.dup` is an `fcntl`) returns the lowest
+/// free descriptor, unknown at entry; a redirection rule
+/// requires `evt.rawres in (0, 1, 2)` and a socket. The tracer tries the call at entry as a
+/// success with each of those results: a `dup` of stdin (not a socket) matches nothing
+/// whatever it returns and runs without its exit stop (`skipped_exits`), with this rule and
+/// with Falco's stable rules (whose rule, as root, is not folded away); a socket dup'ed onto
+/// a closed stdin still alerts, and a socket dup'ed elsewhere does not.
+#[test]
+fn dup_exits_are_decided_at_entry() {
+    if !can_trace("dup_entry") {
+        return;
+    }
+    let Some(upstream) = upstream_rules("dup_entry") else {
+        return;
+    };
+    let dir = scratch("dup_entry");
+    let rules = dir.join("redirect.yaml");
+    fs::write(
+        &rules,
+        "- rule: Redirect\n  desc: t\n  condition: evt.type in (dup, dup2, dup3) and \
+         evt.rawres in (0, 1, 2) and fd.type in (ipv4, ipv6)\n  output: \"redirect fd=%fd.num \
+         type=%fd.type\"\n  priority: NOTICE\n\
+         - rule: Connect to port 1\n  desc: t\n  condition: evt.type = connect and fd.sport = 1\n  \
+         output: \"connect\"\n  priority: NOTICE\n",
+    )
+    .unwrap();
+    // (The second rule watches a network call, which makes the tracer follow socket
+    // creation: the state knows the socket's type only then.)
+    let counters = |rules: &Path, loops: u32| -> (u64, u64, String) {
+        let py = format!(
+            "import ctypes, os, socket\ndup = ctypes.CDLL(None).dup\n\
+             for i in range({loops}):\n    os.close(dup(0))\n\
+             s = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(1)\n\
+             c = socket.create_connection(s.getsockname())\nos.close(dup(c.fileno()))\n\
+             os.close(0)\nassert dup(c.fileno()) == 0\n"
+        );
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "-r",
+            rules.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            &py,
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        (
+            run_stat(&stderr, "exit_stops"),
+            run_stat(&stderr, "skipped_exits"),
+            stderr,
+        )
+    };
+    for rules in [rules.as_path(), upstream.as_path()] {
+        let (few_exits, _, _) = counters(rules, 0);
+        let (many_exits, _, _) = counters(rules, 2000);
+        assert!(
+            many_exits < few_exits + 200,
+            "2000 dup(0) took exit stops with {}: {few_exits} without, {many_exits} with",
+            rules.display()
+        );
+    }
+    let (_, few_skipped, _) = counters(&rules, 0);
+    let (_, many_skipped, stderr) = counters(&rules, 2000);
+    assert!(
+        many_skipped >= few_skipped + 2000,
+        "{few_skipped} skipped without, {many_skipped} with"
+    );
+    let alerts: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("redirect fd="))
+        .collect();
+    assert_eq!(alerts.len(), 1, "{stderr}");
+    assert!(
+        alerts[0].contains("redirect fd=0 type=ipv4"),
+        "the socket dup'ed onto the closed stdin: {}",
+        alerts[0]
+    );
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -112,8 +112,8 @@ pub trait Handler {
     /// A completed event: a reported syscall, a clone/fork/vfork (in the parent), an exec
     /// (a failed one only when exec is reported), or a thread's exit (`procexit`).
     fn event(&mut self, event: &Event);
-    /// A reported syscall whose exit would add only its result (the open family, `dup2`,
-    /// `dup3`, the link/rename/unlink/mkdir/rmdir path calls) at entry, built from its
+    /// A reported syscall whose exit would add only its result (the open family, `dup`,
+    /// `dup2`, `dup3`, the link/rename/unlink/mkdir/rmdir path calls) at entry, built from its
     /// arguments (`res` is meaningless): `false` when no result could make it matter, so the
     /// tracer lets it run without its exit stop and delivers no event for it. The default
     /// keeps every event.

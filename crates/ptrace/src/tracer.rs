@@ -79,15 +79,15 @@ fn is_exec(nr: u64) -> bool {
 }
 
 /// Syscalls whose exit adds nothing the arguments did not already say but the result (and,
-/// for the open family and `dup2`/`dup3`, the identity of the descriptor made, which the fd
-/// ledger learns from `/proc` when it is used): the handler is asked whether it needs the
-/// result at all. `open`, `openat`, `openat2`, `creat`, `dup2`, `dup3`, and the path calls
-/// `link`, `linkat`, `symlink`, `symlinkat`, `rename`, `renameat`, `renameat2`, `unlink`,
-/// `unlinkat`, `mkdir`, `mkdirat`, `rmdir`.
+/// for the open family and the `dup` family, the identity of the descriptor made, which the
+/// fd ledger learns from `/proc` when it is used): the handler is asked whether it needs the
+/// result at all. `open`, `openat`, `openat2`, `creat`, `dup`, `dup2`, `dup3`, and the path
+/// calls `link`, `linkat`, `symlink`, `symlinkat`, `rename`, `renameat`, `renameat2`,
+/// `unlink`, `unlinkat`, `mkdir`, `mkdirat`, `rmdir`.
 fn may_skip_exit(nr: u64) -> bool {
     const SKIPPABLE: &[u64] = &[
         2, 257, 437, 85, // open, openat, openat2, creat
-        33, 292, // dup2, dup3
+        32, 33, 292, // dup, dup2, dup3
         86, 265, 88, 266, // link, linkat, symlink, symlinkat
         82, 264, 316, // rename, renameat, renameat2
         87, 263, 83, 258, 84, // unlink, unlinkat, mkdir, mkdirat, rmdir
