@@ -1114,3 +1114,99 @@ fn dup_exits_are_decided_at_entry() {
     );
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// A watched exec stops at entry (for the name as passed and for failures) and its exit is
+/// needed only to report a failure, which is the caller's unchanged image: the tracer asks
+/// the rules at entry and takes the exit stop only when a failure could match. Failed execs
+/// that no rule can match (a `PATH` search) take no exit stop, with this rule and with
+/// Falco's stable rules; the failure a rule matches still alerts; a rule reading an image
+/// argument (`evt.arg.exe`) keeps every exit.
+#[test]
+fn failed_exec_exits_are_decided_at_entry() {
+    if !can_trace("exec_exit") {
+        return;
+    }
+    let Some(upstream) = upstream_rules("exec_exit") else {
+        return;
+    };
+    let dir = scratch("exec_exit");
+    let write_rules = |name: &str, extra: &str| -> PathBuf {
+        let path = dir.join(name);
+        fs::write(
+            &path,
+            format!(
+                "- rule: Failed probe exec\n  desc: t\n  condition: evt.type = execve and \
+                 evt.res = ENOENT and proc.name = python3 and evt.arg.filename endswith \
+                 /vigil-probe{extra}\n  output: \"failed-exec name=%evt.arg.filename \
+                 res=%evt.res proc=%proc.name\"\n  priority: NOTICE\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let probe = write_rules("probe.yaml", "");
+    let image = write_rules(
+        "image.yaml",
+        " or (evt.type = execve and evt.arg.exe = nope)",
+    );
+    let counters = |rules: &Path, loops: u32| -> (u64, u64, String) {
+        let py = format!(
+            "import os\nfor i in range({loops}):\n    try:\n        \
+             os.execv('/nonexistent/x%d' % i, ['x'])\n    except OSError:\n        pass\n\
+             try:\n    os.execv('/nonexistent/vigil-probe', ['p'])\nexcept OSError:\n    pass\n"
+        );
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "-r",
+            rules.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            &py,
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        (
+            run_stat(&stderr, "exit_stops"),
+            run_stat(&stderr, "skipped_exits"),
+            stderr,
+        )
+    };
+    for rules in [probe.as_path(), upstream.as_path()] {
+        let (few, few_skipped, _) = counters(rules, 0);
+        let (many, many_skipped, _) = counters(rules, 300);
+        assert!(
+            many < few + 30,
+            "300 failed execs took exit stops with {}: {few} without, {many} with",
+            rules.display()
+        );
+        assert!(
+            many_skipped >= few_skipped + 300,
+            "{few_skipped} skipped without, {many_skipped} with"
+        );
+    }
+    let (_, _, stderr) = counters(&probe, 300);
+    let alerts: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("failed-exec"))
+        .collect();
+    assert_eq!(alerts.len(), 1, "{stderr}");
+    assert!(
+        alerts[0].contains("failed-exec name=/nonexistent/vigil-probe res=ENOENT proc=python3"),
+        "{}",
+        alerts[0]
+    );
+    let (few, _, _) = counters(&image, 0);
+    let (many, _, stderr) = counters(&image, 300);
+    assert!(
+        many >= few + 300,
+        "a rule reading evt.arg.exe needs every failure: {few} exits without, {many} with"
+    );
+    assert_eq!(
+        stderr.lines().filter(|l| l.contains("failed-exec")).count(),
+        1,
+        "{stderr}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}

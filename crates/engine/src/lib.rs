@@ -150,6 +150,34 @@ pub trait AlertDecorator: Send {
     );
 }
 
+/// Whether some enabled rule watching exec event type `event_type` reads, in its condition, a
+/// parameter of the exec event that the syscall's entry does not give (the new image's and
+/// the process's: `exe`, `args`, `env`, … and `exe_flags`, which `evt.arg.flags` names for
+/// `execve`), or an argument by position.
+fn reads_exec_image_args(ruleset: &Ruleset, event_type: u16) -> bool {
+    use vigil_fields::Catalog;
+    let Some(spec) = vigil_event::table::events().get(usize::from(event_type)) else {
+        return true;
+    };
+    // The image's parameters follow the entry's (`crates/event/src/table.rs`).
+    const IMAGE_PARAMS: usize = 23;
+    let n_entry = spec.params.len().saturating_sub(IMAGE_PARAMS);
+    let catalog = vigil_state::catalog();
+    ruleset.candidates(event_type).iter().any(|&i| {
+        ruleset.rules()[i as usize]
+            .filter()
+            .fields()
+            .iter()
+            .filter(|f| catalog.def(f.id).name == "evt.arg")
+            .any(|f| match &f.arg {
+                vigil_fields::FieldArg::Key(k) => {
+                    k != spec.res_name && spec.param_index(k).is_none_or(|i| i >= n_entry)
+                }
+                _ => true,
+            })
+    })
+}
+
 /// The per-event pipeline: state update, rule evaluation, alert rendering.
 pub struct Engine {
     decorator: Option<Box<dyn AlertDecorator>>,
@@ -335,10 +363,17 @@ impl Engine {
     ///   numbers (`evt.rawres in (0, 1, 2)`, or `fd.num in (…)`), it is judged exactly as a
     ///   success with each of them in turn (the state put back after each trial); any other
     ///   result matches no rule by that requirement.
+    /// - `execve`/`execveat` (`entry`: the entry arguments, the rest of the exec event's
+    ///   parameters empty) need their exit only to report a failure, which is the caller's
+    ///   unchanged image (the state's) with the name as passed: judged by the entry filters as
+    ///   below, unless some rule's condition reads an exec parameter the entry does not carry
+    ///   (`evt.arg.exe`, `evt.arg[3]`, …; a success is reported by the driver's exec event).
     /// - Other calls are judged as a failed call, whose view names the path from the
     ///   arguments, by the rules' entry filters.
     pub fn may_need_result(&mut self, entry: &Event) -> bool {
         match entry.etype.spec().name {
+            "execve" | "execveat" if !self.ruleset.may_match_failure(entry.etype.0) => false,
+            "execve" | "execveat" if reads_exec_image_args(&self.ruleset, entry.etype.0) => true,
             "dup2" | "dup3" => {
                 let newfd = match entry.param_by_name("newfd") {
                     Param::Int(v) => *v,
@@ -603,5 +638,96 @@ mod tests {
             many.join(", ")
         ));
         assert!(engine.may_need_result(&dup(0)));
+    }
+}
+
+#[cfg(test)]
+mod exec_tests {
+    use super::*;
+    use vigil_event::ThreadInfo;
+
+    const PID: i64 = 200;
+
+    fn with_rule(condition: &str) -> Engine {
+        let text = format!(
+            "- rule: Exec\n  desc: d\n  condition: {condition}\n  output: \"x\"\n  priority: \
+             NOTICE\n"
+        );
+        let loaded = load_rules(
+            &[RulesText {
+                name: "rules.yaml".into(),
+                text,
+            }],
+            &LoadOptions::default(),
+        );
+        let mut engine = Engine::new(
+            loaded.ruleset.expect("rules load"),
+            StateConfig::default(),
+            "h".into(),
+        );
+        engine.load_snapshot(&Snapshot {
+            threads: vec![ThreadInfo {
+                tid: PID,
+                pid: PID,
+                ppid: 1,
+                comm: b"sh".to_vec(),
+                exe: b"sh".to_vec(),
+                exepath: b"/bin/sh".to_vec(),
+                ..ThreadInfo::default()
+            }],
+            ..Snapshot::default()
+        });
+        engine
+    }
+
+    /// An exec at entry as the tracer asks about it: the file name, nothing of the image.
+    fn execve(filename: &str) -> Event {
+        let etype = vigil_event::table::by_name("execve").expect("execve");
+        let mut params = vec![Param::Bytes(filename.as_bytes().to_vec())];
+        params.resize(etype.spec().params.len(), Param::None);
+        Event {
+            num: 1,
+            ts: 1,
+            tid: PID,
+            pid: PID,
+            etype,
+            res: 0,
+            params,
+            truncated: 0,
+        }
+    }
+
+    #[test]
+    fn a_failed_exec_is_judged_on_the_callers_image_and_the_name_passed() {
+        let mut engine = with_rule(
+            "evt.type = execve and evt.res = ENOENT and proc.name = sh and \
+             evt.arg.filename endswith /probe",
+        );
+        assert!(!engine.may_need_result(&execve("/usr/bin/sort")));
+        assert!(engine.may_need_result(&execve("/nowhere/probe")));
+        // Another caller: no failure of it matches.
+        let mut engine = with_rule("evt.type = execve and proc.name = bash");
+        assert!(!engine.may_need_result(&execve("/nowhere/probe")));
+        // Only the success can match: the failure never matters.
+        let mut engine = with_rule("evt.type = execve and evt.res = SUCCESS");
+        assert!(!engine.may_need_result(&execve("/bin/true")));
+    }
+
+    #[test]
+    fn an_exec_rule_reading_the_image_arguments_keeps_the_exit() {
+        // `evt.arg.exe`, `evt.arg.flags` (the exe flags for execve) and positional
+        // arguments are not in the entry's arguments: the failed event must be built.
+        for condition in [
+            "evt.type = execve and evt.arg.exe = nope",
+            "evt.type = execve and evt.arg.flags contains EXE_WRITABLE",
+            "evt.type = execve and evt.arg[1] = nope",
+        ] {
+            let mut engine = with_rule(condition);
+            assert!(engine.may_need_result(&execve("/bin/true")), "{condition}");
+        }
+        // The name as passed and the result are known.
+        let mut engine =
+            with_rule("evt.type = execve and evt.arg.filename = /x and evt.arg.res = 0");
+        assert!(!engine.may_need_result(&execve("/bin/true")));
     }
 }

@@ -115,8 +115,10 @@ pub trait Handler {
     /// A reported syscall whose exit would add only its result (the open family, `dup`,
     /// `dup2`, `dup3`, the link/rename/unlink/mkdir/rmdir path calls) at entry, built from its
     /// arguments (`res` is meaningless): `false` when no result could make it matter, so the
-    /// tracer lets it run without its exit stop and delivers no event for it. The default
-    /// keeps every event.
+    /// tracer lets it run without its exit stop and delivers no event for it. Also asked at a
+    /// reported `execve`/`execveat` entry (the entry arguments, the image parameters empty):
+    /// `false` when a failure could not matter (a success is still reported by the exec
+    /// event). The default keeps every event.
     fn wants_result(&mut self, entry: &Event) -> bool {
         let _ = entry;
         true
@@ -151,7 +153,8 @@ pub struct RunStats {
     /// Threads and processes traced.
     pub tasks: u64,
     /// Reported open-like syscalls let run without their exit stop because no result could
-    /// make a rule match ([`Handler::wants_result`]); they produce no event.
+    /// make a rule match ([`Handler::wants_result`]); they produce no event. Also execs
+    /// whose failure could not matter (a success is still reported).
     pub skipped_exits: u64,
     /// Argument reads that failed (the parameter is left empty).
     pub read_faults: u64,

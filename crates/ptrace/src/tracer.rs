@@ -342,9 +342,32 @@ impl<'a> Tracer<'a> {
                     return;
                 }
             }
+            // A success arrives as the exec event whatever happens here; the exit stop only
+            // reports a failure, which the handler may rule out now.
+            let failure_matters = report && {
+                let mut params = head.clone();
+                params.resize(etype.spec().params.len(), Param::None);
+                let probe = Event {
+                    // Numbered like the event it would become (never 0 in a stream).
+                    num: self.num + 1,
+                    ts: decode::now_ns(),
+                    tid: i64::from(tid),
+                    pid: i64::from(tgid),
+                    etype,
+                    res: 0,
+                    params,
+                    truncated: 0,
+                };
+                self.fix_fds(&probe);
+                let wanted = self.handler.wants_result(&probe);
+                if !wanted {
+                    self.stats.skipped_exits += 1;
+                }
+                wanted
+            };
             if let Some(t) = self.tasks.get_mut(&tid) {
                 t.exec_head = Some((etype, head));
-                if report {
+                if failure_matters {
                     // A success arrives as the exec event (which drops this); a failure at
                     // the exit stop.
                     t.pending = Some(Pending {
