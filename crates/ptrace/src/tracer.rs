@@ -10,6 +10,8 @@
 //!   (`PTRACE_LISTEN`, so job control behaves as without a tracer).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use vigil_event::{table, Event, EventType, Param};
 
@@ -62,6 +64,9 @@ pub(crate) struct Tracer<'a> {
     /// their children's namespace ids are read from `/proc`; everyone else's are the ids
     /// Vigil sees, which saves a `readlink` on every fork.
     foreign_ns: HashSet<i32>,
+    /// Counts stops for the idle waker ([`crate::idle`]), when there is one: waits are then
+    /// interruptible and an interruption calls [`Handler::idle`].
+    pub(crate) activity: Option<Arc<AtomicU64>>,
 }
 
 fn flags_of(numbers: &[u16]) -> Vec<bool> {
@@ -125,6 +130,7 @@ impl<'a> Tracer<'a> {
             main_status: None,
             early: HashSet::new(),
             foreign_ns: HashSet::new(),
+            activity: None,
             fds: {
                 let mut l = Ledger::default();
                 l.record_all(i64::from(main));
@@ -135,9 +141,19 @@ impl<'a> Tracer<'a> {
 
     pub(crate) fn run(&mut self) -> Result<Option<WorkloadStatus>, RunError> {
         loop {
-            match sys::wait_any().map_err(RunError::Wait)? {
+            let waited = match &self.activity {
+                Some(_) => sys::wait_any_interruptible(),
+                None => sys::wait_any(),
+            };
+            match waited.map_err(RunError::Wait)? {
                 Wait::NoChildren => return Ok(self.main_status),
-                Wait::Status(tid, st) => self.dispatch(tid, st),
+                Wait::Status(tid, st) => {
+                    if let Some(activity) = &self.activity {
+                        activity.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.dispatch(tid, st);
+                }
+                Wait::Interrupted => self.handler.idle(),
             }
         }
     }
