@@ -1210,3 +1210,81 @@ fn failed_exec_exits_are_decided_at_entry() {
     );
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// When every rule watching `open`/`openat` requires a write (`evt.is_open_write = true`),
+/// the seccomp filter tests the access mode in the flags register: read-only opens never
+/// stop, a write open of the watched file still alerts. With a read rule beside it every
+/// open stops again.
+#[test]
+fn read_only_opens_never_stop_for_write_only_rules() {
+    if !can_trace("open_write") {
+        return;
+    }
+    let dir = scratch("open_write");
+    let target = dir.join("watched");
+    let write_rule = format!(
+        "- rule: Write watched\n  desc: t\n  condition: evt.type in (open, openat, openat2) and \
+         evt.is_open_write = true and fd.name startswith {}\n  output: \"write-open \
+         file=%fd.name\"\n  priority: NOTICE\n",
+        target.display()
+    );
+    fs::write(format!("{}-y", target.display()), "").unwrap();
+    let write_only = dir.join("write.yaml");
+    fs::write(&write_only, &write_rule).unwrap();
+    let with_read = dir.join("read.yaml");
+    fs::write(
+        &with_read,
+        format!(
+            "{write_rule}- rule: Read shadow\n  desc: t\n  condition: evt.type in (open, openat) \
+             and evt.is_open_read = true and fd.name = /etc/shadow\n  output: \"read\"\n  \
+             priority: NOTICE\n"
+        ),
+    )
+    .unwrap();
+    let stops = |rules: &Path, loops: u32| -> (u64, String) {
+        let py = format!(
+            "for i in range({loops}):\n    open('/etc/hostname').close()\n\
+             open('{t}-x', 'w').close()\nopen('{t}-y', 'r+').close()\n",
+            t = target.display()
+        );
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "-r",
+            rules.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            &py,
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        (run_stat(&stderr, "seccomp_stops"), stderr)
+    };
+    let (few, _) = stops(&write_only, 0);
+    let (many, stderr) = stops(&write_only, 500);
+    assert!(
+        many < few + 50,
+        "500 read-only opens stopped the tracer: {few} stops without, {many} with"
+    );
+    let mut alerts: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| l.find("write-open").map(|i| l[i..].to_string()))
+        .collect();
+    alerts.sort();
+    assert_eq!(
+        alerts,
+        [
+            format!("write-open file={}-x", target.display()),
+            format!("write-open file={}-y", target.display()),
+        ],
+        "O_WRONLY|O_CREAT and O_RDWR opens still alert: {stderr}"
+    );
+    let (few, _) = stops(&with_read, 0);
+    let (many, _) = stops(&with_read, 500);
+    assert!(
+        many >= few + 500,
+        "a read rule needs every open: {few} stops without, {many} with"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
