@@ -1288,3 +1288,33 @@ fn read_only_opens_never_stop_for_write_only_rules() {
     );
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// A socket made by a call no rule watches (`accept`: a bind shell) is described from a copy
+/// of the descriptor when a traced call uses it, so its redirection onto stdout still
+/// alerts, oriented client → server (the listening port is the server's).
+#[test]
+fn accepted_socket_redirection_alerts() {
+    if !can_trace("accepted_socket") {
+        return;
+    }
+    let py = "import os, socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(1)\n\
+              print(s.getsockname()[1], flush=True)\n\
+              c = socket.create_connection(s.getsockname())\nconn, _ = s.accept()\n\
+              saved = os.dup(1)\nos.dup2(conn.fileno(), 1)\nos.dup2(saved, 1)\n";
+    let out = vigil(&["run", "--", "python3", "-c", py]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let port = text(&out.stdout).trim().to_string();
+    let alerts: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("redirected to a network connection"))
+        .collect();
+    assert_eq!(alerts.len(), 1, "the accepted socket's dup2 alerts: {stderr}");
+    assert!(
+        alerts[0].contains(&format!("->127.0.0.1:{port} "))
+            && alerts[0].contains("fd_type=ipv4")
+            && alerts[0].contains(&format!("server_port={port} ")),
+        "client → server, the listening port the server's: {}",
+        alerts[0]
+    );
+}
