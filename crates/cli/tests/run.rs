@@ -1309,7 +1309,11 @@ fn accepted_socket_redirection_alerts() {
         .lines()
         .filter(|l| l.contains("redirected to a network connection"))
         .collect();
-    assert_eq!(alerts.len(), 1, "the accepted socket's dup2 alerts: {stderr}");
+    assert_eq!(
+        alerts.len(),
+        1,
+        "the accepted socket's dup2 alerts: {stderr}"
+    );
     assert!(
         alerts[0].contains(&format!("->127.0.0.1:{port} "))
             && alerts[0].contains("fd_type=ipv4")
