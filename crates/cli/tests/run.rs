@@ -1322,3 +1322,72 @@ fn accepted_socket_redirection_alerts() {
         alerts[0]
     );
 }
+
+/// `chdir`/`fchdir` stop only because the state needs the working directory (no rule
+/// watches them): they run without their exit stop and the process's directory is read from
+/// `/proc` before its next event. Relative opens after `chdir`, `fchdir`, in a forked child
+/// and after an exec still resolve to the right file.
+#[test]
+fn working_directory_changes_take_no_exit_stop() {
+    if !can_trace("cwd_exit") {
+        return;
+    }
+    let dir = scratch("cwd_exit");
+    fs::write(dir.join("probe"), "x").unwrap();
+    let rules = dir.join("probe.yaml");
+    fs::write(
+        &rules,
+        format!(
+            "- rule: Probe\n  desc: t\n  condition: evt.type in (open, openat) and fd.name = \
+             {}/probe\n  output: \"probe proc=%proc.name\"\n  priority: NOTICE\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let counters = |loops: u32| -> (u64, String) {
+        let py = format!(
+            "import os, subprocess\nfor i in range({loops}):\n    os.chdir('/')\n    \
+             os.chdir('/tmp')\nos.chdir('/etc')\nos.chdir('{d}')\nopen('probe').close()\n\
+             fd = os.open('/etc', os.O_RDONLY)\nos.fchdir(fd)\nos.chdir('{d}')\n\
+             open('probe').close()\npid = os.fork()\nif pid == 0:\n    \
+             open('probe').close()\n    os._exit(0)\nos.waitpid(pid, 0)\n\
+             subprocess.run(['cat', 'probe'], check=True, stdout=subprocess.DEVNULL)\n",
+            d = dir.display()
+        );
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "-r",
+            rules.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            &py,
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        (run_stat(&stderr, "exit_stops"), stderr)
+    };
+    let (few, _) = counters(0);
+    let (many, stderr) = counters(300);
+    assert!(
+        many < few + 30,
+        "600 chdir took exit stops: {few} without, {many} with"
+    );
+    let mut alerts: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.find("probe proc=").map(|i| &l[i..]))
+        .collect();
+    alerts.sort_unstable();
+    assert_eq!(
+        alerts,
+        [
+            "probe proc=cat",
+            "probe proc=python3",
+            "probe proc=python3",
+            "probe proc=python3"
+        ],
+        "every relative open names the file: {stderr}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -67,6 +67,12 @@ pub(crate) struct Tracer<'a> {
     /// Counts stops for the idle waker ([`crate::idle`]), when there is one: waits are then
     /// interruptible and an interruption calls [`Handler::idle`].
     pub(crate) activity: Option<Arc<AtomicU64>>,
+    /// `chdir`, `fchdir` stop only for the state (no rule watches them): their exit may be
+    /// skipped, the process's new working directory then read from `/proc` before its next
+    /// event ([`Tracer::flush_cwd`]).
+    cwd_state_only: [bool; 2],
+    /// Processes whose working directory may have changed since the state was told.
+    cwd_dirty: HashSet<i32>,
 }
 
 fn flags_of(numbers: &[u16]) -> Vec<bool> {
@@ -100,6 +106,9 @@ fn may_skip_exit(nr: u64) -> bool {
     SKIPPABLE.contains(&nr)
 }
 
+const CHDIR: u16 = 80;
+const FCHDIR: u16 = 81;
+
 fn is_clone(nr: u64) -> bool {
     matches!(nr, 56 | 57 | 58 | 435)
 }
@@ -119,6 +128,11 @@ impl<'a> Tracer<'a> {
             learn: spec.learn,
             report: flags_of(&crate::traced_syscalls(spec)),
             judged: flags_of(&spec.judged),
+            cwd_state_only: [
+                !spec.report.contains(&CHDIR) && !spec.learn,
+                !spec.report.contains(&FCHDIR) && !spec.learn,
+            ],
+            cwd_dirty: HashSet::new(),
             handler,
             tasks,
             num: 0,
@@ -164,8 +178,10 @@ impl<'a> Tracer<'a> {
         self.emit(event);
     }
 
-    /// Brings the state's view of the descriptors `event` uses up to date.
+    /// Brings the state's view of the descriptors `event` uses (and of its process's working
+    /// directory) up to date.
     fn fix_fds(&mut self, event: &Event) {
+        self.flush_cwd(event.tid, event.pid);
         for fix in self.fds.stale_before(event) {
             match fix {
                 Fix::Close(close) => self.emit(close),
@@ -174,7 +190,39 @@ impl<'a> Tracer<'a> {
         }
     }
 
+    /// A process whose `chdir`/`fchdir` ran without its exit stop: its working directory, read
+    /// from `/proc` now, is delivered as a `chdir` to the absolute path before its next event
+    /// (no rule watches these calls, so only the state sees it).
+    fn flush_cwd(&mut self, tid: i64, pid: i64) {
+        if self.cwd_dirty.is_empty() {
+            return;
+        }
+        let Ok(process) = i32::try_from(pid) else {
+            return;
+        };
+        if !self.cwd_dirty.remove(&process) {
+            return;
+        }
+        let Ok(cwd) = std::fs::read_link(format!("/proc/{process}/cwd")) else {
+            return;
+        };
+        let chdir = table::by_name("chdir").expect("chdir is in the event table");
+        self.emit(Event {
+            num: 0,
+            ts: decode::now_ns(),
+            tid,
+            pid,
+            etype: chdir,
+            res: 0,
+            params: vec![Param::Bytes(std::os::unix::ffi::OsStringExt::into_vec(
+                cwd.into_os_string(),
+            ))],
+            truncated: 0,
+        });
+    }
+
     fn emit(&mut self, mut event: Event) {
+        self.flush_cwd(event.tid, event.pid);
         self.fds.after(&event);
         self.num += 1;
         event.num = self.num;
@@ -413,6 +461,23 @@ impl<'a> Tracer<'a> {
                 predicted.res = procinfo::lowest_free_fd(tgid);
             }
             if self.judge(tid, tgid, &mut regs, predicted) {
+                return;
+            }
+        }
+        let cwd_call = match nr16 {
+            CHDIR => Some(0),
+            FCHDIR => Some(1),
+            _ => None,
+        };
+        if cwd_call.is_some_and(|i| self.cwd_state_only[i]) {
+            // Only the state needs it, and only its effect: read from `/proc` before this
+            // process's next event, unless the handler wants the event itself (a capture).
+            self.fix_fds(&event);
+            event.num = self.num + 1;
+            if !self.handler.wants_result(&event) {
+                self.stats.skipped_exits += 1;
+                self.cwd_dirty.insert(tgid);
+                let _ = sys::cont(tid, 0);
                 return;
             }
         }
@@ -677,6 +742,8 @@ impl<'a> Tracer<'a> {
             ),
         };
         let event = procinfo::exec_event(tid, etype, params);
+        // The new image's event carries its working directory, read from `/proc`.
+        self.cwd_dirty.remove(&tid);
         self.emit(event);
     }
 }
