@@ -5,12 +5,39 @@ use std::fmt;
 use vigil_event::{table, EventType};
 
 /// A condition on one argument register that a kernel-side filter can decide: the low 32
-/// bits of argument `arg` (0-based) equal one of `values`. Exact for arguments the kernel
-/// reads as 32-bit integers (descriptors), which is what it is for (`dup2(_, newfd ∈ {0,1,2})`).
+/// bits of argument `arg` (0-based), masked with `mask`, equal one of `values`. Exact for
+/// arguments the kernel reads as 32-bit integers: descriptors (`dup2(_, newfd ∈ {0,1,2})`,
+/// `mask` all ones) and open flags (the access mode: `flags & 3 ∈ {1, 2}` for a write).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArgIn {
     pub arg: u8,
+    pub mask: u32,
     pub values: Vec<u32>,
+}
+
+impl ArgIn {
+    /// `args[arg]`'s low 32 bits equal one of `values`.
+    pub fn equal(arg: u8, values: Vec<u32>) -> ArgIn {
+        ArgIn {
+            arg,
+            mask: u32::MAX,
+            values,
+        }
+    }
+}
+
+impl fmt::Display for ArgIn {
+    /// `arg1=0|1|2`, `arg2&0x3=1|2`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "arg{}", self.arg)?;
+        if self.mask != u32::MAX {
+            write!(f, "&{:#x}", self.mask)?;
+        }
+        for (i, v) in self.values.iter().enumerate() {
+            write!(f, "{}{v}", if i == 0 { "=" } else { "|" })?;
+        }
+        Ok(())
+    }
 }
 
 /// A set of event types: one bit per [`EventType`] id of this build's table.

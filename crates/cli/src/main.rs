@@ -577,15 +577,7 @@ fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
                             let name = name_of(id);
                             Some(if filter.report.contains(&nr) {
                                 match filter.report_when.iter().find(|(n, _)| *n == nr) {
-                                    Some((_, cond)) => format!(
-                                        "{name}(arg{}={})",
-                                        cond.arg,
-                                        cond.values
-                                            .iter()
-                                            .map(u32::to_string)
-                                            .collect::<Vec<_>>()
-                                            .join("|")
-                                    ),
+                                    Some((_, cond)) => format!("{name}({cond})"),
                                     None => name.to_owned(),
                                 }
                             } else {

@@ -36,6 +36,9 @@ use super::{live_state_config, load_selection, InvalidInput, Matching, RulesSele
 
 const EPERM: i32 = 1;
 
+/// Without a stop for this long, the tracer runs the agent's housekeeping anyway.
+const IDLE_INTERVAL: Duration = Duration::from_secs(1);
+
 #[derive(Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -276,6 +279,10 @@ impl Handler for Pipeline {
         self.engine.learn_fd(pid, info);
     }
 
+    fn idle(&mut self) {
+        self.housekeeping();
+    }
+
     fn event(&mut self, event: &Event) {
         self.record(event);
         match self.agent.as_mut() {
@@ -473,6 +480,9 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             MechanismArg::Notify => Mechanism::Notify,
         },
         drop_privileges: true,
+        // Housekeeping (stats file, metrics, drop alerts) also while the workload is idle;
+        // at least as often as the stats lines are due.
+        idle_interval: Some(IDLE_INTERVAL.min(Duration::from_millis(args.stats_interval.max(10)))),
     };
     let traced = vigil_ptrace::traced_syscalls(&spec).len();
     // Opened now (the tracer will not be allowed to create it later), written when the

@@ -1109,3 +1109,362 @@ fn multivalue_transformers_match_live_and_in_replay() {
     );
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Plain `dup` (called through `ctypes`: Python's `os.dup` is an `fcntl`) returns the lowest
+/// free descriptor, unknown at entry; a redirection rule
+/// requires `evt.rawres in (0, 1, 2)` and a socket. The tracer tries the call at entry as a
+/// success with each of those results: a `dup` of stdin (not a socket) matches nothing
+/// whatever it returns and runs without its exit stop (`skipped_exits`), with this rule and
+/// with Falco's stable rules (whose rule, as root, is not folded away); a socket dup'ed onto
+/// a closed stdin still alerts, and a socket dup'ed elsewhere does not.
+#[test]
+fn dup_exits_are_decided_at_entry() {
+    if !can_trace("dup_entry") {
+        return;
+    }
+    let Some(upstream) = upstream_rules("dup_entry") else {
+        return;
+    };
+    let dir = scratch("dup_entry");
+    let rules = dir.join("redirect.yaml");
+    fs::write(
+        &rules,
+        "- rule: Redirect\n  desc: t\n  condition: evt.type in (dup, dup2, dup3) and \
+         evt.rawres in (0, 1, 2) and fd.type in (ipv4, ipv6)\n  output: \"redirect fd=%fd.num \
+         type=%fd.type\"\n  priority: NOTICE\n\
+         - rule: Connect to port 1\n  desc: t\n  condition: evt.type = connect and fd.sport = 1\n  \
+         output: \"connect\"\n  priority: NOTICE\n",
+    )
+    .unwrap();
+    // (The second rule watches a network call, which makes the tracer follow socket
+    // creation: the state knows the socket's type only then.)
+    let counters = |rules: &Path, loops: u32| -> (u64, u64, String) {
+        let py = format!(
+            "import ctypes, os, socket\ndup = ctypes.CDLL(None).dup\n\
+             for i in range({loops}):\n    os.close(dup(0))\n\
+             s = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(1)\n\
+             c = socket.create_connection(s.getsockname())\nos.close(dup(c.fileno()))\n\
+             os.close(0)\nassert dup(c.fileno()) == 0\n"
+        );
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "-r",
+            rules.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            &py,
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        (
+            run_stat(&stderr, "exit_stops"),
+            run_stat(&stderr, "skipped_exits"),
+            stderr,
+        )
+    };
+    for rules in [rules.as_path(), upstream.as_path()] {
+        let (few_exits, _, _) = counters(rules, 0);
+        let (many_exits, _, _) = counters(rules, 2000);
+        assert!(
+            many_exits < few_exits + 200,
+            "2000 dup(0) took exit stops with {}: {few_exits} without, {many_exits} with",
+            rules.display()
+        );
+    }
+    let (_, few_skipped, _) = counters(&rules, 0);
+    let (_, many_skipped, stderr) = counters(&rules, 2000);
+    assert!(
+        many_skipped >= few_skipped + 2000,
+        "{few_skipped} skipped without, {many_skipped} with"
+    );
+    let alerts: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("redirect fd="))
+        .collect();
+    assert_eq!(alerts.len(), 1, "{stderr}");
+    assert!(
+        alerts[0].contains("redirect fd=0 type=ipv4"),
+        "the socket dup'ed onto the closed stdin: {}",
+        alerts[0]
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A watched exec stops at entry (for the name as passed and for failures) and its exit is
+/// needed only to report a failure, which is the caller's unchanged image: the tracer asks
+/// the rules at entry and takes the exit stop only when a failure could match. Failed execs
+/// that no rule can match (a `PATH` search) take no exit stop, with this rule and with
+/// Falco's stable rules; the failure a rule matches still alerts; a rule reading an image
+/// argument (`evt.arg.exe`) keeps every exit.
+#[test]
+fn failed_exec_exits_are_decided_at_entry() {
+    if !can_trace("exec_exit") {
+        return;
+    }
+    let Some(upstream) = upstream_rules("exec_exit") else {
+        return;
+    };
+    let dir = scratch("exec_exit");
+    let write_rules = |name: &str, extra: &str| -> PathBuf {
+        let path = dir.join(name);
+        fs::write(
+            &path,
+            format!(
+                "- rule: Failed probe exec\n  desc: t\n  condition: evt.type = execve and \
+                 evt.res = ENOENT and proc.name = python3 and evt.arg.filename endswith \
+                 /vigil-probe{extra}\n  output: \"failed-exec name=%evt.arg.filename \
+                 res=%evt.res proc=%proc.name\"\n  priority: NOTICE\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let probe = write_rules("probe.yaml", "");
+    let image = write_rules(
+        "image.yaml",
+        " or (evt.type = execve and evt.arg.exe = nope)",
+    );
+    let counters = |rules: &Path, loops: u32| -> (u64, u64, String) {
+        let py = format!(
+            "import os\nfor i in range({loops}):\n    try:\n        \
+             os.execv('/nonexistent/x%d' % i, ['x'])\n    except OSError:\n        pass\n\
+             try:\n    os.execv('/nonexistent/vigil-probe', ['p'])\nexcept OSError:\n    pass\n"
+        );
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "-r",
+            rules.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            &py,
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        (
+            run_stat(&stderr, "exit_stops"),
+            run_stat(&stderr, "skipped_exits"),
+            stderr,
+        )
+    };
+    for rules in [probe.as_path(), upstream.as_path()] {
+        let (few, few_skipped, _) = counters(rules, 0);
+        let (many, many_skipped, _) = counters(rules, 300);
+        assert!(
+            many < few + 30,
+            "300 failed execs took exit stops with {}: {few} without, {many} with",
+            rules.display()
+        );
+        assert!(
+            many_skipped >= few_skipped + 300,
+            "{few_skipped} skipped without, {many_skipped} with"
+        );
+    }
+    let (_, _, stderr) = counters(&probe, 300);
+    let alerts: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("failed-exec"))
+        .collect();
+    assert_eq!(alerts.len(), 1, "{stderr}");
+    assert!(
+        alerts[0].contains("failed-exec name=/nonexistent/vigil-probe res=ENOENT proc=python3"),
+        "{}",
+        alerts[0]
+    );
+    let (few, _, _) = counters(&image, 0);
+    let (many, _, stderr) = counters(&image, 300);
+    assert!(
+        many >= few + 300,
+        "a rule reading evt.arg.exe needs every failure: {few} exits without, {many} with"
+    );
+    assert_eq!(
+        stderr.lines().filter(|l| l.contains("failed-exec")).count(),
+        1,
+        "{stderr}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// When every rule watching `open`/`openat` requires a write (`evt.is_open_write = true`),
+/// the seccomp filter tests the access mode in the flags register: read-only opens never
+/// stop, a write open of the watched file still alerts. With a read rule beside it every
+/// open stops again.
+#[test]
+fn read_only_opens_never_stop_for_write_only_rules() {
+    if !can_trace("open_write") {
+        return;
+    }
+    let dir = scratch("open_write");
+    let target = dir.join("watched");
+    let write_rule = format!(
+        "- rule: Write watched\n  desc: t\n  condition: evt.type in (open, openat, openat2) and \
+         evt.is_open_write = true and fd.name startswith {}\n  output: \"write-open \
+         file=%fd.name\"\n  priority: NOTICE\n",
+        target.display()
+    );
+    fs::write(format!("{}-y", target.display()), "").unwrap();
+    let write_only = dir.join("write.yaml");
+    fs::write(&write_only, &write_rule).unwrap();
+    let with_read = dir.join("read.yaml");
+    fs::write(
+        &with_read,
+        format!(
+            "{write_rule}- rule: Read shadow\n  desc: t\n  condition: evt.type in (open, openat) \
+             and evt.is_open_read = true and fd.name = /etc/shadow\n  output: \"read\"\n  \
+             priority: NOTICE\n"
+        ),
+    )
+    .unwrap();
+    let stops = |rules: &Path, loops: u32| -> (u64, String) {
+        let py = format!(
+            "for i in range({loops}):\n    open('/etc/hostname').close()\n\
+             open('{t}-x', 'w').close()\nopen('{t}-y', 'r+').close()\n",
+            t = target.display()
+        );
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "-r",
+            rules.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            &py,
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        (run_stat(&stderr, "seccomp_stops"), stderr)
+    };
+    let (few, _) = stops(&write_only, 0);
+    let (many, stderr) = stops(&write_only, 500);
+    assert!(
+        many < few + 50,
+        "500 read-only opens stopped the tracer: {few} stops without, {many} with"
+    );
+    let mut alerts: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| l.find("write-open").map(|i| l[i..].to_string()))
+        .collect();
+    alerts.sort();
+    assert_eq!(
+        alerts,
+        [
+            format!("write-open file={}-x", target.display()),
+            format!("write-open file={}-y", target.display()),
+        ],
+        "O_WRONLY|O_CREAT and O_RDWR opens still alert: {stderr}"
+    );
+    let (few, _) = stops(&with_read, 0);
+    let (many, _) = stops(&with_read, 500);
+    assert!(
+        many >= few + 500,
+        "a read rule needs every open: {few} stops without, {many} with"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A socket made by a call no rule watches (`accept`: a bind shell) is described from a copy
+/// of the descriptor when a traced call uses it, so its redirection onto stdout still
+/// alerts, oriented client → server (the listening port is the server's).
+#[test]
+fn accepted_socket_redirection_alerts() {
+    if !can_trace("accepted_socket") {
+        return;
+    }
+    let py = "import os, socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(1)\n\
+              print(s.getsockname()[1], flush=True)\n\
+              c = socket.create_connection(s.getsockname())\nconn, _ = s.accept()\n\
+              saved = os.dup(1)\nos.dup2(conn.fileno(), 1)\nos.dup2(saved, 1)\n";
+    let out = vigil(&["run", "--", "python3", "-c", py]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let port = text(&out.stdout).trim().to_string();
+    let alerts: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("redirected to a network connection"))
+        .collect();
+    assert_eq!(
+        alerts.len(),
+        1,
+        "the accepted socket's dup2 alerts: {stderr}"
+    );
+    assert!(
+        alerts[0].contains(&format!("->127.0.0.1:{port} "))
+            && alerts[0].contains("fd_type=ipv4")
+            && alerts[0].contains(&format!("server_port={port} ")),
+        "client → server, the listening port the server's: {}",
+        alerts[0]
+    );
+}
+
+/// `chdir`/`fchdir` stop only because the state needs the working directory (no rule
+/// watches them): they run without their exit stop and the process's directory is read from
+/// `/proc` before its next event. Relative opens after `chdir`, `fchdir`, in a forked child
+/// and after an exec still resolve to the right file.
+#[test]
+fn working_directory_changes_take_no_exit_stop() {
+    if !can_trace("cwd_exit") {
+        return;
+    }
+    let dir = scratch("cwd_exit");
+    fs::write(dir.join("probe"), "x").unwrap();
+    let rules = dir.join("probe.yaml");
+    fs::write(
+        &rules,
+        format!(
+            "- rule: Probe\n  desc: t\n  condition: evt.type in (open, openat) and fd.name = \
+             {}/probe\n  output: \"probe proc=%proc.name\"\n  priority: NOTICE\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let counters = |loops: u32| -> (u64, String) {
+        let py = format!(
+            "import os, subprocess\nfor i in range({loops}):\n    os.chdir('/')\n    \
+             os.chdir('/tmp')\nos.chdir('/etc')\nos.chdir('{d}')\nopen('probe').close()\n\
+             fd = os.open('/etc', os.O_RDONLY)\nos.fchdir(fd)\nos.chdir('{d}')\n\
+             open('probe').close()\npid = os.fork()\nif pid == 0:\n    \
+             open('probe').close()\n    os._exit(0)\nos.waitpid(pid, 0)\n\
+             subprocess.run(['cat', 'probe'], check=True, stdout=subprocess.DEVNULL)\n",
+            d = dir.display()
+        );
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "-r",
+            rules.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            &py,
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        (run_stat(&stderr, "exit_stops"), stderr)
+    };
+    let (few, _) = counters(0);
+    let (many, stderr) = counters(300);
+    assert!(
+        many < few + 30,
+        "600 chdir took exit stops: {few} without, {many} with"
+    );
+    let mut alerts: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.find("probe proc=").map(|i| &l[i..]))
+        .collect();
+    alerts.sort_unstable();
+    assert_eq!(
+        alerts,
+        [
+            "probe proc=cat",
+            "probe proc=python3",
+            "probe proc=python3",
+            "probe proc=python3"
+        ],
+        "every relative open names the file: {stderr}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -454,3 +454,54 @@ fn rules_that_cannot_match_the_workload_cost_no_stop() {
         );
     }
 }
+
+/// Housekeeping (the stats file, metrics, drop alerts) also runs while the workload is idle:
+/// a helper thread wakes the tracer's wait after an interval without a stop. A workload that
+/// sleeps 2 s gets a stats line about every 100 ms, and not one stop more than the same
+/// workload sleeping 0.1 s (the wake-up goes to the tracer, never to the workload).
+#[test]
+fn housekeeping_runs_while_the_workload_is_idle() {
+    if !can_trace("idle_housekeeping") {
+        return;
+    }
+    let dir = scratch("idle_housekeeping");
+    let run = |seconds: &str| -> (usize, u64) {
+        let stats_file = dir.join(format!("stats-{seconds}.jsonl"));
+        let out: Output = Command::new(VIGIL)
+            .args(["run", "--stats", "-s"])
+            .arg(&stats_file)
+            .args(["--stats-interval", "100", "--", "sleep", seconds])
+            .stdin(Stdio::null())
+            .output()
+            .expect("vigil run");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let stops = stderr
+            .lines()
+            .find(|l| l.starts_with("vigil: traced_syscalls="))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix("stops="))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or_else(|| panic!("no stops in the stats line: {stderr}"));
+        let lines = std::fs::read_to_string(&stats_file)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        (lines, stops)
+    };
+    let (short_lines, short_stops) = run("0.1");
+    let (long_lines, long_stops) = run("2");
+    assert!(
+        long_lines >= 8,
+        "{long_lines} stats lines in 2 s of an idle workload at a 100 ms interval \
+         ({short_lines} in 0.1 s)"
+    );
+    assert!(
+        long_stops <= short_stops + 2,
+        "idle wake-ups must not stop the workload: {short_stops} stops in 0.1 s, \
+         {long_stops} in 2 s"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

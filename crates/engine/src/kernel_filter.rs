@@ -58,7 +58,11 @@ impl KernelFilter {
         } else {
             (
                 without_exec_entry(ruleset, report),
-                result_arg_conditions(ruleset),
+                [
+                    result_arg_conditions(ruleset),
+                    open_write_conditions(ruleset),
+                ]
+                .concat(),
             )
         };
         let (enforced, judged) = match enforce {
@@ -176,7 +180,46 @@ fn result_arg_conditions(ruleset: &Ruleset) -> Vec<(u16, ArgIn)> {
         };
         let values: Option<Vec<u32>> = values.iter().map(|&v| u32::try_from(v).ok()).collect();
         if let Some(values) = values.filter(|v| !v.is_empty()) {
-            out.push((nr, ArgIn { arg, values }));
+            out.push((nr, ArgIn::equal(arg, values)));
+        }
+    }
+    out
+}
+
+/// Seccomp conditions for opens whose every watching rule requires a write
+/// (`evt.is_open_write = true` as a top-level conjunct, as in Falco's `open_write` macro): the
+/// access mode in the flags register (`flags & O_ACCMODE`) is `O_WRONLY` or `O_RDWR`, exactly
+/// the test `evt.is_open_write` makes on the flags, so a read-only open never stops.
+/// `open` and `openat` carry the flags in a register; `openat2`'s are in memory (no
+/// condition) and `creat` always writes.
+fn open_write_conditions(ruleset: &Ruleset) -> Vec<(u16, ArgIn)> {
+    use vigil_fields::Catalog;
+    const O_ACCMODE: u32 = 3;
+    const O_WRONLY: u32 = 1;
+    const O_RDWR: u32 = 2;
+    let Ok(is_write) = vigil_state::catalog().lookup("evt.is_open_write", None) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, arg) in [("open", 1u8), ("openat", 2)] {
+        let Some(etype) = vigil_event::table::by_name(name) else {
+            continue;
+        };
+        let (Some(nr), Some(values)) =
+            (etype.spec().nr, ruleset.required_values(etype.0, &is_write))
+        else {
+            continue;
+        };
+        // `true` compiles to 1; a rule requiring `false` (a read) keeps every open.
+        if values == [1] && !ruleset.candidates(etype.0).is_empty() {
+            out.push((
+                nr,
+                ArgIn {
+                    arg,
+                    mask: O_ACCMODE,
+                    values: vec![O_WRONLY, O_RDWR],
+                },
+            ));
         }
     }
     out
@@ -294,16 +337,69 @@ mod tests {
         let dup2 = f.report_when.iter().find(|(n, _)| *n == nr("dup2"));
         assert_eq!(
             dup2.map(|(_, c)| c.clone()),
-            Some(ArgIn {
-                arg: 1,
-                values: vec![0, 1, 2]
-            }),
+            Some(ArgIn::equal(1, vec![0, 1, 2])),
             "{f:?}"
         );
         // A rule that can match any result: no condition.
         let rules = ruleset(&rule("Any dup", "evt.type = dup2", "a"));
         let f = KernelFilter::derive(&rules, None, false).unwrap();
         assert!(f.report_when.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn write_only_open_rules_become_access_mode_conditions() {
+        let write = "evt.type in (open, openat, openat2) and evt.is_open_write = true and \
+                     fd.name startswith /etc/";
+        let rules = ruleset(&rule("Write etc", write, "a"));
+        let f = KernelFilter::derive(&rules, None, false).unwrap();
+        let cond = |name: &str| {
+            f.report_when
+                .iter()
+                .find(|(n, _)| *n == nr(name))
+                .map(|(_, c)| c.clone())
+        };
+        let access = |arg| {
+            Some(ArgIn {
+                arg,
+                mask: 3,
+                values: vec![1, 2],
+            })
+        };
+        assert_eq!(cond("open"), access(1), "{f:?}");
+        assert_eq!(cond("openat"), access(2), "{f:?}");
+        assert_eq!(cond("openat2"), None, "its flags are in memory");
+        assert!(f.report.contains(&nr("openat2")));
+        assert_eq!(access(2).unwrap().to_string(), "arg2&0x3=1|2");
+        // Falco's macro, nested in the rule's top-level `and`.
+        let falco = "(evt.type in (open,openat,openat2) and evt.is_open_write=true and \
+                     fd.typechar='f' and fd.num>=0) and fd.name = /var/log/x";
+        let f =
+            KernelFilter::derive(&ruleset(&rule("Falco write", falco, "a")), None, false).unwrap();
+        assert!(
+            f.report_when.iter().any(|(n, _)| *n == nr("openat")),
+            "{f:?}"
+        );
+        // One rule that may match a read (or does not say) keeps every open.
+        for other in [
+            "evt.type = openat and evt.is_open_read = true and fd.name = /etc/shadow",
+            "evt.type = openat and fd.name = /etc/shadow",
+            "evt.type = openat and evt.is_open_write = false",
+            "evt.type = openat and (evt.is_open_write = true or proc.name = cat)",
+        ] {
+            let rules = ruleset(&format!(
+                "{}{}",
+                rule("Write etc", write, "a"),
+                rule("Other", other, "b")
+            ));
+            let f = KernelFilter::derive(&rules, None, false).unwrap();
+            assert!(
+                !f.report_when.iter().any(|(n, _)| *n == nr("openat")),
+                "{other}: {f:?}"
+            );
+        }
+        // A capture wants every open.
+        let f = KernelFilter::derive(&rules, None, true).unwrap();
+        assert!(f.report_when.is_empty());
     }
 
     #[test]

@@ -150,6 +150,34 @@ pub trait AlertDecorator: Send {
     );
 }
 
+/// Whether some enabled rule watching exec event type `event_type` reads, in its condition, a
+/// parameter of the exec event that the syscall's entry does not give (the new image's and
+/// the process's: `exe`, `args`, `env`, … and `exe_flags`, which `evt.arg.flags` names for
+/// `execve`), or an argument by position.
+fn reads_exec_image_args(ruleset: &Ruleset, event_type: u16) -> bool {
+    use vigil_fields::Catalog;
+    let Some(spec) = vigil_event::table::events().get(usize::from(event_type)) else {
+        return true;
+    };
+    // The image's parameters follow the entry's (`crates/event/src/table.rs`).
+    const IMAGE_PARAMS: usize = 23;
+    let n_entry = spec.params.len().saturating_sub(IMAGE_PARAMS);
+    let catalog = vigil_state::catalog();
+    ruleset.candidates(event_type).iter().any(|&i| {
+        ruleset.rules()[i as usize]
+            .filter()
+            .fields()
+            .iter()
+            .filter(|f| catalog.def(f.id).name == "evt.arg")
+            .any(|f| match &f.arg {
+                vigil_fields::FieldArg::Key(k) => {
+                    k != spec.res_name && spec.param_index(k).is_none_or(|i| i >= n_entry)
+                }
+                _ => true,
+            })
+    })
+}
+
 /// The per-event pipeline: state update, rule evaluation, alert rendering.
 pub struct Engine {
     decorator: Option<Box<dyn AlertDecorator>>,
@@ -325,42 +353,109 @@ impl Engine {
 
     /// A kernel-less driver's question at a reported syscall's entry (`entry`: its
     /// arguments; `res` meaningless): could its result make any rule match? `false` lets it
-    /// run without the exit stop. `dup2`/`dup3` succeed with `newfd`, a result known now:
-    /// judged exactly as that success (which the state keeps, as the call will most likely
-    /// have it) unless some rule could match a failure. Other calls are judged as a failed
-    /// call, whose view names the path from the arguments, by the rules' entry filters.
+    /// run without the exit stop.
+    ///
+    /// - `dup2`/`dup3` succeed with `newfd`, a result known now: judged exactly as that
+    ///   success (which the state keeps, as the call will most likely have it) unless some
+    ///   rule could match a failure.
+    /// - `dup` succeeds with the lowest free descriptor, unknown here: when no rule could
+    ///   match a failure and every rule watching it requires the result to be one of a few
+    ///   numbers (`evt.rawres in (0, 1, 2)`, or `fd.num in (…)`), it is judged exactly as a
+    ///   success with each of them in turn (the state put back after each trial); any other
+    ///   result matches no rule by that requirement.
+    /// - `execve`/`execveat` (`entry`: the entry arguments, the rest of the exec event's
+    ///   parameters empty) need their exit only to report a failure, which is the caller's
+    ///   unchanged image (the state's) with the name as passed: judged by the entry filters as
+    ///   below, unless some rule's condition reads an exec parameter the entry does not carry
+    ///   (`evt.arg.exe`, `evt.arg[3]`, …; a success is reported by the driver's exec event).
+    /// - Other calls are judged as a failed call, whose view names the path from the
+    ///   arguments, by the rules' entry filters.
     pub fn may_need_result(&mut self, entry: &Event) -> bool {
-        if matches!(entry.etype.spec().name, "dup2" | "dup3") {
-            let newfd = match entry.param_by_name("newfd") {
-                Param::Int(v) => *v,
-                Param::Uint(v) => i64::try_from(*v).unwrap_or(-1),
-                _ => -1,
-            };
-            if newfd < 0 || self.ruleset.may_match_failure(entry.etype.0) {
-                return true;
+        match entry.etype.spec().name {
+            "execve" | "execveat" if !self.ruleset.may_match_failure(entry.etype.0) => false,
+            "execve" | "execveat" if reads_exec_image_args(&self.ruleset, entry.etype.0) => true,
+            "dup2" | "dup3" => {
+                let newfd = match entry.param_by_name("newfd") {
+                    Param::Int(v) => *v,
+                    Param::Uint(v) => i64::try_from(*v).unwrap_or(-1),
+                    _ => -1,
+                };
+                if newfd < 0 || self.ruleset.may_match_failure(entry.etype.0) {
+                    return true;
+                }
+                // Kept: the call will most likely succeed so.
+                self.matches_as_success(entry, newfd)
             }
-            let mut success = entry.clone();
-            success.res = newfd;
-            self.state.apply(&success);
-            self.matches.clear();
-            {
-                let view = self.state.view(&success);
-                self.ruleset
-                    .evaluate(&view, &mut self.ctx, &mut self.matches);
+            "dup" => {
+                if self.ruleset.may_match_failure(entry.etype.0) {
+                    return true;
+                }
+                let Some(results) = self.required_results(entry.etype.0) else {
+                    return true;
+                };
+                for fd in results {
+                    let saved = self.state.save_fd(entry.pid, fd);
+                    let matches = self.matches_as_success(entry, fd);
+                    self.state.restore_fd(entry.pid, fd, saved);
+                    if matches {
+                        return true;
+                    }
+                }
+                false
             }
-            self.state.finish(&success);
-            return !self.matches.is_empty();
+            _ => {
+                const ENOENT: i64 = 2;
+                let mut probe = entry.clone();
+                probe.res = -ENOENT;
+                self.state.apply(&probe);
+                let may = {
+                    let view = self.state.view(&probe);
+                    self.ruleset.may_match_before_result(&view, &mut self.ctx)
+                };
+                self.state.finish(&probe);
+                may
+            }
         }
-        const ENOENT: i64 = 2;
-        let mut probe = entry.clone();
-        probe.res = -ENOENT;
-        self.state.apply(&probe);
-        let may = {
-            let view = self.state.view(&probe);
-            self.ruleset.may_match_before_result(&view, &mut self.ctx)
-        };
-        self.state.finish(&probe);
-        may
+    }
+
+    /// Whether some rule matches `entry` completed with result `res` (applied to the state,
+    /// as the completed event would be).
+    fn matches_as_success(&mut self, entry: &Event, res: i64) -> bool {
+        let mut success = entry.clone();
+        success.res = res;
+        self.state.apply(&success);
+        self.matches.clear();
+        {
+            let view = self.state.view(&success);
+            self.ruleset
+                .evaluate(&view, &mut self.ctx, &mut self.matches);
+        }
+        self.state.finish(&success);
+        !self.matches.is_empty()
+    }
+
+    /// The descriptor numbers a successful call of `event_type` (which returns a new
+    /// descriptor) must return for some enabled rule to match: every candidate rule requires
+    /// `evt.rawres` (or every one `fd.num`) to be one of at most 16 non-negative numbers.
+    /// `None` when some rule does not constrain its result so.
+    fn required_results(&self, event_type: u16) -> Option<Vec<i64>> {
+        use vigil_fields::Catalog;
+        const MAX_TRIALS: usize = 16;
+        let catalog = vigil_state::catalog();
+        ["evt.rawres", "fd.num"].iter().find_map(|name| {
+            let field = catalog.lookup(name, None).ok()?;
+            let values = self.ruleset.required_values(event_type, &field)?;
+            if values.len() > MAX_TRIALS {
+                return None;
+            }
+            // A negative number is an error, which no rule matches here.
+            Some(
+                values
+                    .into_iter()
+                    .filter_map(|v| i64::try_from(v).ok().filter(|&v| v >= 0))
+                    .collect(),
+            )
+        })
     }
 
     /// Process `pid` has descriptor `info` (read from `/proc`) whose creating call was not
@@ -397,5 +492,242 @@ impl Engine {
             .collect();
         self.stats.events_in = self.stats.processed + self.stats.dropped_total();
         Ok(self.stats.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vigil_event::{FdInfo, FdKind, ThreadInfo};
+
+    const PID: i64 = 100;
+
+    fn with_rule(condition: &str) -> Engine {
+        let text = format!(
+            "- rule: Redirect\n  desc: d\n  condition: {condition}\n  output: \"fd=%fd.num \
+             type=%fd.type\"\n  priority: NOTICE\n"
+        );
+        let loaded = load_rules(
+            &[RulesText {
+                name: "rules.yaml".into(),
+                text,
+            }],
+            &LoadOptions::default(),
+        );
+        let ruleset = loaded.ruleset.expect("rules load");
+        let mut engine = Engine::new(ruleset, StateConfig::default(), "h".into());
+        let fd = |fd: i64, kind: FdKind, name: &str| FdInfo {
+            fd,
+            kind,
+            name: name.as_bytes().to_vec(),
+            flags: 0,
+        };
+        engine.load_snapshot(&Snapshot {
+            threads: vec![ThreadInfo {
+                tid: PID,
+                pid: PID,
+                ppid: 1,
+                comm: b"sh".to_vec(),
+                fds: vec![
+                    fd(0, FdKind::File, "/dev/null"),
+                    fd(1, FdKind::File, "/tmp/out"),
+                    fd(
+                        5,
+                        FdKind::Inet {
+                            tuple: None,
+                            ipv6: false,
+                        },
+                        "",
+                    ),
+                    fd(6, FdKind::Pipe, ""),
+                ],
+                ..ThreadInfo::default()
+            }],
+            ..Snapshot::default()
+        });
+        engine
+    }
+
+    fn dup(oldfd: i64) -> Event {
+        Event {
+            num: 1,
+            ts: 1,
+            tid: PID,
+            pid: PID,
+            etype: vigil_event::table::by_name("dup").expect("dup"),
+            res: 0,
+            params: vec![Param::Int(oldfd)],
+            truncated: 0,
+        }
+    }
+
+    /// The type the state gives descriptor `fd` of the test process, as a rule sees it.
+    fn fd_type(engine: &Engine, fd: i64) -> String {
+        let mut probe = dup(fd);
+        probe.res = fd;
+        let view = engine.state().view(&probe);
+        let field = vigil_state::catalog().lookup("fd.type", None).unwrap();
+        let mut out = Vec::new();
+        vigil_fields::Extract::extract(&view, &field, &mut out);
+        out.first().map(|v| format!("{v:?}")).unwrap_or_default()
+    }
+
+    use vigil_fields::Catalog;
+
+    #[test]
+    fn dup_of_what_no_rule_watches_needs_no_result_and_leaves_the_state() {
+        let mut engine =
+            with_rule("evt.type = dup and evt.rawres in (0, 1, 2) and fd.type in (ipv4, ipv6)");
+        let before = (
+            fd_type(&engine, 0),
+            fd_type(&engine, 1),
+            fd_type(&engine, 2),
+        );
+        assert!(
+            !engine.may_need_result(&dup(0)),
+            "a file dup'ed anywhere matches nothing"
+        );
+        assert!(!engine.may_need_result(&dup(6)), "nor a pipe");
+        assert_eq!(
+            (
+                fd_type(&engine, 0),
+                fd_type(&engine, 1),
+                fd_type(&engine, 2)
+            ),
+            before,
+            "the trials are undone"
+        );
+        // A socket may land on 0, 1 or 2 (when one of them is closed): the result matters.
+        assert!(engine.may_need_result(&dup(5)));
+        assert_eq!(
+            (
+                fd_type(&engine, 0),
+                fd_type(&engine, 1),
+                fd_type(&engine, 2)
+            ),
+            before
+        );
+        // An unknown descriptor (the state cannot say it is no socket): no rule matches an
+        // unknown type either, exactly as the completed event would show it.
+        assert!(!engine.may_need_result(&dup(9)));
+        // The same with the requirement on `fd.num`.
+        let mut engine =
+            with_rule("evt.type = dup and evt.rawres >= 0 and fd.num = 1 and fd.type = ipv4");
+        assert!(!engine.may_need_result(&dup(0)));
+        assert!(engine.may_need_result(&dup(5)));
+    }
+
+    #[test]
+    fn dup_keeps_its_exit_when_the_result_is_not_constrained_or_a_failure_may_match() {
+        // Any result, so any descriptor number: cannot be tried one by one.
+        let mut engine = with_rule("evt.type = dup and evt.rawres >= 0 and fd.type = file");
+        assert!(engine.may_need_result(&dup(0)));
+        assert!(engine.may_need_result(&dup(6)));
+        // No test of the result at all: a failure may match too.
+        let mut engine = with_rule("evt.type = dup and fd.num = 1 and fd.type = ipv4");
+        assert!(engine.may_need_result(&dup(6)));
+        let mut engine = with_rule("evt.type = dup and evt.rawres >= 3 and fd.type = ipv4");
+        assert!(engine.may_need_result(&dup(5)));
+        // A failure (negative rawres) could match: kept whatever the descriptor.
+        let mut engine = with_rule("evt.type = dup and evt.rawres in (-9, 1) and fd.type = pipe");
+        assert!(engine.may_need_result(&dup(0)));
+        // Too many numbers to try.
+        let many: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+        let mut engine = with_rule(&format!(
+            "evt.type = dup and evt.rawres in ({}) and fd.type = ipv4",
+            many.join(", ")
+        ));
+        assert!(engine.may_need_result(&dup(0)));
+    }
+}
+
+#[cfg(test)]
+mod exec_tests {
+    use super::*;
+    use vigil_event::ThreadInfo;
+
+    const PID: i64 = 200;
+
+    fn with_rule(condition: &str) -> Engine {
+        let text = format!(
+            "- rule: Exec\n  desc: d\n  condition: {condition}\n  output: \"x\"\n  priority: \
+             NOTICE\n"
+        );
+        let loaded = load_rules(
+            &[RulesText {
+                name: "rules.yaml".into(),
+                text,
+            }],
+            &LoadOptions::default(),
+        );
+        let mut engine = Engine::new(
+            loaded.ruleset.expect("rules load"),
+            StateConfig::default(),
+            "h".into(),
+        );
+        engine.load_snapshot(&Snapshot {
+            threads: vec![ThreadInfo {
+                tid: PID,
+                pid: PID,
+                ppid: 1,
+                comm: b"sh".to_vec(),
+                exe: b"sh".to_vec(),
+                exepath: b"/bin/sh".to_vec(),
+                ..ThreadInfo::default()
+            }],
+            ..Snapshot::default()
+        });
+        engine
+    }
+
+    /// An exec at entry as the tracer asks about it: the file name, nothing of the image.
+    fn execve(filename: &str) -> Event {
+        let etype = vigil_event::table::by_name("execve").expect("execve");
+        let mut params = vec![Param::Bytes(filename.as_bytes().to_vec())];
+        params.resize(etype.spec().params.len(), Param::None);
+        Event {
+            num: 1,
+            ts: 1,
+            tid: PID,
+            pid: PID,
+            etype,
+            res: 0,
+            params,
+            truncated: 0,
+        }
+    }
+
+    #[test]
+    fn a_failed_exec_is_judged_on_the_callers_image_and_the_name_passed() {
+        let mut engine = with_rule(
+            "evt.type = execve and evt.res = ENOENT and proc.name = sh and \
+             evt.arg.filename endswith /probe",
+        );
+        assert!(!engine.may_need_result(&execve("/usr/bin/sort")));
+        assert!(engine.may_need_result(&execve("/nowhere/probe")));
+        // Another caller: no failure of it matches.
+        let mut engine = with_rule("evt.type = execve and proc.name = bash");
+        assert!(!engine.may_need_result(&execve("/nowhere/probe")));
+        // Only the success can match: the failure never matters.
+        let mut engine = with_rule("evt.type = execve and evt.res = SUCCESS");
+        assert!(!engine.may_need_result(&execve("/bin/true")));
+    }
+
+    #[test]
+    fn an_exec_rule_reading_the_image_arguments_keeps_the_exit() {
+        // `evt.arg.exe`, `evt.arg.flags` (the exe flags for execve) and positional
+        // arguments are not in the entry's arguments: the failed event must be built.
+        for condition in [
+            "evt.type = execve and evt.arg.exe = nope",
+            "evt.type = execve and evt.arg.flags contains EXE_WRITABLE",
+            "evt.type = execve and evt.arg[1] = nope",
+        ] {
+            let mut engine = with_rule(condition);
+            assert!(engine.may_need_result(&execve("/bin/true")), "{condition}");
+        }
+        // The name as passed and the result are known.
+        let mut engine =
+            with_rule("evt.type = execve and evt.arg.filename = /x and evt.arg.res = 0");
+        assert!(!engine.may_need_result(&execve("/bin/true")));
     }
 }

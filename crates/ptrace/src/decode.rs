@@ -598,6 +598,76 @@ pub fn read_str_array(pid: i32, addr: u64) -> (Vec<Vec<u8>>, bool) {
 /// An IP address and port.
 type Endpoint = (IpAddr, u16);
 
+/// Socket `fd` of process `pid` described as a `/proc` snapshot describes one (kind and, for
+/// a connected inet socket, its tuple client → server; for a Unix socket its named end), for
+/// a socket whose creating call was not traced (an `accept` when no rule watches it) when a
+/// traced call uses it. Read through a copy of the descriptor (`pidfd_getfd`); a TCP socket
+/// is the server side when the process's network namespace listens on its local port (the
+/// snapshot's rule). `None` for other families or when the copy is refused.
+pub(crate) fn describe_socket(pid: i64, fd: i64) -> Option<(vigil_event::FdKind, Vec<u8>)> {
+    use vigil_event::FdKind;
+    let (p, f) = (i32::try_from(pid).ok()?, i32::try_from(fd).ok()?);
+    let ends = sys::socket_ends(p, f).ok()?;
+    let local = ends.local.and_then(|b| parse_sockaddr(&b));
+    let peer = ends.peer.and_then(|b| parse_sockaddr(&b));
+    let proto = ends.proto.and_then(|p| u8::try_from(p).ok()).unwrap_or(0);
+    match (local, peer) {
+        (Some(SockAddr::Inet { ip, port }), peer) => {
+            let ipv6 = ip.is_ipv6();
+            let tuple = match peer {
+                Some(SockAddr::Inet {
+                    ip: rip,
+                    port: rport,
+                }) => {
+                    let server = proto == 6 && listens_on(p, port, ipv6);
+                    let ((src_ip, src_port), (dst_ip, dst_port)) = if server {
+                        ((rip, rport), (ip, port))
+                    } else {
+                        ((ip, port), (rip, rport))
+                    };
+                    Some(SockTuple::Inet {
+                        l4proto: proto,
+                        src_ip,
+                        src_port,
+                        dst_ip,
+                        dst_port,
+                    })
+                }
+                _ => None,
+            };
+            Some((FdKind::Inet { tuple, ipv6 }, Vec::new()))
+        }
+        (local @ Some(SockAddr::Unix { .. }), peer) => {
+            let path = |a: &Option<SockAddr>| match a {
+                Some(SockAddr::Unix { path }) if !path.is_empty() => Some(path.clone()),
+                _ => None,
+            };
+            Some((
+                FdKind::Unix,
+                path(&peer).or_else(|| path(&local)).unwrap_or_default(),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a TCP socket listens on `port` in the network namespace of process `pid`.
+fn listens_on(pid: i32, port: u16, ipv6: bool) -> bool {
+    const TCP_LISTEN: &str = "0A";
+    let table = if ipv6 { "tcp6" } else { "tcp" };
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+        return false;
+    };
+    text.lines().skip(1).any(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        cols.get(3) == Some(&TCP_LISTEN)
+            && cols
+                .get(1)
+                .and_then(|c| parse_hex_addr(c))
+                .is_some_and(|(_, p)| p == port)
+    })
+}
+
 /// Finds inode `ino` in a `/proc/net/tcp`-style table; returns its local and remote
 /// addresses.
 fn find_socket(table: &str, ino: u64) -> Option<(Endpoint, Endpoint)> {

@@ -64,8 +64,9 @@ impl Ledger {
     }
 
     /// The fixes to deliver before `event`: for each descriptor it uses that is not the
-    /// object last told, a synthetic `close`, then (when it is open) the object it is now.
-    /// Sockets are not learnt this way (their tuples come from the traced calls).
+    /// object last told, a synthetic `close`, then (when it is open) the object it is now —
+    /// for a socket, read through a copy of it ([`crate::decode::describe_socket`]: a socket
+    /// made by an untraced `accept`, dup'ed onto stdout, is a socket to the rules).
     pub(crate) fn stale_before(&mut self, event: &Event) -> Vec<Fix> {
         let mut out = Vec::new();
         let Some(close) = table::by_name("close") else {
@@ -97,10 +98,17 @@ impl Ledger {
                 truncated: 0,
             }));
             if now.is_some() {
-                if let Some(info) =
-                    vigil_state::read_fd(event.pid, fd).filter(|i| !i.name.starts_with(b"socket:"))
-                {
-                    out.push(Fix::Learn(event.pid, info));
+                if let Some(mut info) = vigil_state::read_fd(event.pid, fd) {
+                    if info.name.starts_with(b"socket:") {
+                        // A socket whose creating call was not traced (`accept`, …).
+                        if let Some((kind, name)) = crate::decode::describe_socket(event.pid, fd) {
+                            info.kind = kind;
+                            info.name = name;
+                            out.push(Fix::Learn(event.pid, info));
+                        }
+                    } else {
+                        out.push(Fix::Learn(event.pid, info));
+                    }
                 }
             }
         }

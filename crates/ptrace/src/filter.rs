@@ -20,6 +20,7 @@ const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JEQ_K: u16 = 0x15;
 const BPF_JGE_K: u16 = 0x35;
 const BPF_RET_K: u16 = 0x06;
+const BPF_ALU_AND_K: u16 = 0x54;
 
 /// `AUDIT_ARCH_X86_64`.
 pub const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
@@ -93,11 +94,17 @@ pub fn build_conditional(entries: &[(u16, u32, Option<ArgIn>)], default: u32) ->
             }
             Some(w) => {
                 // jeq nr ? next : past the block
-                // ld args[arg].low; jeq v_i ? ret action : next …; ret default; ret action
+                // ld args[arg].low; [and mask;] jeq v_i ? ret action : next …; ret default;
+                // ret action
                 let n = w.values.len();
-                let block = u8::try_from(n + 3).expect("at most MAX_ARG_VALUES values");
+                let masked = w.mask != u32::MAX;
+                let block = u8::try_from(n + 3 + usize::from(masked))
+                    .expect("at most MAX_ARG_VALUES values");
                 prog.push(bpf_jump(BPF_JEQ_K, u32::from(nr), 0, block));
                 prog.push(bpf_stmt(BPF_LD_W_ABS, off_arg_low(w.arg)));
+                if masked {
+                    prog.push(bpf_stmt(BPF_ALU_AND_K, w.mask));
+                }
                 for (i, &v) in w.values.iter().enumerate() {
                     let to_action = u8::try_from(n - i).expect("at most MAX_ARG_VALUES values");
                     prog.push(bpf_jump(BPF_JEQ_K, v, to_action, 0));
@@ -163,6 +170,7 @@ pub(crate) mod tests {
                         other => panic!("load from unexpected offset {other}"),
                     }
                 }
+                BPF_ALU_AND_K => acc &= ins.k,
                 BPF_JEQ_K => pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf }),
                 BPF_JGE_K => pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf }),
                 BPF_RET_K => return ins.k,
@@ -209,13 +217,7 @@ pub(crate) mod tests {
 
     #[test]
     fn argument_conditions_trace_only_matching_calls() {
-        let when = [(
-            33u16,
-            ArgIn {
-                arg: 1,
-                values: vec![0, 1, 2],
-            },
-        )];
+        let when = [(33u16, ArgIn::equal(1, vec![0, 1, 2]))];
         let prog = trace_where(&[2, 33, 257], &when);
         let call = |nr: u32, a1: u64| run_args(&prog, nr, AUDIT_ARCH_X86_64, &[7, a1, 0, 0, 0, 0]);
         for newfd in 0..3 {
@@ -235,16 +237,45 @@ pub(crate) mod tests {
         // Too many values: the condition is dropped, not the syscall.
         let many = [(
             33u16,
-            ArgIn {
-                arg: 1,
-                values: (0..=MAX_ARG_VALUES as u32).collect(),
-            },
+            ArgIn::equal(1, (0..=MAX_ARG_VALUES as u32).collect()),
         )];
         let prog = trace_where(&[33], &many);
         assert_eq!(
             run_args(&prog, 33, AUDIT_ARCH_X86_64, &[0, 999, 0, 0, 0, 0]),
             RET_TRACE
         );
+    }
+
+    #[test]
+    fn masked_conditions_test_the_bits_kept() {
+        // openat(dirfd, path, flags): stops only for a write access mode (O_WRONLY, O_RDWR).
+        let when = [(
+            257u16,
+            ArgIn {
+                arg: 2,
+                mask: 3,
+                values: vec![1, 2],
+            },
+        )];
+        let prog = trace_where(&[2, 257], &when);
+        let openat = |flags: u64| run_args(&prog, 257, AUDIT_ARCH_X86_64, &[0, 0, flags, 0, 0, 0]);
+        assert_eq!(openat(0), RET_ALLOW, "O_RDONLY");
+        assert_eq!(openat(0o2000000), RET_ALLOW, "O_RDONLY|O_CLOEXEC");
+        assert_eq!(openat(1), RET_TRACE, "O_WRONLY");
+        assert_eq!(openat(0o1102), RET_TRACE, "O_RDWR|O_CREAT|O_TRUNC");
+        assert_eq!(openat(0o2000001), RET_TRACE, "O_WRONLY|O_CLOEXEC");
+        assert_eq!(openat(3), RET_ALLOW, "access mode 3 is neither");
+        assert_eq!(
+            openat((1 << 32) | 1),
+            RET_TRACE,
+            "the kernel reads flags as 32 bits"
+        );
+        assert_eq!(
+            run_args(&prog, 2, AUDIT_ARCH_X86_64, &[0; 6]),
+            RET_TRACE,
+            "open has no condition"
+        );
+        assert_eq!(run(&prog, 3, AUDIT_ARCH_X86_64), RET_ALLOW);
     }
 
     #[test]

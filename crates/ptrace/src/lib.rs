@@ -18,6 +18,8 @@
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use thiserror::Error;
 use vigil_event::{Event, Snapshot};
@@ -25,6 +27,7 @@ use vigil_event::{Event, Snapshot};
 mod decode;
 mod fds;
 mod filter;
+mod idle;
 mod notify;
 pub mod privs;
 mod procinfo;
@@ -66,6 +69,11 @@ pub struct RunSpec {
     /// [`privs::TRACER`] and set `no_new_privs` ([`privs::drop_to`]; the process must still
     /// be single-threaded then). The workload keeps the privileges it was forked with.
     pub drop_privileges: bool,
+    /// Call [`Handler::idle`] after each such period without a ptrace stop, so the
+    /// handler's periodic work (statistics, metrics) also runs while the workload is idle.
+    /// Costs the workload nothing: a helper thread wakes the tracer's wait with a signal
+    /// (ptrace mechanism only).
+    pub idle_interval: Option<std::time::Duration>,
 }
 
 /// The interception mechanism.
@@ -112,15 +120,20 @@ pub trait Handler {
     /// A completed event: a reported syscall, a clone/fork/vfork (in the parent), an exec
     /// (a failed one only when exec is reported), or a thread's exit (`procexit`).
     fn event(&mut self, event: &Event);
-    /// A reported syscall whose exit would add only its result (the open family, `dup2`,
-    /// `dup3`, the link/rename/unlink/mkdir/rmdir path calls) at entry, built from its
+    /// A reported syscall whose exit would add only its result (the open family, `dup`,
+    /// `dup2`, `dup3`, the link/rename/unlink/mkdir/rmdir path calls) at entry, built from its
     /// arguments (`res` is meaningless): `false` when no result could make it matter, so the
-    /// tracer lets it run without its exit stop and delivers no event for it. The default
-    /// keeps every event.
+    /// tracer lets it run without its exit stop and delivers no event for it. Also asked at a
+    /// reported `execve`/`execveat` entry (the entry arguments, the image parameters empty):
+    /// `false` when a failure could not matter (a success is still reported by the exec
+    /// event). The default keeps every event.
     fn wants_result(&mut self, entry: &Event) -> bool {
         let _ = entry;
         true
     }
+    /// No stop came for [`RunSpec::idle_interval`]: the place for periodic work while the
+    /// workload is idle (on the tracer's thread, with no tracee stopped).
+    fn idle(&mut self) {}
     /// Process `pid` has descriptor `info.fd` (read from `/proc`), whose creating call was
     /// not delivered: the state should describe it so.
     fn learn_fd(&mut self, pid: i64, info: &vigil_event::FdInfo) {
@@ -151,7 +164,8 @@ pub struct RunStats {
     /// Threads and processes traced.
     pub tasks: u64,
     /// Reported open-like syscalls let run without their exit stop because no result could
-    /// make a rule match ([`Handler::wants_result`]); they produce no event.
+    /// make a rule match ([`Handler::wants_result`]); they produce no event. Also execs
+    /// whose failure could not matter (a success is still reported).
     pub skipped_exits: u64,
     /// Argument reads that failed (the parameter is left empty).
     pub read_faults: u64,
@@ -184,6 +198,8 @@ pub enum RunError {
     NoStatus,
     #[error("{0} is not supported with the user-notify mechanism")]
     NotifyUnsupported(&'static str),
+    #[error("cannot start the tracer's idle wake-ups")]
+    Idle(#[source] std::io::Error),
     #[error("the tracer cannot drop its privileges")]
     Privileges(#[source] privs::PrivError),
     #[error("{0}")]
@@ -325,13 +341,38 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
         let _ = sys::wait_any();
         return Err(e);
     }
+    // Started once the privileges are dropped (threads inherit them), on this thread (the
+    // tracer's), before the workload runs.
+    let waker = match spec.idle_interval {
+        Some(interval) => {
+            let activity = Arc::new(AtomicU64::new(0));
+            match idle::IdleWaker::start(interval, Arc::clone(&activity)) {
+                Ok(waker) => Some((waker, activity)),
+                Err(e) => {
+                    let _ = sys::kill(child, libc::SIGKILL);
+                    sys::close(gate_write);
+                    let _ = sys::wait_any();
+                    return Err(RunError::Idle(e));
+                }
+            }
+        }
+        None => None,
+    };
     let _ = sys::forward_signals_to(child);
     let snapshot = procinfo::snapshot_of(&procinfo::ancestry(i64::from(child)), true);
     handler.start(&snapshot);
     // Release the child: it installs the filters and execs.
     sys::close(gate_write);
     let mut tracer = tracer::Tracer::new(child, spec, handler);
-    let status = tracer.run()?;
+    let waker = waker.map(|(waker, activity)| {
+        tracer.activity = Some(activity);
+        waker
+    });
+    let status = tracer.run();
+    if let Some(waker) = waker {
+        waker.stop();
+    }
+    let status = status?;
     let mut used: Vec<u16> = tracer.used.iter().copied().collect();
     used.sort_unstable();
     let stats = tracer.stats.clone();

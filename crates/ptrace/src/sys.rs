@@ -254,6 +254,8 @@ pub enum Wait {
     Status(i32, i32),
     /// No children or tracees remain.
     NoChildren,
+    /// The wait was interrupted by the idle wake-up signal ([`wait_any_interruptible`]).
+    Interrupted,
 }
 
 /// `waitpid(-1, __WALL | __WNOTHREAD)`, retried on `EINTR`: the calling thread's children
@@ -276,6 +278,76 @@ pub fn wait_any() -> io::Result<Wait> {
             _ => return Err(err),
         }
     }
+}
+
+/// [`wait_any`], except that an interruption by a signal (only [`wakeup_signal`] interrupts
+/// it: the forwarding handlers restart) returns [`Wait::Interrupted`].
+pub fn wait_any_interruptible() -> io::Result<Wait> {
+    const WNOTHREAD: libc::c_int = 0x2000_0000;
+    let mut status = 0;
+    // SAFETY: `status` is a valid, writable int.
+    let pid =
+        unsafe { libc::waitpid(-1, std::ptr::addr_of_mut!(status), libc::__WALL | WNOTHREAD) };
+    if pid >= 0 {
+        return Ok(Wait::Status(pid, status));
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EINTR) => Ok(Wait::Interrupted),
+        Some(libc::ECHILD) => Ok(Wait::NoChildren),
+        _ => Err(err),
+    }
+}
+
+/// The signal that wakes the tracer's wait when the workload has been idle: the second
+/// real-time signal the C library leaves to applications (the tracer never forwards it).
+pub fn wakeup_signal() -> i32 {
+    libc::SIGRTMIN() + 1
+}
+
+extern "C" fn on_wakeup(_sig: libc::c_int) {}
+
+/// Installs a handler that does nothing for [`wakeup_signal`], *without* `SA_RESTART`, so
+/// the signal makes a blocked `waitpid` return `EINTR`. Handlers are reset by `execve`: the
+/// workload never inherits it.
+pub fn install_wakeup() -> io::Result<()> {
+    // SAFETY: a zeroed sigaction is valid; the handler is an `extern "C"` function that does
+    // nothing (trivially async-signal-safe).
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_wakeup as *const () as usize;
+        act.sa_flags = 0;
+        libc::sigemptyset(std::ptr::addr_of_mut!(act.sa_mask));
+        check(
+            libc::sigaction(
+                wakeup_signal(),
+                std::ptr::addr_of!(act),
+                std::ptr::null_mut(),
+            )
+            .into(),
+        )
+        .map(|_| ())
+    }
+}
+
+/// The calling thread's id.
+pub fn gettid() -> i32 {
+    // SAFETY: `gettid` has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Sends [`wakeup_signal`] to thread `tid` of this process.
+pub fn wake(tid: i32) -> io::Result<()> {
+    // SAFETY: `tgkill` on this process's own thread id with a valid signal number.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            libc::getpid(),
+            libc::c_long::from(tid),
+            libc::c_long::from(wakeup_signal()),
+        )
+    };
+    check(rc).map(|_| ())
 }
 
 /// Reads tracee memory at `addr` into `buf`; returns how many bytes were read (short at an

@@ -10,6 +10,8 @@
 //!   (`PTRACE_LISTEN`, so job control behaves as without a tracer).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use vigil_event::{table, Event, EventType, Param};
 
@@ -62,6 +64,15 @@ pub(crate) struct Tracer<'a> {
     /// their children's namespace ids are read from `/proc`; everyone else's are the ids
     /// Vigil sees, which saves a `readlink` on every fork.
     foreign_ns: HashSet<i32>,
+    /// Counts stops for the idle waker ([`crate::idle`]), when there is one: waits are then
+    /// interruptible and an interruption calls [`Handler::idle`].
+    pub(crate) activity: Option<Arc<AtomicU64>>,
+    /// `chdir`, `fchdir` stop only for the state (no rule watches them): their exit may be
+    /// skipped, the process's new working directory then read from `/proc` before its next
+    /// event ([`Tracer::flush_cwd`]).
+    cwd_state_only: [bool; 2],
+    /// Processes whose working directory may have changed since the state was told.
+    cwd_dirty: HashSet<i32>,
 }
 
 fn flags_of(numbers: &[u16]) -> Vec<bool> {
@@ -79,21 +90,24 @@ fn is_exec(nr: u64) -> bool {
 }
 
 /// Syscalls whose exit adds nothing the arguments did not already say but the result (and,
-/// for the open family and `dup2`/`dup3`, the identity of the descriptor made, which the fd
-/// ledger learns from `/proc` when it is used): the handler is asked whether it needs the
-/// result at all. `open`, `openat`, `openat2`, `creat`, `dup2`, `dup3`, and the path calls
-/// `link`, `linkat`, `symlink`, `symlinkat`, `rename`, `renameat`, `renameat2`, `unlink`,
-/// `unlinkat`, `mkdir`, `mkdirat`, `rmdir`.
+/// for the open family and the `dup` family, the identity of the descriptor made, which the
+/// fd ledger learns from `/proc` when it is used): the handler is asked whether it needs the
+/// result at all. `open`, `openat`, `openat2`, `creat`, `dup`, `dup2`, `dup3`, and the path
+/// calls `link`, `linkat`, `symlink`, `symlinkat`, `rename`, `renameat`, `renameat2`,
+/// `unlink`, `unlinkat`, `mkdir`, `mkdirat`, `rmdir`.
 fn may_skip_exit(nr: u64) -> bool {
     const SKIPPABLE: &[u64] = &[
         2, 257, 437, 85, // open, openat, openat2, creat
-        33, 292, // dup2, dup3
+        32, 33, 292, // dup, dup2, dup3
         86, 265, 88, 266, // link, linkat, symlink, symlinkat
         82, 264, 316, // rename, renameat, renameat2
         87, 263, 83, 258, 84, // unlink, unlinkat, mkdir, mkdirat, rmdir
     ];
     SKIPPABLE.contains(&nr)
 }
+
+const CHDIR: u16 = 80;
+const FCHDIR: u16 = 81;
 
 fn is_clone(nr: u64) -> bool {
     matches!(nr, 56 | 57 | 58 | 435)
@@ -114,6 +128,11 @@ impl<'a> Tracer<'a> {
             learn: spec.learn,
             report: flags_of(&crate::traced_syscalls(spec)),
             judged: flags_of(&spec.judged),
+            cwd_state_only: [
+                !spec.report.contains(&CHDIR) && !spec.learn,
+                !spec.report.contains(&FCHDIR) && !spec.learn,
+            ],
+            cwd_dirty: HashSet::new(),
             handler,
             tasks,
             num: 0,
@@ -125,6 +144,7 @@ impl<'a> Tracer<'a> {
             main_status: None,
             early: HashSet::new(),
             foreign_ns: HashSet::new(),
+            activity: None,
             fds: {
                 let mut l = Ledger::default();
                 l.record_all(i64::from(main));
@@ -135,9 +155,19 @@ impl<'a> Tracer<'a> {
 
     pub(crate) fn run(&mut self) -> Result<Option<WorkloadStatus>, RunError> {
         loop {
-            match sys::wait_any().map_err(RunError::Wait)? {
+            let waited = match &self.activity {
+                Some(_) => sys::wait_any_interruptible(),
+                None => sys::wait_any(),
+            };
+            match waited.map_err(RunError::Wait)? {
                 Wait::NoChildren => return Ok(self.main_status),
-                Wait::Status(tid, st) => self.dispatch(tid, st),
+                Wait::Status(tid, st) => {
+                    if let Some(activity) = &self.activity {
+                        activity.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.dispatch(tid, st);
+                }
+                Wait::Interrupted => self.handler.idle(),
             }
         }
     }
@@ -148,8 +178,10 @@ impl<'a> Tracer<'a> {
         self.emit(event);
     }
 
-    /// Brings the state's view of the descriptors `event` uses up to date.
+    /// Brings the state's view of the descriptors `event` uses (and of its process's working
+    /// directory) up to date.
     fn fix_fds(&mut self, event: &Event) {
+        self.flush_cwd(event.tid, event.pid);
         for fix in self.fds.stale_before(event) {
             match fix {
                 Fix::Close(close) => self.emit(close),
@@ -158,7 +190,39 @@ impl<'a> Tracer<'a> {
         }
     }
 
+    /// A process whose `chdir`/`fchdir` ran without its exit stop: its working directory, read
+    /// from `/proc` now, is delivered as a `chdir` to the absolute path before its next event
+    /// (no rule watches these calls, so only the state sees it).
+    fn flush_cwd(&mut self, tid: i64, pid: i64) {
+        if self.cwd_dirty.is_empty() {
+            return;
+        }
+        let Ok(process) = i32::try_from(pid) else {
+            return;
+        };
+        if !self.cwd_dirty.remove(&process) {
+            return;
+        }
+        let Ok(cwd) = std::fs::read_link(format!("/proc/{process}/cwd")) else {
+            return;
+        };
+        let chdir = table::by_name("chdir").expect("chdir is in the event table");
+        self.emit(Event {
+            num: 0,
+            ts: decode::now_ns(),
+            tid,
+            pid,
+            etype: chdir,
+            res: 0,
+            params: vec![Param::Bytes(std::os::unix::ffi::OsStringExt::into_vec(
+                cwd.into_os_string(),
+            ))],
+            truncated: 0,
+        });
+    }
+
     fn emit(&mut self, mut event: Event) {
+        self.flush_cwd(event.tid, event.pid);
         self.fds.after(&event);
         self.num += 1;
         event.num = self.num;
@@ -342,9 +406,32 @@ impl<'a> Tracer<'a> {
                     return;
                 }
             }
+            // A success arrives as the exec event whatever happens here; the exit stop only
+            // reports a failure, which the handler may rule out now.
+            let failure_matters = report && {
+                let mut params = head.clone();
+                params.resize(etype.spec().params.len(), Param::None);
+                let probe = Event {
+                    // Numbered like the event it would become (never 0 in a stream).
+                    num: self.num + 1,
+                    ts: decode::now_ns(),
+                    tid: i64::from(tid),
+                    pid: i64::from(tgid),
+                    etype,
+                    res: 0,
+                    params,
+                    truncated: 0,
+                };
+                self.fix_fds(&probe);
+                let wanted = self.handler.wants_result(&probe);
+                if !wanted {
+                    self.stats.skipped_exits += 1;
+                }
+                wanted
+            };
             if let Some(t) = self.tasks.get_mut(&tid) {
                 t.exec_head = Some((etype, head));
-                if report {
+                if failure_matters {
                     // A success arrives as the exec event (which drops this); a failure at
                     // the exit stop.
                     t.pending = Some(Pending {
@@ -374,6 +461,23 @@ impl<'a> Tracer<'a> {
                 predicted.res = procinfo::lowest_free_fd(tgid);
             }
             if self.judge(tid, tgid, &mut regs, predicted) {
+                return;
+            }
+        }
+        let cwd_call = match nr16 {
+            CHDIR => Some(0),
+            FCHDIR => Some(1),
+            _ => None,
+        };
+        if cwd_call.is_some_and(|i| self.cwd_state_only[i]) {
+            // Only the state needs it, and only its effect: read from `/proc` before this
+            // process's next event, unless the handler wants the event itself (a capture).
+            self.fix_fds(&event);
+            event.num = self.num + 1;
+            if !self.handler.wants_result(&event) {
+                self.stats.skipped_exits += 1;
+                self.cwd_dirty.insert(tgid);
+                let _ = sys::cont(tid, 0);
                 return;
             }
         }
@@ -638,6 +742,8 @@ impl<'a> Tracer<'a> {
             ),
         };
         let event = procinfo::exec_event(tid, etype, params);
+        // The new image's event carries its working directory, read from `/proc`.
+        self.cwd_dirty.remove(&tid);
         self.emit(event);
     }
 }

@@ -1165,8 +1165,8 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// The `field = N` / `field in (N, …)` conjuncts of `node`'s top-level `and` (through memo
-/// wrappers), on untransformed fields.
+/// The `field = N` / `field in (N, …)` (and `field = true|false`, as 1/0) conjuncts of
+/// `node`'s top-level `and` (through memo wrappers), on untransformed fields.
 fn required_numbers(node: &Node, out: &mut Vec<(FieldRef, Box<[i128]>)>) {
     match node {
         Node::And(items) => items.iter().for_each(|n| required_numbers(n, out)),
@@ -1178,6 +1178,8 @@ fn required_numbers(node: &Node, out: &mut Vec<(FieldRef, Box<[i128]>)>) {
         } if lhs.transformers.is_empty() => {
             let values: Box<[i128]> = match test {
                 Test::Num(CmpOp::Eq, v) => Box::new([*v]),
+                // A boolean as 0/1 (`evt.is_open_write = true` → 1).
+                Test::Bool(CmpOp::Eq, b) => Box::new([i128::from(*b)]),
                 Test::NumSet(set) => {
                     let mut v: Vec<i128> = set.iter().copied().collect();
                     v.sort_unstable();

@@ -879,7 +879,8 @@ impl Filter {
     }
 
     /// The numbers `field` must equal for the condition to hold, when a top-level conjunct
-    /// says so (`evt.rawres in (0, 1, 2) and …`); `None` when no conjunct constrains it so.
+    /// says so (`evt.rawres in (0, 1, 2) and …`; a boolean test `= true` / `= false` gives
+    /// 1 / 0); `None` when no conjunct constrains it so.
     /// Lets a driver filter before capture (a seccomp filter on a register).
     pub fn required_values(&self, field: &FieldRef) -> Option<&[i128]> {
         self.required

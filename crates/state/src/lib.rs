@@ -46,7 +46,7 @@ pub use procfs::{
     SnapshotStats,
 };
 pub use runtime::RuntimeDirs;
-pub use state::{State, StateConfig, StateStats, MAX_ANCESTORS};
+pub use state::{SavedFd, State, StateConfig, StateStats, MAX_ANCESTORS};
 pub use users::{
     FileUserDb, LiveUsers, LiveUsersConfig, LiveUsersStats, MemUserDb, UserDb, UserDbError,
     MAX_CONTAINER_DB_BYTES, MAX_DB_BYTES, MAX_ROOT_PIDS,

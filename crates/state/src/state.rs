@@ -98,6 +98,10 @@ pub struct StateStats {
     pub dropped_fds: u64,
 }
 
+/// One descriptor slot of a process as it was ([`State::save_fd`]).
+#[derive(Debug)]
+pub struct SavedFd(Option<FdEntry>);
+
 /// Process, fd, user and container tables, kept current by [`State::apply`] and
 /// [`State::finish`], read through [`State::view`].
 pub struct State {
@@ -612,6 +616,29 @@ impl State {
     fn table_mut(&mut self, pid: i64) -> Option<&mut FdTable> {
         let id = self.procs.get(&pid)?.fd_table;
         self.fd_tables.get_mut(&id)
+    }
+
+    /// What descriptor `fd` of process `pid` is now, to be put back by
+    /// [`State::restore_fd`] after a trial event (a kernel-less driver asking "would this
+    /// call, returning `fd`, match a rule?" before the call has run).
+    pub fn save_fd(&self, pid: i64, fd: i64) -> SavedFd {
+        SavedFd(self.fd_entry(pid, fd).cloned())
+    }
+
+    /// Puts descriptor `fd` of process `pid` back as [`State::save_fd`] found it (absent
+    /// if it was absent).
+    pub fn restore_fd(&mut self, pid: i64, fd: i64, saved: SavedFd) {
+        let Some(table) = self.table_mut(pid) else {
+            return;
+        };
+        match saved.0 {
+            Some(entry) => {
+                table.fds.insert(fd, entry);
+            }
+            None => {
+                table.fds.remove(&fd);
+            }
+        }
     }
 
     pub(crate) fn fd_entry(&self, pid: i64, fd: i64) -> Option<&FdEntry> {
