@@ -95,6 +95,7 @@ impl Ledger {
                 res: 0,
                 params: vec![Param::Int(fd)],
                 truncated: 0,
+                cpu: None,
             }));
             if now.is_some() {
                 if let Some(info) =
@@ -181,6 +182,7 @@ mod tests {
             res,
             params,
             truncated: 0,
+            cpu: None,
         }
     }
 

@@ -283,6 +283,7 @@ impl<'a> Tracer<'a> {
                 Param::Uint(u64::from(core)),
             ],
             truncated: 0,
+            cpu: None,
         });
     }
 
@@ -357,6 +358,7 @@ impl<'a> Tracer<'a> {
                             res: 0,
                             params: Vec::new(),
                             truncated: 0,
+                            cpu: None,
                         },
                         regs,
                     });
@@ -606,6 +608,7 @@ impl<'a> Tracer<'a> {
             res: i64::from(child),
             params,
             truncated: 0,
+            cpu: None,
         });
         if self.early.remove(&child) {
             let _ = sys::cont(child, 0);

@@ -57,6 +57,7 @@ pub fn ev(tid: i64, name: &str) -> EventBuilder {
             res: 0,
             params: Vec::new(),
             truncated: 0,
+            cpu: None,
         },
     }
 }

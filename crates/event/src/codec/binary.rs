@@ -962,6 +962,13 @@ impl<R: BufRead> Reader<R> {
             }
             params[index] = value;
         }
+        // Optional trailing `cpu:varint`: absent in captures written without it.
+        let cpu = if c.left() == 0 {
+            None
+        } else {
+            let v = c.varint("cpu")?;
+            Some(u32::try_from(v).map_err(|_| c.corrupt(format!("cpu {v} out of range")))?)
+        };
         c.finish()?;
         normalize_params(&mut params);
         self.prev_num = num;
@@ -975,6 +982,7 @@ impl<R: BufRead> Reader<R> {
             res,
             params,
             truncated,
+            cpu,
         })
     }
 
@@ -1228,6 +1236,9 @@ impl<W: Write> Writer<W> {
         put_varint(out, event.truncated);
         for param in &event.params {
             put_param(out, param);
+        }
+        if let Some(cpu) = event.cpu {
+            put_varint(out, u64::from(cpu));
         }
         self.write_record(REC_EVENT)?;
         self.prev_num = event.num;

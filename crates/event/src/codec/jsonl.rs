@@ -737,6 +737,7 @@ fn parse_event(map: &Map<String, Value>, ordinal: u64, prev_ts: u64) -> Result<E
             "pid",
             "type",
             "res",
+            "cpu",
             "args",
             "truncated",
         ],
@@ -771,6 +772,10 @@ fn parse_event(map: &Map<String, Value>, ordinal: u64, prev_ts: u64) -> Result<E
         },
         params: Vec::new(),
         truncated: 0,
+        cpu: match map.get("cpu") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(to_u32(v, "cpu")?),
+        },
     };
     if let Some(args) = map.get("args") {
         for (name, value) in as_object(args, "args")? {
@@ -993,6 +998,10 @@ impl<W: Write> Writer<W> {
         push_json_str(out, spec.name);
         key(out, first, "res");
         push_num(out, event.res);
+        if let Some(cpu) = event.cpu {
+            key(out, first, "cpu");
+            push_num(out, cpu);
+        }
         if event.params.iter().any(|p| *p != Param::None) {
             key(out, first, "args");
             out.push('{');
@@ -1409,6 +1418,7 @@ mod tests {
                     Param::Uint(0o1101),
                 ],
                 truncated: 0,
+                cpu: None,
             }],
         };
         let text = String::from_utf8(capture.write_jsonl(Vec::new()).unwrap()).unwrap();
