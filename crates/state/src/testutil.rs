@@ -78,6 +78,11 @@ impl EventBuilder {
         self
     }
 
+    pub fn cpu(mut self, cpu: u32) -> Self {
+        self.evt.cpu = Some(cpu);
+        self
+    }
+
     pub fn num(mut self, num: u64) -> Self {
         self.evt.num = num;
         self

@@ -1532,6 +1532,47 @@ mod tests {
         assert!(e.is_truncated(0));
     }
 
+    #[test]
+    fn the_cpu_is_an_optional_trailing_field() {
+        let event = |tail: &[u8]| {
+            let mut event = Vec::new();
+            for v in [0u64, 2, 2000, 20, 0, 0, 1, 0] {
+                put_varint(&mut event, v);
+            }
+            put_zigzag(&mut event, 7);
+            event.extend_from_slice(tail);
+            with_records(&[
+                (REC_EVENT_TYPE, type_record("close", &[("fd", 1)])),
+                (REC_EVENT, event),
+            ])
+        };
+        let cpu_of = |bytes: &[u8]| read_all(bytes).map(|(_, events)| events[0].cpu);
+        assert_eq!(cpu_of(&event(&[])).unwrap(), None, "written without a cpu");
+        assert_eq!(cpu_of(&event(&[1])).unwrap(), Some(1));
+        let mut big = Vec::new();
+        put_varint(&mut big, u64::from(u32::MAX));
+        assert_eq!(cpu_of(&event(&big)).unwrap(), Some(u32::MAX));
+        let mut too_big = Vec::new();
+        put_varint(&mut too_big, 1 << 32);
+        let err = cpu_of(&event(&too_big)).unwrap_err().to_string();
+        assert!(err.contains("cpu 4294967296 out of range"), "{err}");
+        let err = cpu_of(&event(&[0x80])).unwrap_err().to_string();
+        assert!(err.contains("cpu runs past the end"), "{err}");
+        let err = cpu_of(&event(&[1, 2])).unwrap_err().to_string();
+        assert!(err.contains("1 unexpected bytes at the end"), "{err}");
+
+        // The writer stores it only when known; both read back as written.
+        let mut capture = small_capture();
+        for (i, e) in capture.events.iter_mut().enumerate() {
+            e.cpu = (i % 2 == 0).then_some(i as u32);
+        }
+        let bytes = capture.write_binary(Vec::new()).unwrap();
+        let (_, events) = read_all(&bytes).unwrap();
+        let cpus: Vec<Option<u32>> = events.iter().map(|e| e.cpu).collect();
+        let want: Vec<Option<u32>> = capture.events.iter().map(|e| e.cpu).collect();
+        assert_eq!(cpus, want);
+    }
+
     fn dns_capture() -> Capture {
         let mut capture = small_capture();
         capture.snapshot.dns = vec![

@@ -1446,6 +1446,37 @@ mod tests {
     }
 
     #[test]
+    fn the_cpu_is_optional() {
+        let header = "{\"vigil_capture\":1}\n";
+        let (_, events) = read_all(&format!(
+            "{header}{{\"tid\":1,\"type\":\"close\"}}\n\
+             {{\"tid\":1,\"type\":\"close\",\"cpu\":null}}\n\
+             {{\"tid\":1,\"type\":\"close\",\"cpu\":3}}\n"
+        ))
+        .unwrap();
+        let cpus: Vec<Option<u32>> = events.iter().map(|e| e.cpu).collect();
+        assert_eq!(cpus, [None, None, Some(3)]);
+        // Written after `res` when known, left out when not.
+        let mut out = Vec::new();
+        let mut w = Writer::new(&mut out);
+        w.write_snapshot(&Snapshot::default()).unwrap();
+        for e in &events {
+            w.write_event(e).unwrap();
+        }
+        w.finish().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        assert!(!lines[0].contains("cpu"), "{text}");
+        assert!(lines[2].contains("\"res\":0,\"cpu\":3"), "{text}");
+        for bad in ["-1", "4294967296", "\"1\"", "1.5"] {
+            let e = err(&format!(
+                "{header}{{\"tid\":1,\"type\":\"close\",\"cpu\":{bad}}}\n"
+            ));
+            assert!(e.contains("`cpu`"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_line_and_column() {
         let header = "{\"vigil_capture\":1}\n";
         assert_eq!(
