@@ -70,7 +70,7 @@ struct rec_hdr {
 	__u32 pid;
 	__u16 kind;
 	__u16 nr;
-	__u32 len;
+	__u32 len; // bits 0..15: record length (< SCRATCH_SIZE); 16..31: the CPU (hdr_set_len)
 	__s64 res;
 	__u64 args[6];
 };
@@ -407,6 +407,15 @@ static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __
 	h->kind = kind;
 	h->nr = nr;
 	h->res = res;
+	// The CPU the record is written on: a program runs with migration disabled, so this is
+	// the CPU the syscall completed on. Carried in the upper half of `len`.
+	h->len = bpf_get_smp_processor_id() << 16;
+}
+
+// Sets the record length, keeping the CPU that fill_hdr put in the upper 16 bits.
+static __always_inline void hdr_set_len(struct rec_hdr *h, __u32 len)
+{
+	h->len = (h->len & 0xffff0000) | (len & 0xffff);
 }
 
 static __always_inline struct file *fd_file(struct task_struct *task, __s64 fd)
@@ -704,7 +713,7 @@ static __always_inline int emit_syscall(__u8 *buf, __u32 nr, const __u64 *args, 
 		if (sp->msg && h->args[1])
 			off = put_msghdr(buf, off, (const struct user_msghdr *)h->args[1]);
 	}
-	h->len = off;
+	hdr_set_len(h, off);
 	emit(buf, off);
 	return 0;
 }
@@ -722,7 +731,7 @@ static __always_inline int emit_floor(__u32 nr, __s64 ret)
 		return 0;
 	}
 	fill_hdr(h, REC_FLOOR, (__u16)nr, ret);
-	h->len = sizeof(*h);
+	hdr_set_len(h, sizeof(*h));
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
 		h->args[i] = 0;
@@ -990,7 +999,7 @@ int BPF_PROG(vigil_fork, struct task_struct *parent, struct task_struct *child)
 	fi->child_vtid = ns_nr(BPF_CORE_READ(child, thread_pid));
 	fi->child_vpid = ns_nr(BPF_CORE_READ(child, group_leader, thread_pid));
 	off = blob_end(buf, off, TAG_FORK_INFO, 0, sizeof(*fi));
-	h->len = off;
+	hdr_set_len(h, off);
 	emit(buf, off);
 	return 0;
 }
@@ -1145,7 +1154,7 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	ei->vpid = ns_nr(BPF_CORE_READ(task, group_leader, thread_pid));
 	ei->exe_flags = exe_flags;
 	off = blob_end(buf, off, TAG_EXEC_INFO, 0, sizeof(*ei));
-	h->len = off;
+	hdr_set_len(h, off);
 	emit(buf, off);
 	return 0;
 }
@@ -1171,7 +1180,7 @@ int BPF_PROG(vigil_exit, struct task_struct *task)
 	xi->exit_code = BPF_CORE_READ(task, exit_code);
 	xi->pad = 0;
 	off = blob_end(buf, off, TAG_EXIT_INFO, 0, sizeof(*xi));
-	h->len = off;
+	hdr_set_len(h, off);
 	emit(buf, off);
 	return 0;
 }

@@ -141,6 +141,7 @@ mod tests {
                         Param::Uint(0o101),
                     ],
                     truncated: 0,
+                    cpu: None,
                 })
                 .collect(),
         }

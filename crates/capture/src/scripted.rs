@@ -104,6 +104,7 @@ mod tests {
                 res: 0,
                 params: Vec::new(),
                 truncated: 0,
+                cpu: None,
             })
             .collect()
     }

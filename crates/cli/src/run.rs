@@ -393,6 +393,7 @@ pub fn fold_for_workload(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
         res: 0,
         params: Vec::new(),
         truncated: 0,
+        cpu: None,
     };
     let view = state.view(&probe);
     vigil_engine::fold_workload_constants(ruleset, &view)

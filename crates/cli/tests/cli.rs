@@ -714,3 +714,65 @@ fn falco_command_line_without_a_subcommand() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `evt.cpu` has the capture's value where the event records one and none (`<NA>`) where it
+/// does not, and loads without a warning; Falco's DOUBLE `thread.cpu*` fields load with
+/// `W_FIELD_NO_VALUE` and never match.
+#[test]
+fn evt_cpu_replays_the_recorded_cpu_and_thread_cpu_never_matches() {
+    let dir = scratch("evt-cpu");
+    let cap = write(
+        &dir,
+        "cap.jsonl",
+        concat!(
+            "{\"vigil_capture\":1,\"start_ts\":1700000000000000000}\n",
+            "{\"thread\":{\"tid\":100,\"comm\":\"cat\",\"exe\":\"/usr/bin/cat\"}}\n",
+            "{\"tid\":100,\"type\":\"close\",\"res\":0,\"cpu\":1,\"args\":{\"fd\":3}}\n",
+            "{\"tid\":100,\"type\":\"close\",\"res\":0,\"args\":{\"fd\":4}}\n",
+        ),
+    );
+    let rules = write(
+        &dir,
+        "cpu.yaml",
+        r#"- rule: On cpu 1
+  desc: t
+  condition: evt.type = close and evt.cpu = 1
+  output: "A cpu=%evt.cpu fd=%fd.num"
+  priority: NOTICE
+- rule: Cpu unknown
+  desc: t
+  condition: evt.type = close and not evt.cpu exists
+  output: "B cpu=%evt.cpu fd=%fd.num"
+  priority: NOTICE
+- rule: Busy thread
+  desc: t
+  condition: evt.type = close and (thread.cpu > 0.5 or thread.cpu.user >= 1 or thread.cpu.system exists)
+  output: "C cpu=%thread.cpu"
+  priority: NOTICE
+"#,
+    );
+    let r = rules.display().to_string();
+    let out = vigil(&["rules", "validate", &r]);
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    let warnings: Vec<&str> = all
+        .lines()
+        .filter(|l| l.contains("W_FIELD_NO_VALUE"))
+        .collect();
+    assert_eq!(warnings.len(), 3, "one per thread.cpu* use:\n{all}");
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.contains("thread.cpu") && !w.contains("evt.cpu")),
+        "{all}"
+    );
+    let out = vigil(&["replay", &cap.display().to_string(), "-r", &r]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let alerts: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split_once(": Notice ").map(|(_, a)| a))
+        .collect();
+    assert_eq!(alerts, ["A cpu=1 fd=3", "B cpu=<NA> fd=4"], "{stdout}");
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -207,3 +207,101 @@ fn multivalue_transformers_alert_under_watch() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `evt.cpu` live under `vigil watch`: `cat` pinned with `taskset -c N` opens a file, and the
+/// alert of a rule testing `evt.cpu >= 0` prints `evt.cpu=N` for each of the machine's first two
+/// CPUs (one when it has one); the capture written with `-w` replays to the same CPUs.
+#[test]
+fn evt_cpu_is_the_cpu_the_open_ran_on_live_and_in_replay() {
+    if skip_or_fail("evt_cpu_is_the_cpu_the_open_ran_on_live_and_in_replay") {
+        return;
+    }
+    let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("vigil-cpu-watch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let dir = dir.canonicalize().expect("canonical scratch dir");
+    let target = dir.join("cpu-watch-target.txt");
+    std::fs::write(&target, "x\n").expect("target file");
+    let rules = dir.join("cpu.yaml");
+    std::fs::write(
+        &rules,
+        r#"- rule: Open on a cpu
+  desc: t
+  condition: >
+    evt.type in (open, openat, openat2) and proc.name = cat
+    and basename(fd.name) = cpu-watch-target.txt and evt.cpu >= 0
+  output: "cpu open evt.cpu=%evt.cpu"
+  priority: NOTICE
+"#,
+    )
+    .expect("rules file");
+    let capture = dir.join("cpu.vcap");
+    let watch = Watch::start_with_args(&[
+        "-r".into(),
+        rules.clone().into_os_string(),
+        "-w".into(),
+        capture.clone().into_os_string(),
+    ]);
+    let n_cpus = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+    let from = watch.cursor();
+    let mut live = Vec::new();
+    for cpu in 0..n_cpus {
+        let want = cpu.to_string();
+        let seen = (0..10).find_map(|_| {
+            let status = std::process::Command::new("taskset")
+                .args(["-c", &want, "cat"])
+                .arg(&target)
+                .stdout(std::process::Stdio::null())
+                .status()
+                .expect("run taskset");
+            assert!(status.success(), "taskset -c {cpu} cat failed");
+            watch.wait_for(from, |a| {
+                a["rule"] == "Open on a cpu"
+                    && output_field(a, "evt.cpu").as_deref() == Some(want.as_str())
+            })
+        });
+        assert!(
+            seen.is_some(),
+            "no alert with evt.cpu={cpu} for `taskset -c {cpu} cat`; alerts: {:?}\nstderr:\n{}",
+            watch.alerts_of(from, "Open on a cpu"),
+            watch.stderr()
+        );
+        live.push(want);
+    }
+    let mut live_cpus: Vec<String> = watch
+        .since(from)
+        .iter()
+        .filter(|a| a["rule"] == "Open on a cpu")
+        .filter_map(|a| output_field(a, "evt.cpu"))
+        .collect();
+    live_cpus.sort();
+    live_cpus.dedup();
+    assert_eq!(live_cpus, live, "only the pinned CPUs");
+    let stderr = watch.stderr();
+    let exit = watch.stop();
+    assert!(exit.success(), "vigil watch exit {exit}: {stderr}");
+
+    let out = std::process::Command::new(VIGIL)
+        .arg("replay")
+        .arg(&capture)
+        .arg("-r")
+        .arg(&rules)
+        .arg("--json")
+        .output()
+        .expect("run vigil replay");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut replayed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|a| a["rule"] == "Open on a cpu")
+        .filter_map(|a| output_field(&a, "evt.cpu"))
+        .collect();
+    replayed.sort();
+    replayed.dedup();
+    assert_eq!(replayed, live, "the replay gives the same evt.cpu");
+    let _ = std::fs::remove_dir_all(&dir);
+}

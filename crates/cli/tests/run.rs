@@ -1037,7 +1037,7 @@ fn children_in_other_pid_namespaces_get_their_own_ids() {
 /// output, live under `vigil run` and again in the replay of its capture: only `cat`'s open of
 /// the file matches (`head` opens it too), and both print the transformed values. A second
 /// rule, on `head`'s open, tests `evt.rawarg.*` (string and numbers), `evt.is_wait` and
-/// `evt.cpu` (never a value: `<NA>`).
+/// `evt.cpu` (the ptrace driver does not know the CPU: no value, `<NA>`, live and in replay).
 const MULTIVALUE_RULES: &str = r#"- rule: Multivalue open
   desc: t
   condition: >

@@ -416,6 +416,7 @@ mod tests {
             res,
             params,
             truncated: 0,
+            cpu: None,
         }
     }
 

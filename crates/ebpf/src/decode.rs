@@ -47,6 +47,8 @@ pub struct Header {
     pub pid: u32,
     pub kind: u16,
     pub nr: u16,
+    /// The CPU the record was written on (the upper 16 bits of the header's `len` word).
+    pub cpu: u16,
     pub res: i64,
     pub args: [u64; 6],
 }
@@ -84,10 +86,13 @@ fn parse(rec: &[u8]) -> Option<Record<'_>> {
         pid: u32_at(rec, 12)?,
         kind: u16_at(rec, 16)?,
         nr: u16_at(rec, 18)?,
+        cpu: u16_at(rec, 22)?,
         res: u64_at(rec, 24)? as i64,
         args,
     };
-    let len = (u32_at(rec, 20)? as usize).min(rec.len());
+    // `len` is a u32 whose lower 16 bits are the length and upper 16 bits the CPU
+    // (`hdr_set_len` in bpf/vigil.bpf.c); records are shorter than 64 KiB.
+    let len = usize::from(u16_at(rec, 20)?).min(rec.len());
     let mut blobs = [None; N_TAGS];
     let mut off = HDR_LEN;
     while off + BLOB_HDR_LEN <= len {
@@ -164,6 +169,7 @@ impl Decoder {
         evt.ts = h.ts.saturating_add(self.boot_offset);
         evt.tid = i64::from(h.tid);
         evt.pid = i64::from(h.pid);
+        evt.cpu = Some(u32::from(h.cpu));
         Some(evt)
     }
 }
@@ -178,6 +184,7 @@ fn new_event(etype: EventType, res: i64) -> Event {
         res,
         params: vec![Param::None; etype.spec().params.len()],
         truncated: 0,
+        cpu: None,
     }
 }
 
@@ -554,9 +561,15 @@ pub(crate) mod build {
             self
         }
 
-        pub fn done(mut self) -> Vec<u8> {
-            let len = self.0.len() as u32;
-            self.0[20..24].copy_from_slice(&len.to_le_bytes());
+        pub fn done(self) -> Vec<u8> {
+            self.on_cpu(0)
+        }
+
+        /// The record as written on `cpu` (the upper half of the `len` word).
+        pub fn on_cpu(mut self, cpu: u16) -> Vec<u8> {
+            let len = u16::try_from(self.0.len()).expect("test records are shorter than 64 KiB");
+            self.0[20..22].copy_from_slice(&len.to_le_bytes());
+            self.0[22..24].copy_from_slice(&cpu.to_le_bytes());
             self.0
         }
     }
@@ -821,6 +834,34 @@ mod tests {
         let e = Decoder::new(0).decode(&rec).unwrap();
         assert_eq!(e.etype, t("procexit"));
         assert_eq!(e.param_by_name("ret"), &Param::Int(2));
+    }
+
+    #[test]
+    fn the_cpu_rides_in_the_upper_half_of_len() {
+        let name = b"/etc/passwd";
+        for cpu in [0u16, 1, 7, 4095, u16::MAX] {
+            let rec = Rec::new(REC_SYSCALL, 257, 1, 1, 3, [0; 6])
+                .blob(1, 0, name)
+                .on_cpu(cpu);
+            let e = Decoder::new(0).decode(&rec).unwrap();
+            assert_eq!(e.cpu, Some(u32::from(cpu)), "cpu {cpu}");
+            // The length is the lower half alone: the path blob is still found.
+            assert_eq!(
+                e.param_by_name("name"),
+                &Param::Bytes(b"/etc/passwd".to_vec()),
+                "cpu {cpu}"
+            );
+        }
+        let rec = Rec::new(REC_EXIT, 0, 77, 77, 0, [0; 6])
+            .blob(TAG_EXIT_INFO, 0, &[0; 8])
+            .on_cpu(1);
+        assert_eq!(Decoder::new(0).decode(&rec).unwrap().cpu, Some(1));
+        // A length word whose lower half exceeds the record reads only the bytes there are.
+        let mut rec = Rec::new(REC_SYSCALL, 257, 1, 1, 3, [0; 6])
+            .blob(1, 0, name)
+            .on_cpu(1);
+        rec[20..22].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(Decoder::new(0).decode(&rec).unwrap().cpu, Some(1));
     }
 
     #[test]

@@ -229,6 +229,25 @@ fn decoded_with_parameters(hook: Option<Hook>) {
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir(format!("{path}.dir"));
 
+    // Every record carries the CPU it was written on (`evt.cpu`), a CPU this machine has.
+    let possible = std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .expect("read /sys/devices/system/cpu/possible");
+    let max_cpu: u32 = possible
+        .trim()
+        .rsplit(['-', ','])
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("cpu list {possible:?}"));
+    for e in &mine {
+        assert!(
+            e.cpu.is_some_and(|c| c <= max_cpu),
+            "{} on cpu {:?} (possible: {})",
+            name_of(e),
+            e.cpu,
+            possible.trim()
+        );
+    }
+
     // The first exec: the test binary itself, with its arguments.
     let exec1 = mine
         .iter()

@@ -132,6 +132,7 @@ pub fn events(n_events: usize) -> Vec<Event> {
                 res,
                 params,
                 truncated: 0,
+                cpu: None,
             });
         };
         push(parent, "clone", child, vec![Param::Uint(0x0120_0011)]);

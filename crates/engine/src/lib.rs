@@ -346,6 +346,7 @@ impl Engine {
             res: 0,
             params: vec![Param::Int(event.res)],
             truncated: 0,
+            cpu: None,
         };
         self.state.apply(&undo);
         self.state.finish(&undo);

@@ -159,6 +159,9 @@ pub struct Event {
     pub params: Vec<Param>,
     /// Bit `i` set: `params[i]` was cut at the driver's size bound.
     pub truncated: u64,
+    /// The CPU the event completed on (Falco `evt.cpu`); `None` where the driver does not
+    /// know it (the ptrace driver, captures written without it).
+    pub cpu: Option<u32>,
 }
 
 impl Event {

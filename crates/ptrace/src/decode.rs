@@ -263,6 +263,7 @@ pub fn entry_event(pid: i32, tid: i32, tgid: i32, etype: EventType, regs: &Regs)
         res: 0,
         params,
         truncated,
+        cpu: None,
     }
 }
 

@@ -96,6 +96,7 @@ impl Ledger {
                 res: 0,
                 params: vec![Param::Int(fd)],
                 truncated: 0,
+                cpu: None,
             }));
             if now.is_some() {
                 if let Some(mut info) = vigil_state::read_fd(event.pid, fd) {
@@ -189,6 +190,7 @@ mod tests {
             res,
             params,
             truncated: 0,
+            cpu: None,
         }
     }
 

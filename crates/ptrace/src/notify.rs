@@ -130,6 +130,7 @@ impl<'a> Supervisor<'a> {
                         Param::Uint(u64::from(status::core_dumped(st))),
                     ],
                     truncated: 0,
+                    cpu: None,
                 });
             }
         }

@@ -259,6 +259,7 @@ pub fn exec_event(pid: i32, etype: EventType, head: Option<Vec<Param>>) -> Event
         res: 0,
         params,
         truncated: 0,
+        cpu: None,
     }
 }
 

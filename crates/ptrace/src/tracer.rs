@@ -347,6 +347,7 @@ impl<'a> Tracer<'a> {
                 Param::Uint(u64::from(core)),
             ],
             truncated: 0,
+            cpu: None,
         });
     }
 
@@ -444,6 +445,7 @@ impl<'a> Tracer<'a> {
                             res: 0,
                             params: Vec::new(),
                             truncated: 0,
+                            cpu: None,
                         },
                         regs,
                     });
@@ -710,6 +712,7 @@ impl<'a> Tracer<'a> {
             res: i64::from(child),
             params,
             truncated: 0,
+            cpu: None,
         });
         if self.early.remove(&child) {
             let _ = sys::cont(child, 0);

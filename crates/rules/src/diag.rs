@@ -17,7 +17,7 @@
 //! | `E_TOO_LARGE` | a condition whose macro expansion exceeds the size limit |
 //! | `E_SYNTAX`, `E_UNKNOWN_FIELD`, … | condition and output errors reported by the parser and compiler |
 //! | `E_TRANSFORMER_ARGS` | `join`/`concat`/`getopt` with the wrong number or kind of arguments |
-//! | `W_FIELD_NO_VALUE` | a field Falco has that never has a value in Vigil (`evt.cpu`) |
+//! | `W_FIELD_NO_VALUE` | a field Falco has that never has a value in Vigil (`thread.cpu`, `thread.cpu.user`, `thread.cpu.system`) |
 //! | `W_UNKNOWN_KEY` | a key the loader does not know (ignored) |
 //! | `W_SOURCE_SKIPPED` | a rule for a source other than `syscall` (counted, not compiled) |
 //! | `W_SKIPPED_UNKNOWN_FILTER` | a rule with `skip-if-unknown-filter: true` that uses an unknown field |

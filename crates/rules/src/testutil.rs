@@ -59,6 +59,7 @@ static FIELDS: &[FieldDef] = &[
     def("evt.rawres", FieldType::I64, ArgKind::None, false),
     def("evt.failed", FieldType::Bool, ArgKind::None, false),
     def("evt.cpu", FieldType::I64, ArgKind::None, false),
+    def("thread.cpu", FieldType::Str, ArgKind::None, false),
 ];
 
 pub(crate) struct FakeCatalog;
@@ -141,7 +142,7 @@ impl Catalog for FakeCatalog {
     }
 
     fn never_has_value(&self, field: &FieldRef) -> Option<&'static str> {
-        (Some(field.id) == id_of("evt.cpu")).then_some("not recorded")
+        (Some(field.id) == id_of("thread.cpu")).then_some("not recorded")
     }
 }
 

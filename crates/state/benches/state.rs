@@ -22,6 +22,7 @@ fn event(tid: i64, name: &str, res: i64, params: Vec<Param>) -> Event {
         res,
         params,
         truncated: 0,
+        cpu: None,
     }
 }
 

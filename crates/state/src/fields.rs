@@ -52,7 +52,7 @@ fields! {
     EvtRawarg = "evt.rawarg", Str, Key, false, "one event argument by name (evt.rawarg.name), unformatted: numbers as numbers (the type is that of the argument of that name in the event table, as libsinsp), strings as they were passed; socket addresses and tuples have no raw form";
     EvtRawargI64 = "evt.rawarg(int)", I64, Key, false, "evt.rawarg of a signed argument (internal)";
     EvtRawargU64 = "evt.rawarg(uint)", U64, Key, false, "evt.rawarg of an unsigned argument (internal)";
-    EvtCpu = "evt.cpu", I64, None, false, "CPU the event happened on: never has a value (no Vigil driver records it)";
+    EvtCpu = "evt.cpu", I64, None, false, "number of the CPU the event completed on (eBPF driver; no value under `vigil run`)";
     EvtIsWait = "evt.is_wait", Bool, None, false, "true for events that make the thread wait: epoll_wait, poll, ppoll, select, nanosleep (libscap's EF_WAITS events)";
     EvtBuffer = "evt.buffer", Buffer, None, false, "data buffer of I/O events (read, write, sendto ...)";
     EvtBuflen = "evt.buflen", U64, None, false, "length of evt.buffer";
@@ -135,6 +135,9 @@ fields! {
     ThreadCapInheritable = "thread.cap_inheritable", Str, None, false, "inheritable capabilities, names separated by spaces";
     ThreadCapEffective = "thread.cap_effective", Str, None, false, "effective capabilities, names separated by spaces";
     ThreadCgroups = "thread.cgroups", Str, None, false, "the cgroup path(s) of the thread";
+    ThreadCpu = "thread.cpu", Str, None, false, "Falco's CPU used by the thread in the last second (DOUBLE): never has a value (no driver samples CPU time; typed as a string, as Vigil has no floating-point type)";
+    ThreadCpuUser = "thread.cpu.user", Str, None, false, "Falco's user CPU used by the thread in the last second (DOUBLE): never has a value, as thread.cpu";
+    ThreadCpuSystem = "thread.cpu.system", Str, None, false, "Falco's system CPU used by the thread in the last second (DOUBLE): never has a value, as thread.cpu";
     // ----- user / group -----
     UserUid = "user.uid", U64, None, false, "effective user id";
     UserName = "user.name", Str, None, false, "effective user name";
@@ -379,8 +382,11 @@ impl Catalog for FieldCatalog {
     }
 
     fn never_has_value(&self, field: &FieldRef) -> Option<&'static str> {
-        (F::from_id(field.id) == Some(F::EvtCpu))
-            .then_some("no driver records the CPU an event happened on")
+        matches!(
+            F::from_id(field.id),
+            Some(F::ThreadCpu | F::ThreadCpuUser | F::ThreadCpuSystem)
+        )
+        .then_some("no driver samples a thread's CPU time (Falco's DOUBLE CPU-use fields)")
     }
 
     fn depends_on_result(&self, field: &FieldRef) -> bool {
@@ -532,7 +538,11 @@ mod tests {
             Err(LookupError::BadArg(_))
         ));
         let cpu = c.lookup("evt.cpu", None).unwrap();
-        assert!(c.never_has_value(&cpu).is_some());
+        assert!(c.never_has_value(&cpu).is_none());
+        for name in ["thread.cpu", "thread.cpu.user", "thread.cpu.system"] {
+            let f = c.lookup(name, None).unwrap();
+            assert!(c.never_has_value(&f).is_some(), "{name}");
+        }
         let wait = c.lookup("evt.is_wait", None).unwrap();
         assert!(c.never_has_value(&wait).is_none());
         let res = c.lookup("evt.rawarg.res", None).unwrap();

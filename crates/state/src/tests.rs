@@ -1844,8 +1844,20 @@ fn raw_arguments_cpu_and_wait() {
     assert_eq!(
         field(&state, &e, "evt.cpu"),
         None,
-        "no driver records the CPU"
+        "an event whose driver does not know the CPU (ptrace) has none"
     );
+    let on_cpu = apply(&mut state, ev(400, "close").int("fd", 7).cpu(1).build());
+    assert_eq!(
+        values(&state, &on_cpu, "evt.cpu"),
+        Some(vec![Value::I64(1)])
+    );
+    for name in ["thread.cpu", "thread.cpu.user", "thread.cpu.system"] {
+        assert_eq!(
+            field(&state, &on_cpu, name),
+            None,
+            "{name} never has a value"
+        );
+    }
     assert_eq!(f(&state, &e, "evt.is_wait"), "false");
     let failed = apply(&mut state, ev(400, "close").int("fd", 99).res(-9).build());
     assert_eq!(

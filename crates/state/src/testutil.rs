@@ -57,6 +57,7 @@ pub fn ev(tid: i64, name: &str) -> EventBuilder {
             res: 0,
             params: Vec::new(),
             truncated: 0,
+            cpu: None,
         },
     }
 }
@@ -74,6 +75,11 @@ impl EventBuilder {
 
     pub fn ts(mut self, ts: u64) -> Self {
         self.evt.ts = ts;
+        self
+    }
+
+    pub fn cpu(mut self, cpu: u32) -> Self {
+        self.evt.cpu = Some(cpu);
         self
     }
 

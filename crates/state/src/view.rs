@@ -752,8 +752,10 @@ impl Extract for EventView<'_> {
                 FieldArg::Key(name) => self.raw_arg(name, f == F::EvtRawarg, out),
                 _ => false,
             },
-            // No driver records the CPU (see `Catalog::never_has_value`).
-            F::EvtCpu => false,
+            // Known from the eBPF driver (and captures it wrote); the ptrace driver has none.
+            F::EvtCpu => push_opt(out, evt.cpu.map(|c| Value::I64(i64::from(c)))),
+            // DOUBLE fields in Falco; no type or data for them here (`Catalog::never_has_value`).
+            F::ThreadCpu | F::ThreadCpuUser | F::ThreadCpuSystem => false,
             F::EvtIsWait => push_opt(
                 out,
                 Some(Value::Bool(matches!(

@@ -176,6 +176,18 @@ impl Watch {
         list.iter().skip(from).cloned().collect()
     }
 
+    /// Stops the agent with SIGINT (it drains what is in flight and closes its capture) and
+    /// waits for it; its exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .expect("run kill");
+        assert!(killed.success(), "kill -INT {pid}");
+        self.child.wait().expect("wait for vigil watch")
+    }
+
     /// Alerts of `rule` after `from` (for failure messages).
     pub fn alerts_of(&self, from: usize, rule: &str) -> Vec<Value> {
         let list = self.alerts.0.lock().unwrap();

@@ -962,6 +962,13 @@ impl<R: BufRead> Reader<R> {
             }
             params[index] = value;
         }
+        // Optional trailing `cpu:varint`: absent in captures written without it.
+        let cpu = if c.left() == 0 {
+            None
+        } else {
+            let v = c.varint("cpu")?;
+            Some(u32::try_from(v).map_err(|_| c.corrupt(format!("cpu {v} out of range")))?)
+        };
         c.finish()?;
         normalize_params(&mut params);
         self.prev_num = num;
@@ -975,6 +982,7 @@ impl<R: BufRead> Reader<R> {
             res,
             params,
             truncated,
+            cpu,
         })
     }
 
@@ -1228,6 +1236,9 @@ impl<W: Write> Writer<W> {
         put_varint(out, event.truncated);
         for param in &event.params {
             put_param(out, param);
+        }
+        if let Some(cpu) = event.cpu {
+            put_varint(out, u64::from(cpu));
         }
         self.write_record(REC_EVENT)?;
         self.prev_num = event.num;
@@ -1519,6 +1530,47 @@ mod tests {
         assert_eq!((e.num, e.ts, e.tid, e.pid), (1, 1000, 10, 10));
         assert_eq!(e.params, vec![Param::Int(7)]);
         assert!(e.is_truncated(0));
+    }
+
+    #[test]
+    fn the_cpu_is_an_optional_trailing_field() {
+        let event = |tail: &[u8]| {
+            let mut event = Vec::new();
+            for v in [0u64, 2, 2000, 20, 0, 0, 1, 0] {
+                put_varint(&mut event, v);
+            }
+            put_zigzag(&mut event, 7);
+            event.extend_from_slice(tail);
+            with_records(&[
+                (REC_EVENT_TYPE, type_record("close", &[("fd", 1)])),
+                (REC_EVENT, event),
+            ])
+        };
+        let cpu_of = |bytes: &[u8]| read_all(bytes).map(|(_, events)| events[0].cpu);
+        assert_eq!(cpu_of(&event(&[])).unwrap(), None, "written without a cpu");
+        assert_eq!(cpu_of(&event(&[1])).unwrap(), Some(1));
+        let mut big = Vec::new();
+        put_varint(&mut big, u64::from(u32::MAX));
+        assert_eq!(cpu_of(&event(&big)).unwrap(), Some(u32::MAX));
+        let mut too_big = Vec::new();
+        put_varint(&mut too_big, 1 << 32);
+        let err = cpu_of(&event(&too_big)).unwrap_err().to_string();
+        assert!(err.contains("cpu 4294967296 out of range"), "{err}");
+        let err = cpu_of(&event(&[0x80])).unwrap_err().to_string();
+        assert!(err.contains("cpu runs past the end"), "{err}");
+        let err = cpu_of(&event(&[1, 2])).unwrap_err().to_string();
+        assert!(err.contains("1 unexpected bytes at the end"), "{err}");
+
+        // The writer stores it only when known; both read back as written.
+        let mut capture = small_capture();
+        for (i, e) in capture.events.iter_mut().enumerate() {
+            e.cpu = (i % 2 == 0).then_some(i as u32);
+        }
+        let bytes = capture.write_binary(Vec::new()).unwrap();
+        let (_, events) = read_all(&bytes).unwrap();
+        let cpus: Vec<Option<u32>> = events.iter().map(|e| e.cpu).collect();
+        let want: Vec<Option<u32>> = capture.events.iter().map(|e| e.cpu).collect();
+        assert_eq!(cpus, want);
     }
 
     fn dns_capture() -> Capture {

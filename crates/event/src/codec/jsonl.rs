@@ -737,6 +737,7 @@ fn parse_event(map: &Map<String, Value>, ordinal: u64, prev_ts: u64) -> Result<E
             "pid",
             "type",
             "res",
+            "cpu",
             "args",
             "truncated",
         ],
@@ -771,6 +772,10 @@ fn parse_event(map: &Map<String, Value>, ordinal: u64, prev_ts: u64) -> Result<E
         },
         params: Vec::new(),
         truncated: 0,
+        cpu: match map.get("cpu") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(to_u32(v, "cpu")?),
+        },
     };
     if let Some(args) = map.get("args") {
         for (name, value) in as_object(args, "args")? {
@@ -993,6 +998,10 @@ impl<W: Write> Writer<W> {
         push_json_str(out, spec.name);
         key(out, first, "res");
         push_num(out, event.res);
+        if let Some(cpu) = event.cpu {
+            key(out, first, "cpu");
+            push_num(out, cpu);
+        }
         if event.params.iter().any(|p| *p != Param::None) {
             key(out, first, "args");
             out.push('{');
@@ -1409,6 +1418,7 @@ mod tests {
                     Param::Uint(0o1101),
                 ],
                 truncated: 0,
+                cpu: None,
             }],
         };
         let text = String::from_utf8(capture.write_jsonl(Vec::new()).unwrap()).unwrap();
@@ -1432,6 +1442,37 @@ mod tests {
             for (got, want) in events.iter().zip(&capture.events) {
                 assert_eq!(got, &normalized(want), "seed {seed}");
             }
+        }
+    }
+
+    #[test]
+    fn the_cpu_is_optional() {
+        let header = "{\"vigil_capture\":1}\n";
+        let (_, events) = read_all(&format!(
+            "{header}{{\"tid\":1,\"type\":\"close\"}}\n\
+             {{\"tid\":1,\"type\":\"close\",\"cpu\":null}}\n\
+             {{\"tid\":1,\"type\":\"close\",\"cpu\":3}}\n"
+        ))
+        .unwrap();
+        let cpus: Vec<Option<u32>> = events.iter().map(|e| e.cpu).collect();
+        assert_eq!(cpus, [None, None, Some(3)]);
+        // Written after `res` when known, left out when not.
+        let mut out = Vec::new();
+        let mut w = Writer::new(&mut out);
+        w.write_snapshot(&Snapshot::default()).unwrap();
+        for e in &events {
+            w.write_event(e).unwrap();
+        }
+        w.finish().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        assert!(!lines[0].contains("cpu"), "{text}");
+        assert!(lines[2].contains("\"res\":0,\"cpu\":3"), "{text}");
+        for bad in ["-1", "4294967296", "\"1\"", "1.5"] {
+            let e = err(&format!(
+                "{header}{{\"tid\":1,\"type\":\"close\",\"cpu\":{bad}}}\n"
+            ));
+            assert!(e.contains("`cpu`"), "{bad}: {e}");
         }
     }
 

@@ -412,6 +412,7 @@ mod tests {
             res: 3,
             params: vec![Param::Bytes(b"oops".to_vec())],
             truncated: 0,
+            cpu: None,
         };
         let snapshot = Snapshot::default();
         for binary in [false, true] {

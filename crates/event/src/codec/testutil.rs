@@ -204,6 +204,11 @@ impl Gen {
             },
             params,
             truncated,
+            cpu: if self.chance(2) {
+                None
+            } else {
+                Some(self.next() as u32)
+            },
         }
     }
 
