@@ -559,6 +559,7 @@ mod tests {
             res: 0,
             params: vec![Param::Int(oldfd)],
             truncated: 0,
+            cpu: None,
         }
     }
 
@@ -695,6 +696,7 @@ mod exec_tests {
             res: 0,
             params,
             truncated: 0,
+            cpu: None,
         }
     }
 

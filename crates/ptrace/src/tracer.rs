@@ -218,6 +218,7 @@ impl<'a> Tracer<'a> {
                 cwd.into_os_string(),
             ))],
             truncated: 0,
+            cpu: None,
         });
     }
 
@@ -422,6 +423,7 @@ impl<'a> Tracer<'a> {
                     res: 0,
                     params,
                     truncated: 0,
+                    cpu: None,
                 };
                 self.fix_fds(&probe);
                 let wanted = self.handler.wants_result(&probe);
