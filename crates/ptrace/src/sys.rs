@@ -332,8 +332,11 @@ pub fn install_wakeup() -> io::Result<()> {
 
 /// The calling thread's id.
 pub fn gettid() -> i32 {
-    // SAFETY: `gettid` has no preconditions and cannot fail.
-    unsafe { libc::gettid() }
+    // The raw system call: glibc's `gettid()` wrapper is a null weak symbol in the static
+    // build (`make static`), where calling it crashed `vigil run`.
+    // SAFETY: `gettid` has no arguments and cannot fail.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    tid as i32
 }
 
 /// Sends [`wakeup_signal`] to thread `tid` of this process.
