@@ -390,17 +390,7 @@ impl Bpf {
                         "syscalls",
                         &format!("sys_exit_{name}"),
                     )?;
-                    // The pathname of an execveat is gone by the exec record: kept at entry.
-                    let enter = if name == "execveat" {
-                        Some(attach_tracepoint(
-                            &self.tracefs,
-                            &self.skel.progs.vigil_sys_enter,
-                            "syscalls",
-                            "sys_enter_execveat",
-                        )?)
-                    } else {
-                        None
-                    };
+                    let enter = self.exec_entry(name)?;
                     self.set_hooked(nr, true)?;
                     self.syscall_links
                         .insert(nr, SyscallLinks::Exit(exit, enter));
@@ -408,17 +398,7 @@ impl Bpf {
             }
             Hook::Raw => {
                 for (nr, name) in new {
-                    // The pathname of an execveat is gone by the exec record: kept at entry.
-                    let enter = if name == "execveat" {
-                        Some(attach_tracepoint(
-                            &self.tracefs,
-                            &self.skel.progs.vigil_sys_enter,
-                            "syscalls",
-                            "sys_enter_execveat",
-                        )?)
-                    } else {
-                        None
-                    };
+                    let enter = self.exec_entry(name)?;
                     self.set_hooked(nr, true)?;
                     self.syscall_links.insert(nr, SyscallLinks::Raw(enter));
                 }
@@ -450,6 +430,21 @@ impl Bpf {
             }
         }
         Ok(self.syscall_links.len())
+    }
+
+    /// `exit`/`raw`: the entry tracepoint of execveat, whose pathname is gone by the exec
+    /// record (kept at entry); nothing for the other syscalls.
+    fn exec_entry(&self, name: &str) -> Result<Option<Link>, EbpfError> {
+        if name != "execveat" {
+            return Ok(None);
+        }
+        attach_tracepoint(
+            &self.tracefs,
+            &self.skel.progs.vigil_sys_enter,
+            "syscalls",
+            "sys_enter_execveat",
+        )
+        .map(Some)
     }
 
     /// Marks syscall `nr` as hooked (or not) for the fork program.
