@@ -61,6 +61,24 @@ fn run_stat(stderr: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in the stats line: {stderr}"))
 }
 
+/// Runs `python3 -c PY` under `vigil run --stats` (with `-r RULES` when given), which must
+/// succeed; returns its `exit_stops` and `skipped_exits` counters and its stderr.
+fn python_under_run(rules: Option<&Path>, py: &str) -> (u64, u64, String) {
+    let mut args = vec!["run", "--stats"];
+    if let Some(rules) = rules {
+        args.extend(["-r", rules.to_str().expect("a UTF-8 rules path")]);
+    }
+    args.extend(["--", "python3", "-c", py]);
+    let out = vigil(&args);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    (
+        run_stat(&stderr, "exit_stops"),
+        run_stat(&stderr, "skipped_exits"),
+        stderr,
+    )
+}
+
 fn is_root() -> bool {
     fs::read_to_string("/proc/self/status")
         .ok()
@@ -926,14 +944,7 @@ fn unneeded_dup2_and_unlink_exits_are_skipped() {
              os.dup2(saved, 1)\n",
             dir = dir.display()
         );
-        let out = vigil(&["run", "--stats", "--", "python3", "-c", &py]);
-        let stderr = text(&out.stderr);
-        assert!(out.status.success(), "{stderr}");
-        (
-            run_stat(&stderr, "exit_stops"),
-            run_stat(&stderr, "skipped_exits"),
-            stderr,
-        )
+        python_under_run(None, &py)
     };
     let (few_exits, few_skipped, _) = counters(0);
     let (many_exits, many_skipped, stderr) = counters(300);
@@ -1146,23 +1157,7 @@ fn dup_exits_are_decided_at_entry() {
              c = socket.create_connection(s.getsockname())\nos.close(dup(c.fileno()))\n\
              os.close(0)\nassert dup(c.fileno()) == 0\n"
         );
-        let out = vigil(&[
-            "run",
-            "--stats",
-            "-r",
-            rules.to_str().unwrap(),
-            "--",
-            "python3",
-            "-c",
-            &py,
-        ]);
-        let stderr = text(&out.stderr);
-        assert!(out.status.success(), "{stderr}");
-        (
-            run_stat(&stderr, "exit_stops"),
-            run_stat(&stderr, "skipped_exits"),
-            stderr,
-        )
+        python_under_run(Some(rules), &py)
     };
     for rules in [rules.as_path(), upstream.as_path()] {
         let (few_exits, _, _) = counters(rules, 0);
@@ -1232,23 +1227,7 @@ fn failed_exec_exits_are_decided_at_entry() {
              os.execv('/nonexistent/x%d' % i, ['x'])\n    except OSError:\n        pass\n\
              try:\n    os.execv('/nonexistent/vigil-probe', ['p'])\nexcept OSError:\n    pass\n"
         );
-        let out = vigil(&[
-            "run",
-            "--stats",
-            "-r",
-            rules.to_str().unwrap(),
-            "--",
-            "python3",
-            "-c",
-            &py,
-        ]);
-        let stderr = text(&out.stderr);
-        assert!(out.status.success(), "{stderr}");
-        (
-            run_stat(&stderr, "exit_stops"),
-            run_stat(&stderr, "skipped_exits"),
-            stderr,
-        )
+        python_under_run(Some(rules), &py)
     };
     for rules in [probe.as_path(), upstream.as_path()] {
         let (few, few_skipped, _) = counters(rules, 0);
@@ -1431,19 +1410,8 @@ fn working_directory_changes_take_no_exit_stop() {
              subprocess.run(['cat', 'probe'], check=True, stdout=subprocess.DEVNULL)\n",
             d = dir.display()
         );
-        let out = vigil(&[
-            "run",
-            "--stats",
-            "-r",
-            rules.to_str().unwrap(),
-            "--",
-            "python3",
-            "-c",
-            &py,
-        ]);
-        let stderr = text(&out.stderr);
-        assert!(out.status.success(), "{stderr}");
-        (run_stat(&stderr, "exit_stops"), stderr)
+        let (exit_stops, _, stderr) = python_under_run(Some(&rules), &py);
+        (exit_stops, stderr)
     };
     let (few, _) = counters(0);
     let (many, stderr) = counters(300);
