@@ -608,6 +608,19 @@ static __always_inline __u32 put_cgroup(__u8 *buf, __u32 off, struct task_struct
 
 #define NR_EXECVEAT 322
 
+// Keeps the pathname an execveat of thread `tid` passed, for its exec record (the new image
+// replaces the memory it is in): staged in this CPU's scratch area, then copied into the map.
+static __always_inline void keep_exec_name(__u32 tid, const void *pathname)
+{
+	__u8 *buf = scratch_buf();
+	if (!buf)
+		return;
+	struct exec_name *en = (struct exec_name *)buf;
+	en->n = bpf_probe_read_user_str(en->s, MAX_PATH + 1, pathname);
+	if (bpf_map_update_elem(&exec_names, &tid, en, BPF_ANY) < 0)
+		count_drop(DROP_STASH_FULL);
+}
+
 static __always_inline int on_enter(struct trace_event_raw_sys_enter *ctx)
 {
 	if (floor_mode == FLOOR_NOP || excluded())
@@ -627,16 +640,8 @@ static __always_inline int on_enter(struct trace_event_raw_sys_enter *ctx)
 	__s32 nr = -1;
 	bpf_probe_read_kernel(&nr, sizeof(nr), &ctx->id);
 	st->nr = (__u32)nr;
-	if (nr == NR_EXECVEAT) {
-		// Staged in this CPU's scratch area, then copied into the map.
-		__u8 *buf = scratch_buf();
-		if (!buf)
-			return 0;
-		struct exec_name *en = (struct exec_name *)buf;
-		en->n = bpf_probe_read_user_str(en->s, MAX_PATH + 1, (const void *)st->args[1]);
-		if (bpf_map_update_elem(&exec_names, &tid, en, BPF_ANY) < 0)
-			count_drop(DROP_STASH_FULL);
-	}
+	if (nr == NR_EXECVEAT)
+		keep_exec_name(tid, (const void *)st->args[1]);
 	return 0;
 }
 
@@ -865,16 +870,8 @@ static __always_inline int exec_entry(const struct pt_regs *regs, __u32 nr)
 	}
 	regs_args(regs, st->args);
 	st->nr = nr;
-	if (nr == NR_EXECVEAT) {
-		__u32 tid = (__u32)bpf_get_current_pid_tgid();
-		__u8 *buf = scratch_buf();
-		if (!buf)
-			return 0;
-		struct exec_name *en = (struct exec_name *)buf;
-		en->n = bpf_probe_read_user_str(en->s, MAX_PATH + 1, (const void *)st->args[1]);
-		if (bpf_map_update_elem(&exec_names, &tid, en, BPF_ANY) < 0)
-			count_drop(DROP_STASH_FULL);
-	}
+	if (nr == NR_EXECVEAT)
+		keep_exec_name((__u32)bpf_get_current_pid_tgid(), (const void *)st->args[1]);
 	return 0;
 }
 
