@@ -454,6 +454,7 @@ impl<'s> Parser<'s> {
                 self.pos = look + 1;
                 continue;
             }
+            let mut call = None;
             if let Some(func) = MultiFn::from_text(word).filter(|_| paren_follows) {
                 let nesting = depth + transformers.len() + 1;
                 if nesting >= MAX_DEPTH {
@@ -472,25 +473,8 @@ impl<'s> Parser<'s> {
                 self.calls += 1;
                 let args = self.call_args(nesting);
                 self.calls -= 1;
-                let args = args?;
-                let arg = if self.peek() == Some(b'[') {
-                    Some(self.field_arg()?)
-                } else {
-                    None
-                };
-                let field = FieldName {
-                    name: word.to_string(),
-                    arg,
-                    span: span(start, self.pos),
-                };
-                self.close_transformers(transformers.len())?;
-                return Ok(Operand {
-                    transformers,
-                    field,
-                    call: Some(Box::new(MultiCall { func, args })),
-                });
-            }
-            if self.peek() == Some(b'(') && !word.contains('.') {
+                call = Some(Box::new(MultiCall { func, args: args? }));
+            } else if self.peek() == Some(b'(') && !word.contains('.') {
                 return Err(ParseError {
                     code: "E_UNKNOWN_TRANSFORMER",
                     message: format!("unknown transformer `{word}`"),
@@ -511,7 +495,7 @@ impl<'s> Parser<'s> {
             return Ok(Operand {
                 transformers,
                 field,
-                call: None,
+                call,
             });
         }
     }
