@@ -1358,6 +1358,19 @@ mod tests {
         Compiler::new(cat).compile(&expr)
     }
 
+    /// Evaluates every (condition, expected) pair against `ev`; one assertion lists every
+    /// mismatch.
+    fn assert_truth(ev: &FakeEvent, cases: &[(&str, bool)]) {
+        let failures: Vec<String> = cases
+            .iter()
+            .filter_map(|(src, want)| {
+                let got = eval(src, ev);
+                (got != *want).then(|| format!("{src}: got {got}, want {want}"))
+            })
+            .collect();
+        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    }
+
     fn eval(src: &str, ev: &FakeEvent) -> bool {
         let cat = FakeCatalog::new();
         let expr = parse_condition(src).unwrap_or_else(|e| panic!("parse {src:?}: {e}"));
@@ -1655,27 +1668,13 @@ mod tests {
             // The "any ancestor" fields keep libsinsp's per-ancestor `!=`.
             ("proc.aname != sshd", true),
         ];
-        let mut failures = Vec::new();
-        for (src, want) in cases {
-            let got = eval(src, &ev);
-            if got != *want {
-                failures.push(format!("{src}: got {got}, want {want}"));
-            }
-        }
-        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+        assert_truth(&ev, cases);
     }
 
     #[test]
     fn operator_modifiers_evaluate_like_libs() {
         let ev = FakeEvent::default();
-        let mut failures = Vec::new();
-        for (src, want) in MODIFIED {
-            let got = eval(src, &ev);
-            if got != *want {
-                failures.push(format!("{src}: got {got}, want {want}"));
-            }
-        }
-        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+        assert_truth(&ev, MODIFIED);
     }
 
     /// Multivalue transformers against the default event (libsinsp's
@@ -1755,14 +1754,7 @@ mod tests {
     #[test]
     fn multivalue_transformers_evaluate_like_libsinsp() {
         let ev = FakeEvent::default();
-        let mut failures = Vec::new();
-        for (src, want) in MULTIVALUE {
-            let got = eval(src, &ev);
-            if got != *want {
-                failures.push(format!("{src}: got {got}, want {want}"));
-            }
-        }
-        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+        assert_truth(&ev, MULTIVALUE);
     }
 
     #[test]
@@ -1874,14 +1866,7 @@ mod tests {
     #[test]
     fn every_operator_evaluates_like_falco() {
         let ev = FakeEvent::default();
-        let mut failures = Vec::new();
-        for (src, want) in TRUTH {
-            let got = eval(src, &ev);
-            if got != *want {
-                failures.push(format!("{src}: got {got}, want {want}"));
-            }
-        }
-        assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+        assert_truth(&ev, TRUTH);
     }
 
     /// (condition, `code @ offset`).
