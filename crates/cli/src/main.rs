@@ -552,6 +552,14 @@ fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
     let config = selection.config.load()?;
     let mut ruleset = load_selection(selection, &config)?;
     let folded = run::fold_for_workload(&mut ruleset, &outputs::host_name());
+    // Where the identity may change, the rules that cannot match here stop only in the
+    // processes that enter new namespaces.
+    let elsewhere_only = if run::identity_is_fixed().is_err() {
+        let mut here = load_selection(selection, &config)?;
+        run::fold_as_here(&mut here, &outputs::host_name())
+    } else {
+        Vec::new()
+    };
     let filter = vigil_engine::KernelFilter::derive(&ruleset, None, false)
         .map_err(|e| InvalidInput(e.to_string()))?;
     let name_of = |id: u16| {
@@ -585,7 +593,11 @@ fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
                             })
                         })
                         .collect();
-                    ("watched", names)
+                    if elsewhere_only.contains(&index) {
+                        ("watched in new namespaces", names)
+                    } else {
+                        ("watched", names)
+                    }
                 }
             }
         };
@@ -613,6 +625,14 @@ fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
                 "no rule is folded: a workload started here may change its container identity \
                  ({why})"
             )?;
+            if !elsewhere_only.is_empty() {
+                writeln!(
+                    out,
+                    "{} rule(s) cannot match here: their syscalls stop only in processes that \
+                     enter new namespaces (\"watched in new namespaces\")",
+                    elsewhere_only.len()
+                )?;
+            }
         }
         let names: Vec<&str> = filter
             .report

@@ -283,6 +283,13 @@ impl Handler for Pipeline {
         self.housekeeping();
     }
 
+    fn widening_failed(&mut self, pid: i64, why: &str) {
+        log::warn!(
+            "process {pid} entered new namespaces, but the rules that cannot match where Vigil \
+             runs could not be armed in it ({why}): their syscalls are not seen there"
+        );
+    }
+
     fn event(&mut self, event: &Event) {
         self.record(event);
         match self.agent.as_mut() {
@@ -378,6 +385,12 @@ pub fn fold_for_workload(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
     if identity_is_fixed().is_err() {
         return Vec::new();
     }
+    fold_as_here(ruleset, hostname)
+}
+
+/// Disables the rules of `ruleset` that cannot match a process with this process's
+/// container, Kubernetes fields and host name; returns their indices.
+pub fn fold_as_here(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
     let mut state = vigil_state::State::new(vigil_state::StateConfig {
         hostname: hostname.as_bytes().to_vec(),
         ..vigil_state::StateConfig::default()
@@ -397,6 +410,40 @@ pub fn fold_for_workload(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
     };
     let view = state.view(&probe);
     vigil_engine::fold_workload_constants(ruleset, &view)
+}
+
+/// Where the workload may change its identity ([`identity_is_fixed`] does not hold): the
+/// narrower interest of the processes that stay where Vigil is — the filter of a copy of the
+/// rules folded as here — and the names of the rules it leaves out, or `None` when it would
+/// trace the same. Processes that enter new namespaces get the full filter (see
+/// [`vigil_ptrace::RunSpec::in_place`]); the engine still evaluates every rule.
+fn in_place_interest(
+    rules: &RunSelection,
+    hostname: &str,
+    full: &KernelFilter,
+    everything: bool,
+) -> Result<Option<(vigil_ptrace::Interest, Vec<String>)>> {
+    let (_, mut here) = configure(rules)?;
+    let folded = fold_as_here(&mut here, hostname);
+    if folded.is_empty() {
+        return Ok(None);
+    }
+    let narrow =
+        KernelFilter::derive(&here, None, everything).map_err(|e| InvalidInput(e.to_string()))?;
+    if narrow.report == full.report && narrow.report_when == full.report_when {
+        return Ok(None);
+    }
+    let names = folded
+        .iter()
+        .map(|&i| here.rules()[i].name.clone())
+        .collect();
+    Ok(Some((
+        vigil_ptrace::Interest {
+            report: narrow.report,
+            report_when: narrow.report_when,
+        },
+        names,
+    )))
 }
 
 pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
@@ -421,6 +468,18 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     });
     let filter = KernelFilter::derive(&ruleset, enforce.as_ref(), args.write.is_some())
         .map_err(|e| InvalidInput(e.to_string()))?;
+    let in_place = match identity_is_fixed() {
+        Ok(()) => None,
+        Err(_) if args.learn.is_some() => None,
+        Err(_) => in_place_interest(&args.rules, &hostname, &filter, args.write.is_some())?,
+    };
+    if let Some((_, names)) = &in_place {
+        log::info!(
+            "{} rule(s) cannot match where Vigil runs; their syscalls stop only in processes              that enter new namespaces (containers): {}",
+            names.len(),
+            names.join(", ")
+        );
+    }
     if args.enforce && !filter.enforces() {
         eprintln!("vigil: warning: --enforce: no enabled rule is selected for enforcement");
     }
@@ -474,6 +533,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         report_when: filter.report_when,
         report: filter.report,
         judged: filter.judged,
+        in_place: in_place.map(|(interest, _)| interest),
         learn: args.learn.is_some(),
         profile,
         mechanism: match args.mechanism {
@@ -538,7 +598,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         eprintln!(
             "vigil: traced_syscalls={} stops={} seccomp_stops={} exit_stops={} tasks={} \
              skipped_exits={} events={} alerts={} judged={} blocked={} killed={} \
-             read_faults={}",
+             read_faults={} widened={} widen_failures={}",
             traced,
             s.stops,
             s.seccomp_stops,
@@ -550,7 +610,9 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             s.judged,
             pipeline.blocked,
             s.killed,
-            s.read_faults
+            s.read_faults,
+            s.widened,
+            s.widen_failures
         );
     }
     // Pending alerts get the delivery deadline; what is left stays in a configured spool.

@@ -1436,3 +1436,112 @@ fn working_directory_changes_take_no_exit_stop() {
     );
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// As root with a writable cgroup mount the workload may start containers, so no rule is
+/// disabled; but a rule that cannot match where Vigil runs (here `container.id != host`)
+/// costs nothing in the processes that stay here: they start under a filter without its
+/// syscalls, and a process that enters new namespaces — by `unshare`, or cloned into them —
+/// gets the full filter added before it runs on (a container runtime does one or the other;
+/// `tests/generate_run.rs` checks the alerts from inside a runc container).
+#[test]
+fn container_rules_stop_only_in_processes_that_enter_new_namespaces() {
+    let test = "container_rules_stop_only_in_processes_that_enter_new_namespaces";
+    if !can_trace(test) {
+        return;
+    }
+    if !is_root() {
+        skip(
+            test,
+            "not root (a workload that cannot enter namespaces is folded)",
+        );
+        return;
+    }
+    let dir = scratch("widen");
+    let rules = dir.join("container-dup.yaml");
+    fs::write(
+        &rules,
+        "- rule: Dup in a container\n  desc: t\n  condition: evt.type = dup and container.id != \
+         host\n  output: \"dup in %container.id\"\n  priority: NOTICE\n\
+         - rule: Open of a marker\n  desc: t\n  condition: evt.type = openat and fd.name = \
+         /nonexistent/marker\n  output: \"marker\"\n  priority: NOTICE\n",
+    )
+    .unwrap();
+    let explain = vigil(&[
+        "rules",
+        "list",
+        "--explain-run",
+        "-r",
+        rules.to_str().unwrap(),
+    ]);
+    if !text(&explain.stdout).contains("no rule is folded") {
+        skip(
+            test,
+            "this process cannot change its container identity here (no writable cgroup mount)",
+        );
+        return;
+    }
+    let listed = text(&explain.stdout);
+    let line = |rule: &str| {
+        listed
+            .lines()
+            .find(|l| l.starts_with(rule))
+            .unwrap_or_else(|| panic!("{rule} not listed: {listed}"))
+            .to_owned()
+    };
+    assert!(
+        line("Dup in a container").contains("watched in new namespaces"),
+        "{listed}"
+    );
+    assert!(
+        !line("Open of a marker").contains("new namespaces"),
+        "{listed}"
+    );
+    // (`os.dup` is `fcntl(F_DUPFD_CLOEXEC)`: the C library's `dup` is the syscall.)
+    let dups = "import ctypes, os\ndup = ctypes.CDLL(None).dup\nfor i in range(2000):\n    \
+                os.close(dup(0))\n";
+    let cloned = |loops: u32| {
+        format!(
+            "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+             pid = libc.syscall(56, 0x40000000 | 17, 0, 0, 0, 0)\n\
+             if pid == 0:\n    for i in range({loops}):\n        os.close(libc.dup(0))\n    \
+             os._exit(0)\nassert pid > 0, ctypes.get_errno()\nassert os.waitpid(pid, 0)[1] == 0\n"
+        )
+    };
+    // (seccomp stops, widened, widening failures); the interpreter's start-up opens stop too,
+    // so each case is compared with the same start-up without the loop.
+    let run = |workload: &[&str]| -> (u64, u64, u64) {
+        let mut args = vec!["run", "--stats", "-r", rules.to_str().unwrap(), "--"];
+        args.extend(workload);
+        let out = vigil(&args);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{workload:?}: {stderr}");
+        assert!(!stderr.contains("could not be armed"), "{stderr}");
+        (
+            run_stat(&stderr, "seccomp_stops"),
+            run_stat(&stderr, "widened"),
+            run_stat(&stderr, "widen_failures"),
+        )
+    };
+    let (start, _, _) = run(&["python3", "-c", "pass"]);
+    let (here, widened, _) = run(&["python3", "-c", dups]);
+    assert!(
+        here < start + 200 && widened == 0,
+        "2000 dup() on the host stopped the tracer {here} times ({start} without them; \
+         widened {widened})"
+    );
+    let (start, _, _) = run(&["unshare", "--net", "--", "python3", "-c", "pass"]);
+    let (unshared, widened, failed) = run(&["unshare", "--net", "--", "python3", "-c", dups]);
+    assert!(
+        unshared >= start + 2000 && widened >= 1 && failed == 0,
+        "after unshare(CLONE_NEWNET): {unshared} stops ({start} without the dups), widened \
+         {widened}, failed {failed}"
+    );
+    let (start, _, _) = run(&["python3", "-c", &cloned(0)]);
+    let (cloned_stops, widened, failed) = run(&["python3", "-c", &cloned(2000)]);
+    assert!(
+        cloned_stops >= start + 2000 && widened >= 1 && failed == 0,
+        "a child cloned into a new network namespace: {cloned_stops} stops ({start} \
+         without the dups), widened {widened}, failed {failed}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -142,6 +142,24 @@ pub fn trace_all() -> Vec<SockFilter> {
     build(&[], RET_TRACE)
 }
 
+/// The bytes of a `struct sock_fprog` placed at `addr`, followed by `prog`'s instructions (as
+/// the kernel reads them on x86-64, little-endian): what a `seccomp(2)` call injected into a
+/// tracee is given, once written at `addr` in its memory.
+pub fn fprog_image(prog: &[SockFilter], addr: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + 8 * prog.len());
+    let len = u16::try_from(prog.len()).unwrap_or(u16::MAX);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&[0; 6]);
+    out.extend_from_slice(&(addr + 16).to_le_bytes());
+    for insn in prog {
+        out.extend_from_slice(&insn.code.to_le_bytes());
+        out.push(insn.jt);
+        out.push(insn.jf);
+        out.extend_from_slice(&insn.k.to_le_bytes());
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -177,6 +195,34 @@ pub(crate) mod tests {
                 other => panic!("unexpected opcode {other:#x}"),
             }
         }
+    }
+
+    #[test]
+    fn fprog_image_is_the_kernels_layout() {
+        let prog = trace_where(&[32], &[]);
+        let image = fprog_image(&prog, 0x7fff_0000_1000);
+        assert_eq!(image.len(), 16 + 8 * prog.len());
+        assert_eq!(u16::from_le_bytes([image[0], image[1]]), prog.len() as u16);
+        assert_eq!(&image[2..8], &[0; 6], "padding of struct sock_fprog");
+        let ptr = u64::from_le_bytes(image[8..16].try_into().unwrap());
+        assert_eq!(ptr, 0x7fff_0000_1010, "the instructions follow the header");
+        // Decoded back, the instructions are the program, and it still traces only `dup`.
+        let decoded: Vec<SockFilter> = image[16..]
+            .chunks(8)
+            .map(|c| SockFilter {
+                code: u16::from_le_bytes([c[0], c[1]]),
+                jt: c[2],
+                jf: c[3],
+                k: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+            })
+            .collect();
+        for nr in [0u32, 32, 33] {
+            assert_eq!(
+                run(&decoded, nr, AUDIT_ARCH_X86_64),
+                run(&prog, nr, AUDIT_ARCH_X86_64)
+            );
+        }
+        assert_eq!(run(&decoded, 32, AUDIT_ARCH_X86_64), RET_TRACE);
     }
 
     #[test]

@@ -54,6 +54,14 @@ pub struct RunSpec {
     pub report: Vec<u16>,
     /// Syscall numbers the handler judges at entry, before they run ([`Handler::judge`]).
     pub judged: Vec<u16>,
+    /// A narrower interest for the processes that stay where Vigil is: the workload starts
+    /// under a filter tracing only these (with [`RunSpec::judged`] and the state's syscalls),
+    /// and a process that enters new namespaces (a clone with `CLONE_NEW*` or
+    /// `CLONE_INTO_CGROUP`, `unshare`, `setns`) — as a container runtime does — gets the
+    /// full filter ([`RunSpec::report`], [`RunSpec::report_when`]) added before it runs on
+    /// (a `seccomp(2)` call injected by the tracer; children inherit it). `None`: the full
+    /// filter from the start. Ignored when learning and with the user-notify mechanism.
+    pub in_place: Option<Interest>,
     /// Reported syscalls that only matter when an argument register has one of some values
     /// (decided in the seccomp filter: the others never stop). Ignored for judged and state
     /// syscalls, and when learning.
@@ -74,6 +82,13 @@ pub struct RunSpec {
     /// Costs the workload nothing: a helper thread wakes the tracer's wait with a signal
     /// (ptrace mechanism only).
     pub idle_interval: Option<std::time::Duration>,
+}
+
+/// Syscalls a filter stops for: numbers, and conditions on an argument for some of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Interest {
+    pub report: Vec<u16>,
+    pub report_when: Vec<(u16, ArgIn)>,
 }
 
 /// The interception mechanism.
@@ -131,6 +146,12 @@ pub trait Handler {
         let _ = entry;
         true
     }
+    /// Process `pid` entered new namespaces but the full filter could not be added to it
+    /// (`why`): the syscalls only [`RunSpec::report`] traces are not seen in it. Counted in
+    /// [`RunStats::widen_failures`] too.
+    fn widening_failed(&mut self, pid: i64, why: &str) {
+        let _ = (pid, why);
+    }
     /// No stop came for [`RunSpec::idle_interval`]: the place for periodic work while the
     /// workload is idle (on the tracer's thread, with no tracee stopped).
     fn idle(&mut self) {}
@@ -169,6 +190,10 @@ pub struct RunStats {
     pub skipped_exits: u64,
     /// Argument reads that failed (the parameter is left empty).
     pub read_faults: u64,
+    /// Processes given the full filter on entering new namespaces ([`RunSpec::in_place`]),
+    /// and the attempts that failed (see [`Handler::widening_failed`]).
+    pub widened: u64,
+    pub widen_failures: u64,
 }
 
 /// The result of [`run`].
@@ -232,11 +257,14 @@ const EVENT_SYSCALLS: &[u16] = &[56, 57, 58, 435, 59, 322];
 
 /// The syscall numbers the tracing filter returns `SECCOMP_RET_TRACE` for.
 pub fn traced_syscalls(spec: &RunSpec) -> Vec<u16> {
-    let mut out: Vec<u16> = spec
-        .report
+    traced_set(&spec.report, &spec.judged)
+}
+
+fn traced_set(report: &[u16], judged: &[u16]) -> Vec<u16> {
+    let mut out: Vec<u16> = report
         .iter()
         .chain(STATE_SYSCALLS)
-        .chain(spec.judged.iter())
+        .chain(judged.iter())
         .copied()
         .collect();
     // Descriptor-creating socket calls keep the fd table right for network rules.
@@ -268,18 +296,28 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
     if notify && spec.learn {
         return Err(RunError::NotifyUnsupported("learning"));
     }
+    let tracing_filter = |interest_traced: &[u16], report_when: &[(u16, ArgIn)]| {
+        let when: Vec<(u16, ArgIn)> = report_when
+            .iter()
+            .filter(|(nr, _)| !spec.judged.contains(nr) && !STATE_SYSCALLS.contains(nr))
+            .cloned()
+            .collect();
+        filter::trace_where(interest_traced, &when)
+    };
     let mut filters = Vec::new();
+    // The full filter, for processes that enter new namespaces, when they start narrower.
+    let mut widening = None;
     if !notify {
         filters.push(if spec.learn {
             filter::trace_all()
+        } else if let Some(narrow) = &spec.in_place {
+            widening = Some(tracing_filter(&traced, &spec.report_when));
+            tracing_filter(
+                &traced_set(&narrow.report, &spec.judged),
+                &narrow.report_when,
+            )
         } else {
-            let when: Vec<(u16, ArgIn)> = spec
-                .report_when
-                .iter()
-                .filter(|(nr, _)| !spec.judged.contains(nr) && !STATE_SYSCALLS.contains(nr))
-                .cloned()
-                .collect();
-            filter::trace_where(&traced, &when)
+            tracing_filter(&traced, &spec.report_when)
         });
     }
     if let Some(p) = &spec.profile {
@@ -364,6 +402,7 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
     // Release the child: it installs the filters and execs.
     sys::close(gate_write);
     let mut tracer = tracer::Tracer::new(child, spec, handler);
+    tracer.widening = widening;
     let waker = waker.map(|(waker, activity)| {
         tracer.activity = Some(activity);
         waker

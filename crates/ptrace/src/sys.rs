@@ -386,6 +386,62 @@ pub fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// Writes `data` into process `pid`'s memory at `addr` (`process_vm_writev`); returns how
+/// many bytes were written.
+pub fn write_mem(pid: i32, addr: u64, data: &[u8]) -> io::Result<usize> {
+    if data.is_empty() {
+        return Ok(0);
+    }
+    let local = libc::iovec {
+        iov_base: data.as_ptr().cast_mut().cast(),
+        iov_len: data.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: `local` describes `data`, valid for reads for its length (the kernel only reads
+    // it); the remote iovec is only interpreted by the kernel in the other process.
+    let n = unsafe {
+        libc::process_vm_writev(
+            pid,
+            std::ptr::addr_of!(local),
+            1,
+            std::ptr::addr_of!(remote),
+            1,
+            0,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+}
+
+/// `waitpid(tid, __WALL)`, retried on `EINTR`: the next status change of that one tracee.
+pub fn wait_tid(tid: i32) -> io::Result<i32> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid, writable int.
+        let pid = unsafe { libc::waitpid(tid, std::ptr::addr_of_mut!(status), libc::__WALL) };
+        if pid >= 0 {
+            return Ok(status);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+}
+
+/// Sends `sig` to thread `tid` of process `tgid` (`tgkill`).
+pub fn tgkill(tgid: i32, tid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: plain syscall with integer arguments.
+    check(unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) })?;
+    Ok(())
+}
+
 /// Sends `sig` to process `pid`.
 pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     // SAFETY: plain syscall.

@@ -26,6 +26,32 @@ const CLONE_VM: u64 = 0x0000_0100;
 const CLONE_VFORK: u64 = 0x0000_4000;
 const CLONE_NEWPID: u64 = 0x2000_0000;
 const SIGCHLD: u64 = 17;
+/// The clone flags that put a child in new namespaces or another cgroup: what a container
+/// runtime does (`CLONE_NEWNS`, `NEWCGROUP`, `NEWUTS`, `NEWIPC`, `NEWUSER`, `NEWPID`,
+/// `NEWNET`, `NEWTIME`, `CLONE_INTO_CGROUP`).
+const ENTERS_ELSEWHERE: u64 = 0x0002_0000
+    | 0x0200_0000
+    | 0x0400_0000
+    | 0x0800_0000
+    | 0x1000_0000
+    | CLONE_NEWPID
+    | 0x4000_0000
+    | 0x80
+    | 0x2_0000_0000;
+const SYS_UNSHARE: u64 = 272;
+const SYS_SETNS: u64 = 308;
+const SYS_SECCOMP: u64 = 317;
+const SECCOMP_SET_MODE_FILTER: u64 = 1;
+const SECCOMP_FILTER_FLAG_TSYNC: u64 = 1;
+/// The x86-64 `syscall` instruction.
+const SYSCALL_INSN: [u8; 2] = [0x0f, 0x05];
+
+/// Why a `seccomp(2)` call could not be run in a tracee.
+enum Injection {
+    /// The thread exited or was killed (its status is deferred).
+    Gone,
+    Failed(String),
+}
 
 /// A syscall waiting for its exit stop.
 struct Pending {
@@ -73,6 +99,17 @@ pub(crate) struct Tracer<'a> {
     cwd_state_only: [bool; 2],
     /// Processes whose working directory may have changed since the state was told.
     cwd_dirty: HashSet<i32>,
+    /// The full tracing filter, when the workload started under a narrower one
+    /// ([`RunSpec::in_place`]): added to a process that enters new namespaces.
+    pub(crate) widening: Option<Vec<sys::SockFilter>>,
+    /// Processes that have the full filter (inherited by their children).
+    widened: HashSet<i32>,
+    /// Threads to widen at their first stop (cloned into new namespaces) or after the exit
+    /// of their `unshare`/`setns`.
+    widen_at_first_stop: HashSet<i32>,
+    widen_after_exit: HashSet<i32>,
+    /// Status changes seen while waiting for one tracee (a widening), handled next.
+    deferred: Vec<(i32, i32)>,
 }
 
 fn flags_of(numbers: &[u16]) -> Vec<bool> {
@@ -133,6 +170,11 @@ impl<'a> Tracer<'a> {
                 !spec.report.contains(&FCHDIR) && !spec.learn,
             ],
             cwd_dirty: HashSet::new(),
+            widening: None,
+            widened: HashSet::new(),
+            widen_at_first_stop: HashSet::new(),
+            widen_after_exit: HashSet::new(),
+            deferred: Vec::new(),
             handler,
             tasks,
             num: 0,
@@ -155,6 +197,10 @@ impl<'a> Tracer<'a> {
 
     pub(crate) fn run(&mut self) -> Result<Option<WorkloadStatus>, RunError> {
         loop {
+            if let Some((tid, st)) = self.deferred.pop() {
+                self.dispatch(tid, st);
+                continue;
+            }
             let waited = match &self.activity {
                 Some(_) => sys::wait_any_interruptible(),
                 None => sys::wait_any(),
@@ -268,6 +314,9 @@ impl<'a> Tracer<'a> {
         if sig == (libc::SIGTRAP | 0x80) {
             self.stats.exit_stops += 1;
             self.syscall_exit(tid);
+            if self.widen_after_exit.remove(&tid) && !self.widen(tid, tgid, true) {
+                return;
+            }
             let _ = sys::cont(tid, 0);
             return;
         }
@@ -285,6 +334,12 @@ impl<'a> Tracer<'a> {
                 let _ = sys::cont(tid, 0);
             }
             sys::EVENT_STOP => {
+                if sig == libc::SIGTRAP
+                    && self.widen_at_first_stop.remove(&tid)
+                    && !self.widen(tid, tgid, false)
+                {
+                    return;
+                }
                 if matches!(
                     sig,
                     libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
@@ -308,6 +363,12 @@ impl<'a> Tracer<'a> {
     fn task_exit(&mut self, tid: i32, st: i32) {
         // A held child killed before its clone event (a fatal signal to its whole process).
         self.early.remove(&tid);
+        self.widen_at_first_stop.remove(&tid);
+        self.widen_after_exit.remove(&tid);
+        if self.tasks.get(&tid).is_some_and(|t| t.tgid == tid) {
+            // The pid may be reused by a process that does not have the full filter.
+            self.widened.remove(&tid);
+        }
         let Some(task) = self.tasks.remove(&tid) else {
             self.release_orphaned_early();
             return;
@@ -390,8 +451,17 @@ impl<'a> Tracer<'a> {
         }
         // `unshare(CLONE_NEWPID)`, `setns`: later children may be elsewhere (whether or not
         // the call succeeds, which only makes the check at the next fork unneeded).
-        if (nr == 272 && decode::arg(&regs, 0) & CLONE_NEWPID != 0) || nr == 308 {
+        if (nr == SYS_UNSHARE && decode::arg(&regs, 0) & CLONE_NEWPID != 0) || nr == SYS_SETNS {
             self.foreign_ns.insert(tgid);
+        }
+        // Entering new namespaces: the full filter once the call has succeeded (both are
+        // always traced and reported, so their exit stop comes).
+        if self.widening.is_some()
+            && !self.widened.contains(&tgid)
+            && ((nr == SYS_UNSHARE && decode::arg(&regs, 0) & ENTERS_ELSEWHERE != 0)
+                || nr == SYS_SETNS)
+        {
+            self.widen_after_exit.insert(tid);
         }
         let slot = usize::from(nr16);
         let report = self.report.get(slot).copied().unwrap_or(false);
@@ -688,6 +758,14 @@ impl<'a> Tracer<'a> {
         if child_tgid != tgid {
             self.fds.fork(i64::from(tgid), i64::from(child_tgid));
         }
+        // The full filter: inherited from a widened parent; added at the first stop of a
+        // child cloned into new namespaces or another cgroup.
+        let mut widen_child = false;
+        if self.widened.contains(&tgid) {
+            self.widened.insert(child_tgid);
+        } else if self.widening.is_some() && flags & ENTERS_ELSEWHERE != 0 {
+            widen_child = true;
+        }
         let etype = table::by_name(name).expect("clone-family events are in the table");
         // The child's ids in its own pid namespace: the global ones unless it may be in
         // another one.
@@ -717,8 +795,140 @@ impl<'a> Tracer<'a> {
             cpu: None,
         });
         if self.early.remove(&child) {
+            if widen_child && !self.widen(child, child_tgid, false) {
+                return;
+            }
             let _ = sys::cont(child, 0);
+        } else if widen_child {
+            self.widen_at_first_stop.insert(child);
         }
+    }
+
+    /// Adds the full filter ([`Tracer::widening`]) to stopped thread `tid` of process `tgid`
+    /// by running a `seccomp(2)` call in it: at a syscall-exit stop (`after_syscall`: only if
+    /// that call succeeded) or at a new child's first stop, both of which leave the thread
+    /// just past a `syscall` instruction. The program goes below the thread's stack red
+    /// zone; the registers are restored after. Signals that arrive meanwhile are sent again.
+    /// `false` when the thread is gone (its status is handled next): do not resume it.
+    fn widen(&mut self, tid: i32, tgid: i32, after_syscall: bool) -> bool {
+        let Some(prog) = self.widening.clone() else {
+            return true;
+        };
+        let Ok(regs) = sys::get_regs(tid) else {
+            return true;
+        };
+        if after_syscall && (regs.rax as i64) < 0 {
+            return true;
+        }
+        let threads = self.tasks.values().filter(|t| t.tgid == tgid).count();
+        let flags = if threads > 1 {
+            SECCOMP_FILTER_FLAG_TSYNC
+        } else {
+            0
+        };
+        let outcome = self.inject_seccomp(tid, tgid, &regs, &prog, flags);
+        let outcome = match outcome {
+            // A thread that cannot synchronise: this thread and its future children at least.
+            Ok(r) if r > 0 && flags != 0 => self.inject_seccomp(tid, tgid, &regs, &prog, 0),
+            other => other,
+        };
+        match outcome {
+            Ok(0) => {
+                self.widened.insert(tgid);
+                self.stats.widened += 1;
+                true
+            }
+            Ok(r) => {
+                self.stats.widen_failures += 1;
+                let why = format!("seccomp(2) in the process returned {r}");
+                self.handler.widening_failed(i64::from(tgid), &why);
+                true
+            }
+            Err(Injection::Gone) => false,
+            Err(Injection::Failed(why)) => {
+                self.stats.widen_failures += 1;
+                let _ = sys::set_regs(tid, &regs);
+                self.handler.widening_failed(i64::from(tgid), &why);
+                true
+            }
+        }
+    }
+
+    /// Runs `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)` in stopped thread `tid`, whose
+    /// registers are `regs` (restored afterwards); returns the call's result.
+    fn inject_seccomp(
+        &mut self,
+        tid: i32,
+        tgid: i32,
+        regs: &Regs,
+        prog: &[sys::SockFilter],
+        flags: u64,
+    ) -> Result<i64, Injection> {
+        let failed = |what: &str, e: std::io::Error| Injection::Failed(format!("{what}: {e}"));
+        let at = regs.rip.wrapping_sub(2);
+        let mut insn = [0u8; 2];
+        match sys::read_mem(tid, at, &mut insn) {
+            Ok(2) if insn == SYSCALL_INSN => {}
+            Ok(_) => {
+                return Err(Injection::Failed(
+                    "the thread is not just past a syscall instruction".into(),
+                ))
+            }
+            Err(e) => return Err(failed("cannot read its code", e)),
+        }
+        // Below the 128-byte red zone, 16-byte aligned.
+        let size = 16 + 8 * prog.len() as u64;
+        let addr = regs.rsp.wrapping_sub(128 + size) & !15;
+        let image = crate::filter::fprog_image(prog, addr);
+        match sys::write_mem(tid, addr, &image) {
+            Ok(n) if n == image.len() => {}
+            Ok(_) => return Err(Injection::Failed("its stack is too small".into())),
+            Err(e) => return Err(failed("cannot write to its stack", e)),
+        }
+        let mut call = *regs;
+        call.rip = at;
+        call.rax = SYS_SECCOMP;
+        // Not in a syscall: no restart logic applies on the way back to user mode.
+        call.orig_rax = u64::MAX;
+        call.rdi = SECCOMP_SET_MODE_FILTER;
+        call.rsi = flags;
+        call.rdx = addr;
+        sys::set_regs(tid, &call).map_err(|e| failed("cannot set its registers", e))?;
+        sys::resume_to_exit(tid).map_err(|e| failed("cannot resume it", e))?;
+        let mut entered = false;
+        let mut signals = Vec::new();
+        let result = loop {
+            let st = match sys::wait_tid(tid) {
+                Ok(st) => st,
+                Err(e) => return Err(failed("cannot wait for it", e)),
+            };
+            if status::exited(st) || status::signaled(st) {
+                self.deferred.push((tid, st));
+                return Err(Injection::Gone);
+            }
+            if !status::stopped(st) {
+                continue;
+            }
+            let sig = status::stop_sig(st);
+            let event = st >> 16;
+            if sig == (libc::SIGTRAP | 0x80) {
+                if entered {
+                    break sys::get_regs(tid)
+                        .map(|r| r.rax as i64)
+                        .map_err(|e| failed("cannot read its registers", e))?;
+                }
+                entered = true;
+            } else if event == 0 {
+                // A signal for the thread: held back, sent again once it is restored.
+                signals.push(sig);
+            }
+            sys::resume_to_exit(tid).map_err(|e| failed("cannot resume it", e))?;
+        };
+        sys::set_regs(tid, regs).map_err(|e| failed("cannot restore its registers", e))?;
+        for sig in signals {
+            let _ = sys::tgkill(tgid, tid, sig);
+        }
+        Ok(result)
     }
 
     fn exec_event(&mut self, tid: i32) {
