@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use vigil_capture::{InterestSet, Source};
 use vigil_ebpf::{BpfOptions, BpfSource, Hook};
 use vigil_event::{table, Event, Param, SockTuple};
+use vigil_state::SnapshotOptions;
 
 const CHILD_ENV: &str = "VIGIL_EBPF_TEST_CHILD";
 
@@ -44,8 +45,16 @@ fn open_hook(interest: &[&str], raw_fallback: bool, hook: Option<Hook>) -> Optio
         hook,
         ..BpfOptions::default()
     };
-    let source =
-        BpfSource::open(options).unwrap_or_else(|e| panic!("cannot open the eBPF source: {e}"));
+    // The start snapshot as `vigil watch` reads it (this process left out).
+    let start = || {
+        vigil_state::read_snapshot(
+            &vigil_state::RealProc::default(),
+            &SnapshotOptions::default(),
+        )
+        .map(|(snapshot, _)| snapshot)
+    };
+    let source = BpfSource::open(options, start)
+        .unwrap_or_else(|e| panic!("cannot open the eBPF source: {e}"));
     match hook {
         Some(h) => assert_eq!(source.hook(), h, "the hook asked for"),
         None => match source.hook_fallback() {
