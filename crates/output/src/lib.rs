@@ -21,6 +21,7 @@ pub mod format;
 pub mod http;
 pub mod metrics;
 pub mod outputs;
+pub mod settings;
 pub mod sinks;
 pub mod spool;
 pub mod stats;
@@ -30,6 +31,7 @@ pub use delivery::{DeliveryOptions, Record, SinkReport};
 pub use format::Formatter;
 pub use metrics::Metrics;
 pub use outputs::{DeliveryReport, Outputs, OutputsError};
+pub use settings::OutputSettings;
 
 /// One rule match, rendered.
 #[derive(Clone, Debug, PartialEq)]
