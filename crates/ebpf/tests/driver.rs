@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use vigil_capture::{InterestSet, Source};
 use vigil_ebpf::{BpfOptions, BpfSource, Hook};
 use vigil_event::{table, Event, Param, SockTuple};
-use vigil_state::SnapshotOptions;
+use vigil_procfs::SnapshotOptions;
 
 const CHILD_ENV: &str = "VIGIL_EBPF_TEST_CHILD";
 
