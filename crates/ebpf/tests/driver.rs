@@ -47,8 +47,8 @@ fn open_hook(interest: &[&str], raw_fallback: bool, hook: Option<Hook>) -> Optio
     };
     // The start snapshot as `vigil watch` reads it (this process left out).
     let start = || {
-        vigil_state::read_snapshot(
-            &vigil_state::RealProc::default(),
+        vigil_procfs::read_snapshot(
+            &vigil_procfs::RealProc::default(),
             &SnapshotOptions::default(),
         )
         .map(|(snapshot, _)| snapshot)
