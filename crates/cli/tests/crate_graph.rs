@@ -7,8 +7,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// The pipeline order, once: event model, sources, state, rules, outputs, the wiring, the
-/// command line. Crates on one line do not depend on each other.
+/// The pipeline order, once (ARCHITECTURE.md's crate graph, top to bottom): event model,
+/// sources, state, rules, outputs, the wiring, the command line. A crate may depend only on
+/// crates before it.
 const ORDER: &[&str] = &[
     "vigil-event",
     "vigil-fields",
