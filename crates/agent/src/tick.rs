@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use vigil_fields::Value;
-use vigil_output::metrics::{self, names, Flags};
+use vigil_output::metrics::{self, names};
 use vigil_output::stats::{Counts, StatsFile};
 use vigil_output::{Alert, JsonOptions, Metrics, Outputs};
 use vigil_rules::Ruleset;
@@ -128,7 +128,7 @@ impl Tick {
     /// Applies Falco's `metrics:` block: its category flags to `/metrics`, and the periodic
     /// metrics snapshots when `config.enabled` (appending to `output_file` when set).
     pub fn with_snapshots(mut self, config: &vigil_config::Metrics) -> io::Result<Tick> {
-        self.metrics.set_flags(Flags::from_config(config));
+        self.metrics.set_flags(config.flags());
         if config.enabled {
             let file = match &config.output_file {
                 Some(path) => Some(vigil_output::files::append(path)?),

@@ -103,7 +103,7 @@ pub fn start_outputs(
         );
         config.syslog_output.enabled = false;
     }
-    Outputs::from_config_to(&config, metrics, hostname, console)
+    Outputs::from_config_to(&config.output_settings(), metrics, hostname, console)
         .map_err(|e| InvalidInput(e.to_string()).into())
 }
 
@@ -453,10 +453,7 @@ impl Agent {
                             )?
                         }
                     };
-                    self.metrics
-                        .set_flags(vigil_output::metrics::Flags::from_config(
-                            &self.config.metrics,
-                        ));
+                    self.metrics.set_flags(self.config.metrics.flags());
                     self.tick.seed(&self.outputs, engine.ruleset());
                     eprintln!(
                         "vigil: SIGHUP: reloaded configuration and {} rules",

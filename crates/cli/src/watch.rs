@@ -153,23 +153,37 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         None => None,
     };
 
-    let mut source = BpfSource::open(BpfOptions {
-        interest,
-        raw_fallback: args.raw_fallback,
-        hook: match args.syscall_hook {
-            SyscallHook::Auto => None,
-            SyscallHook::Fexit => Some(vigil_ebpf::Hook::Fexit),
-            SyscallHook::Raw => Some(vigil_ebpf::Hook::Raw),
-            SyscallHook::Exit => Some(vigil_ebpf::Hook::Exit),
-            SyscallHook::Tracepoint => Some(vigil_ebpf::Hook::Tracepoint),
+    // The start snapshot is read once the programs are attached, so that nothing that happens
+    // in between is missed; this process is left out (`exclude_pid`), as in the kernel.
+    let mut snapshot_stats = vigil_state::SnapshotStats::default();
+    let start_snapshot = || {
+        let (snapshot, stats) = vigil_state::read_snapshot(
+            &vigil_state::RealProc::default(),
+            &vigil_state::SnapshotOptions::default(),
+        )?;
+        snapshot_stats = stats;
+        Ok::<_, vigil_state::ProcError>(snapshot)
+    };
+    let mut source = BpfSource::open(
+        BpfOptions {
+            interest,
+            raw_fallback: args.raw_fallback,
+            hook: match args.syscall_hook {
+                SyscallHook::Auto => None,
+                SyscallHook::Fexit => Some(vigil_ebpf::Hook::Fexit),
+                SyscallHook::Raw => Some(vigil_ebpf::Hook::Raw),
+                SyscallHook::Exit => Some(vigil_ebpf::Hook::Exit),
+                SyscallHook::Tracepoint => Some(vigil_ebpf::Hook::Tracepoint),
+            },
+            floor: match args.bpf_floor {
+                BpfFloor::None => vigil_ebpf::Floor::None,
+                BpfFloor::Nop => vigil_ebpf::Floor::Nop,
+                BpfFloor::Ring => vigil_ebpf::Floor::Ring,
+            },
+            ..BpfOptions::default()
         },
-        floor: match args.bpf_floor {
-            BpfFloor::None => vigil_ebpf::Floor::None,
-            BpfFloor::Nop => vigil_ebpf::Floor::Nop,
-            BpfFloor::Ring => vigil_ebpf::Floor::Ring,
-        },
-        ..BpfOptions::default()
-    })
+        start_snapshot,
+    )
     .context("cannot start eBPF capture")?;
     let snapshot = source
         .snapshot()
@@ -228,7 +242,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     eprintln!(
         "vigil: watching {} syscalls on this host ({} processes in the start snapshot)",
         source.attached_syscalls().len() + source.fallback_syscalls().len(),
-        source.snapshot_stats().processes
+        snapshot_stats.processes
     );
 
     let started = Instant::now();

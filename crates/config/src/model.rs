@@ -3,6 +3,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use vigil_output::metrics::Flags;
+use vigil_output::settings::{DropAlertSettings, OutputSettings};
+use vigil_output::{Formatter, JsonOptions};
+
 /// The whole agent configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -71,6 +75,42 @@ impl Default for Config {
 // Priorities and `rule_matching` are the rules engine's own types: the configuration only
 // selects among them.
 pub use vigil_rules::{Priority, RuleMatching};
+// Each output's section is the output crate's own type: the configuration reads it from YAML.
+pub use vigil_output::settings::{
+    Delivery, FileOutput, HttpOutput, OutputsQueue, ProgramOutput, StdoutOutput, SyslogOutput,
+};
+
+impl Config {
+    /// What the outputs start from: the alert format, each output's section, the queue bound
+    /// and the drop alert.
+    pub fn output_settings(&self) -> OutputSettings {
+        OutputSettings {
+            format: Formatter {
+                json: self.json_output,
+                json_options: JsonOptions {
+                    include_output: self.json_include_output_property,
+                    include_tags: self.json_include_tags_property,
+                    include_output_fields: self.json_include_output_fields_property,
+                },
+                include_message: self.json_include_message_property,
+                iso_8601: self.time_format_iso_8601,
+            },
+            stdout_output: self.stdout_output.clone(),
+            file_output: self.file_output.clone(),
+            syslog_output: self.syslog_output.clone(),
+            program_output: self.program_output.clone(),
+            http_output: self.http_output.clone(),
+            buffered_outputs: self.buffered_outputs,
+            outputs_queue: self.outputs_queue.clone(),
+            drop_alert: DropAlertSettings {
+                enabled: self.drop_alert.enabled,
+                priority: self.drop_alert.priority.as_str(),
+                threshold: self.drop_alert.threshold,
+                rate_limit: self.drop_alert.rate_limit,
+            },
+        }
+    }
+}
 
 /// One item of Falco's `rules:` list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,57 +151,6 @@ pub struct ExtraField {
     pub value: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StdoutOutput {
-    pub enabled: bool,
-}
-
-/// Vigil-only delivery settings shared by the file, syslog, program and HTTP outputs (keys
-/// `spool_dir`, `spool_max_bytes`, `retry_max_backoff` inside each output's section).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
-    /// Where alerts wait on disk while the output is down (unset: no spool; alerts beyond the
-    /// in-memory queue are dropped and counted).
-    pub spool_dir: Option<PathBuf>,
-    /// Disk budget of the spool; alerts beyond it are dropped and counted.
-    pub spool_max_bytes: u64,
-    /// Longest wait between two delivery attempts (the wait doubles from 100ms up to this).
-    pub retry_max_backoff: Duration,
-}
-
-impl Default for Delivery {
-    fn default() -> Self {
-        Delivery {
-            spool_dir: None,
-            spool_max_bytes: 64 * 1024 * 1024,
-            retry_max_backoff: Duration::from_secs(30),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyslogOutput {
-    pub enabled: bool,
-    /// Vigil-only: the local syslog socket (datagram), `/dev/log` by default.
-    pub socket: PathBuf,
-    pub spool_dir: Option<PathBuf>,
-    pub spool_max_bytes: u64,
-    pub retry_max_backoff: Duration,
-}
-
-impl Default for SyslogOutput {
-    fn default() -> Self {
-        let d = Delivery::default();
-        SyslogOutput {
-            enabled: true,
-            socket: PathBuf::from("/dev/log"),
-            spool_dir: d.spool_dir,
-            spool_max_bytes: d.spool_max_bytes,
-            retry_max_backoff: d.retry_max_backoff,
-        }
-    }
-}
-
 /// Vigil-only (`drop_alert`): an internal alert, through the normal outputs, when more than
 /// `threshold` events or alerts were dropped since the last check; at most one per `rate_limit`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,143 +168,6 @@ impl Default for DropAlert {
             priority: Priority::Critical,
             threshold: 0,
             rate_limit: Duration::from_secs(60),
-        }
-    }
-}
-
-macro_rules! delivery_accessor {
-    ($($ty:ty),*) => {$(
-        impl $ty {
-            /// The Vigil-only delivery settings of this output.
-            pub fn delivery(&self) -> Delivery {
-                Delivery {
-                    spool_dir: self.spool_dir.clone(),
-                    spool_max_bytes: self.spool_max_bytes,
-                    retry_max_backoff: self.retry_max_backoff,
-                }
-            }
-        }
-    )*};
-}
-delivery_accessor!(SyslogOutput, FileOutput, ProgramOutput, HttpOutput);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileOutput {
-    pub enabled: bool,
-    pub keep_alive: bool,
-    pub filename: PathBuf,
-    pub spool_dir: Option<PathBuf>,
-    pub spool_max_bytes: u64,
-    pub retry_max_backoff: Duration,
-}
-
-impl Default for FileOutput {
-    fn default() -> Self {
-        FileOutput {
-            enabled: false,
-            keep_alive: false,
-            filename: PathBuf::from("./events.txt"),
-            spool_dir: None,
-            spool_max_bytes: Delivery::default().spool_max_bytes,
-            retry_max_backoff: Delivery::default().retry_max_backoff,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProgramOutput {
-    pub enabled: bool,
-    pub keep_alive: bool,
-    pub program: String,
-    pub spool_dir: Option<PathBuf>,
-    pub spool_max_bytes: u64,
-    pub retry_max_backoff: Duration,
-}
-
-impl Default for ProgramOutput {
-    fn default() -> Self {
-        ProgramOutput {
-            enabled: false,
-            keep_alive: false,
-            program:
-                "jq '{text: .output}' | curl -d @- -X POST https://hooks.slack.com/services/XXX"
-                    .to_owned(),
-            spool_dir: None,
-            spool_max_bytes: Delivery::default().spool_max_bytes,
-            retry_max_backoff: Delivery::default().retry_max_backoff,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpOutput {
-    pub enabled: bool,
-    pub url: String,
-    pub user_agent: String,
-    pub insecure: bool,
-    pub ca_cert: PathBuf,
-    pub ca_bundle: PathBuf,
-    pub ca_path: PathBuf,
-    pub mtls: bool,
-    pub client_cert: PathBuf,
-    pub client_key: PathBuf,
-    pub echo: bool,
-    pub compress_uploads: bool,
-    pub keep_alive: bool,
-    /// Falco's meaning: how many timed-out attempts in a row an alert may have before it is
-    /// given up (a timeout is retried at once while this allows; 0: give up at the first
-    /// timeout). Given-up alerts are dropped with reason `timeout` and counted.
-    pub max_consecutive_timeouts: u32,
-    /// Vigil-only: the longest one POST may take, connection included (`timeout`); an attempt
-    /// that takes longer is a timeout for `max_consecutive_timeouts`.
-    pub timeout: Duration,
-    pub spool_dir: Option<PathBuf>,
-    pub spool_max_bytes: u64,
-    pub retry_max_backoff: Duration,
-}
-
-impl Default for HttpOutput {
-    fn default() -> Self {
-        HttpOutput {
-            enabled: false,
-            url: String::new(),
-            user_agent: "falcosecurity/falco".to_owned(),
-            insecure: false,
-            ca_cert: PathBuf::new(),
-            ca_bundle: PathBuf::new(),
-            ca_path: PathBuf::from("/etc/ssl/certs"),
-            mtls: false,
-            client_cert: PathBuf::from("/etc/ssl/certs/client.crt"),
-            client_key: PathBuf::from("/etc/ssl/certs/client.key"),
-            echo: false,
-            compress_uploads: false,
-            keep_alive: false,
-            max_consecutive_timeouts: 5,
-            timeout: Duration::from_secs(10),
-            spool_dir: None,
-            spool_max_bytes: Delivery::default().spool_max_bytes,
-            retry_max_backoff: Delivery::default().retry_max_backoff,
-        }
-    }
-}
-
-/// `outputs_queue`: alerts waiting in memory per output. Falco reads 0 as unbounded; Vigil
-/// never queues without bound and reads 0 as [`OutputsQueue::DEFAULT_BOUND`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputsQueue {
-    pub capacity: u64,
-}
-
-impl OutputsQueue {
-    /// The per-output queue bound used when `capacity` is 0.
-    pub const DEFAULT_BOUND: usize = 100_000;
-
-    /// The effective per-output queue bound.
-    pub fn bound(&self) -> usize {
-        match usize::try_from(self.capacity) {
-            Ok(0) => Self::DEFAULT_BOUND,
-            Ok(n) => n,
-            Err(_) => usize::MAX,
         }
     }
 }
@@ -387,6 +239,19 @@ pub struct Metrics {
     pub include_empty_values: bool,
 }
 
+impl Metrics {
+    /// Which metric families `/metrics` and the snapshots export (the `*_enabled` keys).
+    pub fn flags(&self) -> Flags {
+        Flags {
+            rules_counters: self.rules_counters_enabled,
+            resource_utilization: self.resource_utilization_enabled,
+            state_counters: self.state_counters_enabled,
+            kernel_event_counters: self.kernel_event_counters_enabled,
+            libbpf_stats: self.libbpf_stats_enabled,
+        }
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
@@ -447,6 +312,57 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_options_map() {
+        let c = Config {
+            json_output: true,
+            json_include_output_property: false,
+            json_include_tags_property: false,
+            json_include_output_fields_property: false,
+            ..Config::default()
+        };
+        let f = c.output_settings().format;
+        let alert = vigil_output::Alert {
+            time: 1_700_000_000_000_001_000,
+            rule: "R".into(),
+            priority: "Warning".into(),
+            source: "syscall".into(),
+            tags: vec!["b".into(), "a".into()],
+            hostname: "h".into(),
+            output: "something happened".into(),
+            output_fields: Vec::new(),
+        };
+        let v: serde_json::Value = serde_json::from_str(&f.format(&alert)).unwrap();
+        let mut keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert_eq!(keys, ["hostname", "priority", "rule", "source", "time"]);
+    }
+
+    #[test]
+    fn output_defaults_are_the_outputs_own() {
+        // One set of defaults: the configuration's match the output crate's.
+        assert_eq!(
+            Config::default().output_settings(),
+            OutputSettings::default()
+        );
+        let d = Config::default().output_settings().drop_alert;
+        assert_eq!(d.priority, Priority::Critical.as_str());
+    }
+
+    #[test]
+    fn metrics_flags_map() {
+        use vigil_output::metrics::Category;
+        let config = Metrics {
+            state_counters_enabled: false,
+            ..Metrics::default()
+        };
+        let f = config.flags();
+        assert!(
+            !f.allows(Category::State) && f.allows(Category::Kernel) && f.allows(Category::Base)
+        );
+        assert_eq!(Metrics::default().flags(), Flags::default());
+    }
 
     #[test]
     fn durations() {

@@ -13,9 +13,10 @@
 //! fall back to `raw_syscalls` filtered by number in the kernel ([`BpfSource::fallback_syscalls`]).
 //! [`BpfSource::drain`] ends a capture without losing what is still in flight.
 //!
-//! This crate knows the event model, the [`vigil_capture::Source`] interface and the `/proc`
-//! bootstrap (`vigil_state::procfs`); it knows nothing of rules or outputs. All `unsafe` is in
-//! the `sys` module.
+//! This crate knows the event model and the [`vigil_capture::Source`] interface; it knows
+//! nothing of the state engine, rules or outputs. The start snapshot is the caller's to read
+//! ([`BpfSource::open`] calls it back once the programs are attached). All `unsafe` is in the
+//! `sys` module.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -23,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use vigil_capture::{DropReason, InterestSet, Source, SourceError, SourceStats};
 use vigil_event::{Event, Snapshot};
-use vigil_state::{ProcError, RealProc, SnapshotOptions, SnapshotStats};
 
 mod decode;
 mod spec;
@@ -59,7 +59,7 @@ pub enum EbpfError {
     #[error("cannot attach the eBPF program to tracepoint `{name}`: {message}")]
     Attach { name: String, message: String },
     #[error("cannot read the process table for the start snapshot")]
-    Snapshot(#[source] ProcError),
+    Snapshot(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot read the eBPF ring buffers (error {code})")]
     Poll { code: u32 },
 }
@@ -69,8 +69,6 @@ pub enum EbpfError {
 pub struct BpfOptions {
     /// Event types the consumer needs (the rules'); [`driver_interest`] adds the state's.
     pub interest: InterestSet,
-    /// How the start snapshot reads `/proc` (`exclude_pid` defaults to this process).
-    pub snapshot: SnapshotOptions,
     /// How long [`Source::next_batch`] waits for events before returning an empty batch.
     pub max_wait: Duration,
     /// Capture watched syscalls that have no tracepoint of their own on this kernel through
@@ -91,7 +89,6 @@ impl Default for BpfOptions {
     fn default() -> Self {
         BpfOptions {
             interest: InterestSet::new(),
-            snapshot: SnapshotOptions::default(),
             max_wait: Duration::from_millis(5),
             raw_fallback: false,
             hook: None,
@@ -155,7 +152,6 @@ pub struct BpfSource {
     bpf: sys::Bpf,
     decoder: Decoder,
     snapshot: Snapshot,
-    snapshot_stats: SnapshotStats,
     raw: Vec<u8>,
     fresh: Vec<Event>,
     /// Scratch for merging the held events later than the earliest fresh one.
@@ -175,9 +171,17 @@ pub struct BpfSource {
 }
 
 impl BpfSource {
-    /// Loads and attaches the programs for `options.interest`, then reads the `/proc`
-    /// snapshot (attach first, so that nothing that happens in between is missed).
-    pub fn open(options: BpfOptions) -> Result<BpfSource, EbpfError> {
+    /// Loads and attaches the programs for `options.interest`, then calls `start_snapshot`
+    /// for the state of the host (attach first, so that nothing that happens in between is
+    /// missed); [`Source::snapshot`] returns what it read. The caller reads `/proc` (leaving
+    /// this process out, as the kernel side does).
+    pub fn open<E>(
+        options: BpfOptions,
+        start_snapshot: impl FnOnce() -> Result<Snapshot, E>,
+    ) -> Result<BpfSource, EbpfError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         check_support()?;
         let tgid = std::process::id();
         let load = |hook| sys::Bpf::load(tgid, sys::Tracefs::open()?, hook, options.floor);
@@ -199,7 +203,6 @@ impl BpfSource {
             bpf,
             decoder: Decoder::new(sys::boot_to_wall_offset()),
             snapshot: Snapshot::default(),
-            snapshot_stats: SnapshotStats::default(),
             raw: Vec::with_capacity(1 << 20),
             fresh: Vec::with_capacity(4096),
             tail: Vec::new(),
@@ -214,10 +217,7 @@ impl BpfSource {
         };
         source.raw_fallback = options.raw_fallback;
         source.attach(&options.interest)?;
-        let (snapshot, stats) = vigil_state::read_snapshot(&RealProc::default(), &options.snapshot)
-            .map_err(EbpfError::Snapshot)?;
-        source.snapshot = snapshot;
-        source.snapshot_stats = stats;
+        source.snapshot = start_snapshot().map_err(|e| EbpfError::Snapshot(e.into()))?;
         Ok(source)
     }
 
@@ -271,11 +271,6 @@ impl BpfSource {
     /// Why fexit trampolines could not be used here, when tracepoints are used instead.
     pub fn hook_fallback(&self) -> Option<&str> {
         self.hook_fallback.as_deref()
-    }
-
-    /// What the start snapshot read, skipped and cut.
-    pub fn snapshot_stats(&self) -> &SnapshotStats {
-        &self.snapshot_stats
     }
 
     /// The syscall numbers whose tracepoints are attached.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use vigil_capture::{InterestSet, Source};
 use vigil_ebpf::{BpfOptions, BpfSource, Hook};
 use vigil_event::{table, Event, Param, SockTuple};
+use vigil_procfs::SnapshotOptions;
 
 const CHILD_ENV: &str = "VIGIL_EBPF_TEST_CHILD";
 
@@ -44,8 +45,16 @@ fn open_hook(interest: &[&str], raw_fallback: bool, hook: Option<Hook>) -> Optio
         hook,
         ..BpfOptions::default()
     };
-    let source =
-        BpfSource::open(options).unwrap_or_else(|e| panic!("cannot open the eBPF source: {e}"));
+    // The start snapshot as `vigil watch` reads it (this process left out).
+    let start = || {
+        vigil_procfs::read_snapshot(
+            &vigil_procfs::RealProc::default(),
+            &SnapshotOptions::default(),
+        )
+        .map(|(snapshot, _)| snapshot)
+    };
+    let source = BpfSource::open(options, start)
+        .unwrap_or_else(|e| panic!("cannot open the eBPF source: {e}"));
     match hook {
         Some(h) => assert_eq!(source.hook(), h, "the hook asked for"),
         None => match source.hook_fallback() {
@@ -474,6 +483,61 @@ fn unwatched_not_delivered(hook: Option<Hook>) {
     let wider: InterestSet = [mkdir].into_iter().collect();
     source.set_interest(&wider).expect("set_interest");
     assert!(source.attached_syscalls().contains(&83));
+}
+
+/// The caller's start snapshot is read once the programs are attached: what a process does
+/// while it is read is captured, so nothing falls between the snapshot and the stream.
+#[test]
+fn the_start_snapshot_is_read_after_the_programs_are_attached() {
+    if let Err(e) = vigil_ebpf::check_support() {
+        if std::env::var("VIGIL_TEST_STRICT").as_deref() == Ok("1") {
+            panic!("VIGIL_TEST_STRICT=1 and the eBPF driver cannot run: {e}");
+        }
+        eprintln!("skipping live eBPF test: {e}");
+        return;
+    }
+    let path = temp_path("snapshot");
+    let interest: InterestSet = [table::by_name("openat").expect("openat")]
+        .into_iter()
+        .collect();
+    let mut reader = None;
+    let start = || {
+        // A process that opens the file while the snapshot is taken.
+        let status = Command::new("/bin/cat")
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .and_then(|mut child| {
+                reader = Some(child.id());
+                child.wait()
+            })?;
+        assert!(status.success(), "cat failed: {status}");
+        vigil_procfs::read_snapshot(
+            &vigil_procfs::RealProc::default(),
+            &SnapshotOptions::default(),
+        )
+        .map(|(snapshot, _)| snapshot)
+        .map_err(std::io::Error::other)
+    };
+    let options = BpfOptions {
+        interest,
+        ..BpfOptions::default()
+    };
+    let mut source = BpfSource::open(options, start)
+        .unwrap_or_else(|e| panic!("cannot open the eBPF source: {e}"));
+    let pid = i64::from(reader.expect("the start snapshot was read"));
+    let opened = |e: &Event| {
+        e.pid == pid
+            && name_of(e) == "openat"
+            && e.params.iter().any(|p| bytes(p) == path.as_bytes())
+    };
+    let events = collect(&mut source, |events| events.iter().any(opened));
+    assert!(
+        events.iter().any(opened),
+        "the open made while the snapshot was read is captured ({} events of pid {pid})",
+        events.iter().filter(|e| e.pid == pid).count()
+    );
+    let _ = std::fs::remove_file(&path);
 }
 
 #[test]

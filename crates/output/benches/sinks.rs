@@ -11,8 +11,8 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use vigil_config::HttpOutput;
 use vigil_output::http::HttpSink;
+use vigil_output::settings::HttpOutput;
 use vigil_output::sinks::{FileSink, ProgramSink, Sink, WriterSink};
 use vigil_output::{Alert, DeliveryOptions, Formatter, Metrics, Outputs};
 

@@ -8,8 +8,6 @@
 //! environment; the JSON `output` and `message` properties carry that same escaped text, while
 //! `output_fields` carries the values themselves, escaped by JSON.
 
-use vigil_config::Config;
-
 use crate::{time, Alert, JsonOptions};
 
 /// The shared alert format: Falco's text line or JSON object, with the `json_include_*` and
@@ -25,20 +23,6 @@ pub struct Formatter {
 }
 
 impl Formatter {
-    /// The format `config` asks for.
-    pub fn from_config(config: &Config) -> Formatter {
-        Formatter {
-            json: config.json_output,
-            json_options: JsonOptions {
-                include_output: config.json_include_output_property,
-                include_tags: config.json_include_tags_property,
-                include_output_fields: config.json_include_output_fields_property,
-            },
-            include_message: config.json_include_message_property,
-            iso_8601: config.time_format_iso_8601,
-        }
-    }
-
     /// The text line as Falco prints it with these options.
     pub fn text_line(&self, alert: &Alert) -> String {
         if self.iso_8601 {
@@ -190,21 +174,5 @@ mod tests {
             assert_eq!(v["message"], format!("cmd={escaped}"));
             assert_eq!(v["output_fields"]["proc.cmdline"], raw);
         }
-    }
-
-    #[test]
-    fn config_options_map() {
-        let c = Config {
-            json_output: true,
-            json_include_output_property: false,
-            json_include_tags_property: false,
-            json_include_output_fields_property: false,
-            ..Config::default()
-        };
-        let f = Formatter::from_config(&c);
-        let v: serde_json::Value = serde_json::from_str(&f.format(&alert())).unwrap();
-        let mut keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
-        keys.sort();
-        assert_eq!(keys, ["hostname", "priority", "rule", "source", "time"]);
     }
 }

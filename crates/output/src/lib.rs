@@ -6,8 +6,11 @@
 //! ([`sinks`], [`http`]), one delivery worker per output with a bounded queue, retries and a
 //! bounded disk spool ([`delivery`], [`spool`]), the set of configured outputs ([`Outputs`]),
 //! the metrics registry with Prometheus text exposition ([`metrics`]) and Falco's stats file
-//! ([`stats`]); every file it writes is opened owner-only ([`files`]). Knows nothing about rules, events or state: an alert arrives already rendered,
-//! with its typed output fields.
+//! ([`stats`]); every file it writes is opened owner-only ([`files`]). Its settings are its own
+//! ([`settings`]: each output's section under Falco's key names, and [`OutputSettings`]);
+//! `vigil-config` reads them from YAML, this crate knows no configuration file. Knows nothing
+//! about rules, events or state: an alert arrives already rendered, with its typed output
+//! fields.
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
@@ -21,6 +24,7 @@ pub mod format;
 pub mod http;
 pub mod metrics;
 pub mod outputs;
+pub mod settings;
 pub mod sinks;
 pub mod spool;
 pub mod stats;
@@ -30,6 +34,7 @@ pub use delivery::{DeliveryOptions, Record, SinkReport};
 pub use format::Formatter;
 pub use metrics::Metrics;
 pub use outputs::{DeliveryReport, Outputs, OutputsError};
+pub use settings::OutputSettings;
 
 /// One rule match, rendered.
 #[derive(Clone, Debug, PartialEq)]

@@ -62,17 +62,6 @@ impl Default for Flags {
 }
 
 impl Flags {
-    /// The flags of a configuration's `metrics:` block.
-    pub fn from_config(c: &vigil_config::Metrics) -> Flags {
-        Flags {
-            rules_counters: c.rules_counters_enabled,
-            resource_utilization: c.resource_utilization_enabled,
-            state_counters: c.state_counters_enabled,
-            kernel_event_counters: c.kernel_event_counters_enabled,
-            libbpf_stats: c.libbpf_stats_enabled,
-        }
-    }
-
     /// Whether families of `category` are exported.
     pub fn allows(&self, category: Category) -> bool {
         match category {
@@ -865,11 +854,10 @@ mod tests {
         ] {
             assert!(none.contains(name), "{name} always exported");
         }
-        let config = vigil_config::Metrics {
-            state_counters_enabled: false,
-            ..vigil_config::Metrics::default()
+        let f = Flags {
+            state_counters: false,
+            ..Flags::default()
         };
-        let f = Flags::from_config(&config);
         assert!(
             !f.allows(Category::State) && f.allows(Category::Kernel) && f.allows(Category::Base)
         );

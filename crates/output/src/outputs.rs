@@ -6,12 +6,11 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use vigil_config::{Config, Delivery as DeliveryConfig};
-
 use crate::delivery::{reason, Delivery, DeliveryOptions, Record, SinkReport};
 use crate::format::Formatter;
 use crate::http::{HttpSetupError, HttpSink};
 use crate::metrics::{self, names, Metrics};
+use crate::settings::{Delivery as DeliveryConfig, DropAlertSettings, OutputSettings};
 use crate::sinks::{self, FileSink, ProgramSink, Sink, SyslogSink};
 use crate::Alert;
 
@@ -133,7 +132,7 @@ pub struct Outputs {
     drops: DropWatch,
 }
 
-fn options(config: &Config, delivery: &DeliveryConfig) -> DeliveryOptions {
+fn options(config: &OutputSettings, delivery: &DeliveryConfig) -> DeliveryOptions {
     DeliveryOptions {
         queue_capacity: config.outputs_queue.bound(),
         spool: delivery
@@ -149,7 +148,7 @@ impl Outputs {
     /// Starts every output `config` enables. `hostname` labels syslog messages and internal
     /// alerts.
     pub fn from_config(
-        config: &Config,
+        config: &OutputSettings,
         metrics: &Metrics,
         hostname: &str,
     ) -> Result<Outputs, OutputsError> {
@@ -158,12 +157,12 @@ impl Outputs {
 
     /// [`Outputs::from_config`] with `stdout_output` writing to `console`.
     pub fn from_config_to(
-        config: &Config,
+        config: &OutputSettings,
         metrics: &Metrics,
         hostname: &str,
         console: sinks::Console,
     ) -> Result<Outputs, OutputsError> {
-        let formatter = Formatter::from_config(config);
+        let formatter = config.format.clone();
         let mut planned: Vec<(&'static str, Box<dyn Sink>, DeliveryOptions)> = Vec::new();
         let direct = config.stdout_output.enabled && console == sinks::Console::Stderr;
         if config.stdout_output.enabled && !direct {
@@ -239,7 +238,7 @@ impl Outputs {
             hostname: hostname.to_owned(),
             drops: DropWatch {
                 enabled: d.enabled,
-                priority: d.priority.as_str(),
+                priority: d.priority,
                 threshold: d.threshold,
                 rate_limit: d.rate_limit,
                 last_alert: None,
@@ -261,7 +260,7 @@ impl Outputs {
             .into_iter()
             .map(|(sink, opts)| Delivery::start(sink, opts, metrics))
             .collect::<Result<Vec<_>, _>>()?;
-        let defaults = vigil_config::DropAlert::default();
+        let defaults = DropAlertSettings::default();
         Ok(Outputs {
             formatter,
             deliveries,
@@ -270,7 +269,7 @@ impl Outputs {
             hostname: String::new(),
             drops: DropWatch {
                 enabled: defaults.enabled,
-                priority: defaults.priority.as_str(),
+                priority: defaults.priority,
                 threshold: defaults.threshold,
                 rate_limit: defaults.rate_limit,
                 last_alert: None,
@@ -696,12 +695,12 @@ mod tests {
     #[test]
     fn from_config_starts_enabled_outputs() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
+        let mut config = OutputSettings::default();
         config.stdout_output.enabled = false;
         config.syslog_output.enabled = false;
         config.file_output.enabled = true;
         config.file_output.filename = dir.path().join("alerts.txt");
-        config.json_output = true;
+        config.format.json = true;
         let metrics = Metrics::new();
         let outputs = Outputs::from_config(&config, &metrics, "h").unwrap();
         assert_eq!(outputs.names(), ["file"]);

@@ -99,7 +99,7 @@ impl Ledger {
                 cpu: None,
             }));
             if now.is_some() {
-                if let Some(mut info) = vigil_state::read_fd(event.pid, fd) {
+                if let Some(mut info) = vigil_procfs::read_fd(event.pid, fd) {
                     if info.name.starts_with(b"socket:") {
                         // A socket whose creating call was not traced (`accept`, …).
                         if let Some((kind, name)) = crate::decode::describe_socket(event.pid, fd) {

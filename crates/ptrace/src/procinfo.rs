@@ -1,5 +1,5 @@
 //! What `/proc` tells about a stopped tracee: the starting snapshot and the process image an
-//! `execve` produced. Reads go through `vigil_state::procfs` restricted to the processes asked
+//! `execve` produced. Reads go through `vigil_procfs` restricted to the processes asked
 //! for, so the snapshot has the same shape as the eBPF driver's host bootstrap.
 
 use std::io;
@@ -7,7 +7,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use vigil_event::table::exe_flags;
 use vigil_event::{Event, EventType, Param, Snapshot, ThreadInfo};
-use vigil_state::{read_snapshot, ProcSource, RealProc, SnapshotOptions};
+use vigil_procfs::{read_snapshot, ProcSource, RealProc, SnapshotOptions};
 
 /// A procfs whose root lists only the chosen processes. Host-wide files (`stat` for the boot
 /// time, the host name) are read once per Vigil process, not on every exec; with

@@ -17,14 +17,13 @@
 //! serves fields ([`vigil_fields`]). No I/O except reading user databases ([`LiveUsers`]:
 //! the host's and containers' passwd/group files, through the [`ProcSource`] trait, when their
 //! stamps change), container runtimes' state files ([`runtime`]) and reading `/proc` into a
-//! bootstrap [`vigil_event::Snapshot`] ([`procfs`], through [`ProcSource`] so tests use an
-//! in-memory fake).
+//! bootstrap [`vigil_event::Snapshot`] ([`procfs`]: the `vigil-procfs` crate, re-exported,
+//! through [`ProcSource`] so tests use an in-memory fake).
 #![forbid(unsafe_code)]
 
 mod container;
 mod fields;
 mod path;
-pub mod procfs;
 mod render;
 pub mod runtime;
 mod schema;
@@ -38,13 +37,8 @@ mod tests;
 #[cfg(test)]
 mod testutil;
 
-pub use container::container_id_from_cgroup;
 pub use fields::{catalog, FieldCatalog};
 pub use path::{normalize as normalize_path, resolve as resolve_path};
-pub use procfs::{
-    read_fd, read_snapshot, FakeProc, FileStamp, ProcError, ProcSource, RealProc, SnapshotOptions,
-    SnapshotStats,
-};
 pub use runtime::RuntimeDirs;
 pub use state::{SavedFd, State, StateConfig, StateStats, MAX_ANCESTORS};
 pub use users::{
@@ -52,3 +46,8 @@ pub use users::{
     MAX_CONTAINER_DB_BYTES, MAX_DB_BYTES, MAX_ROOT_PIDS,
 };
 pub use view::EventView;
+pub use vigil_procfs as procfs;
+pub use vigil_procfs::{
+    container_id_from_cgroup, read_fd, read_snapshot, FakeProc, FileStamp, ProcError, ProcSource,
+    RealProc, SnapshotOptions, SnapshotStats,
+};

@@ -29,7 +29,8 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 use vigil_event::{ContainerInfo, MountInfo};
 
-use crate::container::{ContainerTable, SHORT_ID_LEN};
+use crate::container::ContainerTable;
+use vigil_procfs::SHORT_ID_LEN;
 
 /// A state file larger than this is not read (runtime state is a few KiB).
 const MAX_STATE_BYTES: u64 = 4 << 20;

@@ -97,7 +97,7 @@ impl Image {
             set_bytes(&mut self.cgroup, cgroup);
         }
         self.container_id.clear();
-        if let Some(id) = crate::container::container_id_from_cgroup(&self.cgroup) {
+        if let Some(id) = vigil_procfs::container_id_from_cgroup(&self.cgroup) {
             self.container_id.extend_from_slice(id);
         }
     }

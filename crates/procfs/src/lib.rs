@@ -1,16 +1,21 @@
-//! Bootstrapping state from the host's process table (`/proc`).
+//! Reading the host's process table (`/proc`) into a [`vigil_event::Snapshot`].
 //!
-//! Drivers that attach to a running system (eBPF host capture, the ptrace runner) call
-//! [`read_snapshot`] once so that processes started before the agent have a known image,
-//! credentials, cgroup and open files. `/proc` is read through the [`ProcSource`] trait:
+//! Whoever attaches to a running system (`vigil watch` once the eBPF programs are attached,
+//! the ptrace runner) calls [`read_snapshot`] once so that processes started before the agent
+//! have a known image, credentials, cgroup and open files; the ptrace driver also reads a
+//! stopped tracee's new image and descriptors with it. `/proc` is read through the [`ProcSource`] trait:
 //! [`RealProc`] reads a real procfs mount, [`FakeProc`] is an in-memory table for tests.
 //!
 //! Processes and threads exit while the table is read: a file that vanished only skips that
 //! process or thread, and everything skipped, cut or denied is counted in [`SnapshotStats`].
 //!
-//! The same trait reaches user databases ([`crate::LiveUsers`]): [`ProcSource::stamp`] and
+//! The same trait reaches user databases (`vigil_state::LiveUsers`): [`ProcSource::stamp`] and
 //! [`ProcSource::read_stamped`] on the host's `etc/passwd` (a [`RealProc`] rooted at `/`) and
 //! on a container's `PID/root/etc/passwd`, where no symbolic link is followed.
+//!
+//! It knows only the event model: the drivers (`vigil-ebpf`'s caller, `vigil-ptrace`) and the
+//! state engine use it without knowing each other.
+#![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read};
@@ -20,7 +25,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use vigil_event::{FdInfo, FdKind, Snapshot, SockTuple, ThreadInfo};
 
-use crate::container::container_id_from_cgroup;
+mod cgroup;
+
+pub use cgroup::{container_id_from_cgroup, SHORT_ID_LEN};
 
 /// The smallest `argv`/environment budget [`SnapshotOptions`] accepts.
 pub const MIN_ARG_BYTES: usize = 4096;
@@ -373,7 +380,7 @@ pub struct SnapshotStats {
 }
 
 /// Reads the process table into a [`Snapshot`] (users and groups left empty: a live state
-/// engine follows the host's and containers' databases itself, [`crate::LiveUsers`]). Fails
+/// engine follows the host's and containers' databases itself, `vigil_state::LiveUsers`). Fails
 /// only when the process list itself cannot be read.
 pub fn read_snapshot(
     src: &dyn ProcSource,
