@@ -354,7 +354,10 @@ mod tests {
         assert!(set.matters(&root.join("etc"), OsStr::new("vigil.yaml")));
         assert!(!set.matters(&root.join("etc"), OsStr::new("other.yaml")));
         assert!(set.matters(&root, OsStr::new("rules.yaml")));
-        assert!(set.matters(&root, OsStr::new("rules.d")), "directory replaced");
+        assert!(
+            set.matters(&root, OsStr::new("rules.d")),
+            "directory replaced"
+        );
         assert!(!set.matters(&root, OsStr::new("notes.yaml")), "not loaded");
         assert!(set.matters(&rules_d, OsStr::new("local.yaml")));
         assert!(set.matters(&rules_d, OsStr::new("x.yml")));
@@ -367,13 +370,20 @@ mod tests {
             rules_override: vec![rules.clone()],
         };
         let from_config = [root.join("ignored.yaml")];
-        assert!(!sources.set(&from_config).matters(&root, OsStr::new("ignored.yaml")));
+        assert!(!sources
+            .set(&from_config)
+            .matters(&root, OsStr::new("ignored.yaml")));
         let sources = WatchSources {
             rules_override: Vec::new(),
             ..sources
         };
-        assert!(sources.set(&from_config).matters(&root, OsStr::new("ignored.yaml")));
-        assert!(WatchSources::default().set(&[]).is_empty(), "embedded defaults");
+        assert!(sources
+            .set(&from_config)
+            .matters(&root, OsStr::new("ignored.yaml")));
+        assert!(
+            WatchSources::default().set(&[]).is_empty(),
+            "embedded defaults"
+        );
     }
 
     #[test]
@@ -443,7 +453,10 @@ mod tests {
 
         // A rules directory's entries, and the directory replaced as a whole.
         fs::write(rules_d.join("local.yaml"), "x").unwrap();
-        assert!(reload_due(&mut w, long), "file added to the rules directory");
+        assert!(
+            reload_due(&mut w, long),
+            "file added to the rules directory"
+        );
         fs::remove_dir_all(&rules_d).unwrap();
         assert!(reload_due(&mut w, long), "rules directory removed");
         fs::create_dir(&rules_d).unwrap();

@@ -789,7 +789,10 @@ mod tests {
         assert_eq!(c.metrics.interval, Duration::from_secs(3600));
         assert_eq!(c.http_output.max_consecutive_timeouts, 5);
         assert!(c.rules_files.is_empty(), "empty: the embedded ruleset");
-        assert!(c.watch_config_files, "Falco's default: changed files reload");
+        assert!(
+            c.watch_config_files,
+            "Falco's default: changed files reload"
+        );
         // Empty and comment-only documents are the defaults.
         assert_eq!(load("").config, c);
         assert_eq!(load("# nothing\n").config, c);
