@@ -201,6 +201,9 @@ fn sighup_reloads_rewritten_rules_without_losing_events_and_sigusr1_reopens_file
             "syslog_output.enabled=false",
             "-o",
             "webserver.enabled=false",
+            // Reloads by SIGHUP alone (the rewritten rules file would reload by itself).
+            "-o",
+            "watch_config_files=false",
         ])
         .args([
             "-o",
