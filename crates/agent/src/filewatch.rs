@@ -477,6 +477,41 @@ mod tests {
     }
 
     #[test]
+    fn a_configmap_style_swap_is_seen() {
+        // Kubernetes mounts a ConfigMap as `name -> ..data/name`, `..data -> ..<version>`,
+        // and updates it by renaming a new `..data` link over the old one, then deleting the
+        // old version's directory.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let version = |n: u32| {
+            let d = root.join(format!("..v{n}"));
+            fs::create_dir(&d).unwrap();
+            fs::write(d.join("rules.yaml"), format!("v{n}")).unwrap();
+            std::os::unix::fs::symlink(&d, root.join("..data_tmp")).unwrap();
+            fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
+            d
+        };
+        let mut old = version(1);
+        std::os::unix::fs::symlink("..data/rules.yaml", root.join("rules.yaml")).unwrap();
+        let paths = [root.join("rules.yaml")];
+        let mut w =
+            ConfigWatcher::new(WatchSet::new(&[], &paths), Duration::from_millis(50)).unwrap();
+        for n in 2..4 {
+            let new = version(n);
+            fs::remove_dir_all(&old).unwrap();
+            old = new;
+            assert!(reload_due(&mut w, Duration::from_secs(10)), "update {n}");
+            // As after the reload: the set follows the link to the new version.
+            w.replace(WatchSet::new(&[], &paths));
+            assert!(
+                w.set().matters(&old, OsStr::new("rules.yaml")),
+                "{:?}",
+                w.set()
+            );
+        }
+    }
+
+    #[test]
     fn a_missing_directory_is_reported_not_fatal() {
         let dir = tempfile::tempdir().unwrap();
         let gone = dir.path().join("no/such/dir/rules.yaml");
