@@ -158,6 +158,8 @@ struct Pipeline {
     configure: Box<dyn FnMut() -> Result<(Config, Ruleset)>>,
     /// The seccomp filter in force, to check reloaded rules against.
     running: Option<RunningFilter>,
+    /// Enabled rules of the last reload that the running filter leaves (partly) blind.
+    blind_rules: usize,
 }
 
 /// The agent's start-up parameters, kept until the tracer is ready for threads.
@@ -207,6 +209,7 @@ impl Pipeline {
         match running.reloaded(self.engine.ruleset()) {
             Ok(reloaded) => {
                 self.enforced = reloaded.enforced;
+                self.blind_rules = reloaded.blind.len();
                 if !reloaded.blind.is_empty() {
                     eprintln!("vigil: warning: {}", run_reload::describe(&reloaded.blind));
                 }
@@ -515,6 +518,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         blocked: 0,
         configure: Box::new(configure_again),
         running: None,
+        blind_rules: 0,
     };
     let mut command = args.command.into_iter();
     let spec = RunSpec {
@@ -588,7 +592,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         eprintln!(
             "vigil: traced_syscalls={} stops={} seccomp_stops={} exit_stops={} tasks={} \
              skipped_exits={} events={} alerts={} judged={} blocked={} killed={} \
-             read_faults={}",
+             read_faults={} reload_blind_rules={}",
             traced,
             s.stops,
             s.seccomp_stops,
@@ -600,7 +604,8 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             s.judged,
             pipeline.blocked,
             s.killed,
-            s.read_faults
+            s.read_faults,
+            pipeline.blind_rules
         );
     }
     // Pending alerts get the delivery deadline; what is left stays in a configured spool.

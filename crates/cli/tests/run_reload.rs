@@ -100,7 +100,7 @@ fn a_saved_rules_file_reloads_under_run() {
     let mut child = Running(
         vigil_cmd()
             .current_dir(&dir)
-            .arg("run")
+            .args(["run", "--stats"])
             .arg("-c")
             .arg(&config)
             .arg("-r")
@@ -208,6 +208,11 @@ fn a_saved_rules_file_reloads_under_run() {
         status.success(),
         "vigil run exited with {status}: {:?}",
         stderr.lock().unwrap()
+    );
+    let stats = stderr.lock().unwrap().join("\n");
+    assert!(
+        stats.contains(" reload_blind_rules=1"),
+        "the last reload's blind rule is counted: {stats}"
     );
     let _ = fs::remove_dir_all(&dir);
 }
