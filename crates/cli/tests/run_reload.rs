@@ -216,3 +216,113 @@ fn a_saved_rules_file_reloads_under_run() {
     );
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Alert lines of `path` containing `needle`.
+fn alert_lines(path: &Path, needle: &str) -> Vec<(usize, String)> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(needle))
+        .map(|(i, l)| (i, l.to_owned()))
+        .collect()
+}
+
+/// Enforcement follows the reloaded rules: a rule inserted before the enforced one moves it
+/// to another index, and the tracer's entry-time decision must still block the enforced
+/// rule's opens and let the new rule's through.
+#[test]
+fn enforcement_follows_reloaded_rules() {
+    if !can_trace("run_reload_enforce") {
+        return;
+    }
+    let dir = traced::scratch("run-reload", "enforce");
+    fs::write(dir.join("a.marker"), "a\n").unwrap();
+    fs::write(dir.join("b.marker"), "b\n").unwrap();
+    let rules = dir.join("rules.yaml");
+    let alerts = dir.join("alerts.log");
+    let block_a = format!("{}  tags: [vigil.enforce]\n", marker_rule("a"));
+    fs::write(&rules, &block_a).unwrap();
+    // `read` is a regular builtin: a refused open fails it, not the shell.
+    let workload =
+        "exec 2>/dev/null; while [ ! -e stop ]; do read x < a.marker; read x < b.marker; \
+                    sleep 0.05; done";
+    let mut child = Running(
+        vigil_cmd()
+            .current_dir(&dir)
+            .args(["run", "--enforce", "-r"])
+            .arg(&rules)
+            .arg("--alerts")
+            .arg(&alerts)
+            .args(["--", "sh", "-c", workload])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start vigil run"),
+    );
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let lines = Arc::clone(&stderr);
+    let pipe = child.0.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            lines.lock().unwrap().push(line);
+        }
+    });
+    let stderr_has = |needle: &str| stderr.lock().unwrap().iter().any(|l| l.contains(needle));
+    wait_until("3 blocked opens of the first marker", &stderr, || {
+        alert_lines(&alerts, "saw a").len() >= 3
+    });
+    let before = alert_lines(&alerts, "saw a");
+    assert!(
+        before.iter().all(|(_, l)| l.ends_with("(blocked)")),
+        "{before:?}"
+    );
+
+    // The new, not enforced rule comes first: `Marker a` is now the second rule.
+    save(&rules, &format!("{}{block_a}", marker_rule("b")));
+    wait_until("the reload", &stderr, || {
+        stderr_has("files changed: reloaded configuration and 2 rules")
+    });
+    wait_until("alerts of the new rule", &stderr, || {
+        alert_lines(&alerts, "saw b").len() >= 3
+    });
+    let first_b = alert_lines(&alerts, "saw b")[0].0;
+    wait_until("blocked opens after the reload", &stderr, || {
+        alert_lines(&alerts, "saw a")
+            .iter()
+            .filter(|(i, _)| *i > first_b)
+            .count()
+            >= 3
+    });
+    let b = alert_lines(&alerts, "saw b");
+    assert!(
+        b.iter().all(|(_, l)| !l.contains("(blocked)")),
+        "the new rule is not enforced: {b:?}"
+    );
+    let a_after: Vec<_> = alert_lines(&alerts, "saw a")
+        .into_iter()
+        .filter(|(i, _)| *i > first_b)
+        .collect();
+    assert!(
+        a_after.iter().all(|(_, l)| l.ends_with("(blocked)")),
+        "the enforced rule still blocks: {a_after:?}"
+    );
+    assert!(!stderr_has("will not see"), "opens are judged already");
+
+    fs::write(dir.join("stop"), "").unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < WAIT, "the workload did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    reader.join().unwrap();
+    assert!(
+        status.success(),
+        "vigil run exited with {status}: {:?}",
+        stderr.lock().unwrap()
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
