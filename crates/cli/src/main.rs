@@ -26,6 +26,7 @@ mod falco_cli;
 mod generate;
 mod outputs;
 mod run;
+mod run_reload;
 mod watch;
 
 /// Exit code for invalid input: rules, captures, arguments.
@@ -154,6 +155,15 @@ struct RulesSelection {
 }
 
 impl RulesSelection {
+    /// Where the files a reload reads come from: `-c FILE`, and the `-r` paths (which
+    /// replace the configuration's `rules_files`).
+    fn watch_sources(&self) -> vigil_agent::WatchSources {
+        vigil_agent::WatchSources {
+            config_file: self.config.config.clone(),
+            rules_override: self.rules.clone(),
+        }
+    }
+
     /// The enable/disable selection: the configuration's `rules:` entries in order, then these
     /// flags in Falco's order (`-t` narrows to tags, then `-T` and rule names disable).
     fn selection(&self, config: &Config) -> Selection {
@@ -430,6 +440,7 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
         stats_interval: std::time::Duration::from_millis(args.stats_interval.max(1)),
         follow: args.follow,
         print_stats: args.stats,
+        watch: args.selection.watch_sources(),
     };
     let engine_for = |ruleset| {
         let hostname = outputs::host_name();

@@ -1,7 +1,8 @@
 //! Alert delivery for the commands that evaluate events: the configured outputs (stdout, file,
 //! syslog, program, HTTP) with their queues and spools, the metrics registry, the web server,
 //! Falco's stats file, the drop alert, `append_output`, and the signals of a long-running
-//! agent (SIGTERM/SIGINT drain and stop, SIGHUP reload, SIGUSR1 reopen).
+//! agent (SIGTERM/SIGINT drain and stop, SIGHUP reload, SIGUSR1 reopen), and the reload when
+//! the configuration or rules files change (`watch_config_files`).
 //!
 //! `vigil replay` runs a capture through [`run`]; `vigil replay --follow` keeps tailing a JSON
 //! lines capture as it grows (a stand-in for a live source, for tests and demos). The live
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use vigil_agent::filewatch::{self, ConfigWatcher, WatchSources};
 use vigil_agent::{AgentServer, Appender, BoundServer, Signals, Tick, TickCounts};
 use vigil_capture::{ReplaySource, Source, SourceStats};
 use vigil_config::{BindFailure, Config};
@@ -43,6 +45,8 @@ pub struct RunFlags {
     pub follow: bool,
     /// Print the run's counters to stderr at the end.
     pub print_stats: bool,
+    /// With `follow`: the files whose change reloads ([`Agent::watch_files`]).
+    pub watch: WatchSources,
 }
 
 /// Reloads configuration and rules (SIGHUP); errors keep the running ones.
@@ -291,7 +295,8 @@ fn events_summary(c: &TickCounts) -> String {
 
 /// The long-running side of an evaluation, shared by `vigil replay` and `vigil watch`: the
 /// configured outputs, the metrics registry and its web server, the stats file and Falco's
-/// metrics snapshots, the drop alert, and the signals (stop, SIGHUP reload, SIGUSR1 reopen).
+/// metrics snapshots, the drop alert, the signals (stop, SIGHUP reload, SIGUSR1 reopen), and
+/// the reload when watched files change ([`Agent::watch_files`]).
 pub struct Agent {
     metrics: Metrics,
     outputs: Outputs,
@@ -302,6 +307,10 @@ pub struct Agent {
     hostname: String,
     console: Console,
     eval: Duration,
+    /// Where the watched files come from ([`Agent::watch_files`]).
+    watch_sources: Option<WatchSources>,
+    /// Watches them while the configuration's `watch_config_files` is on.
+    watcher: Option<ConfigWatcher>,
 }
 
 /// What [`Agent::start`] needs besides the configuration.
@@ -387,7 +396,53 @@ impl Agent {
             hostname: hostname.to_string(),
             console: flags.console,
             eval: Duration::ZERO,
+            watch_sources: None,
+            watcher: None,
         })
+    }
+
+    /// Reloads (as SIGHUP does) when the configuration file or a rules file or directory in
+    /// use changes, while the configuration's `watch_config_files` is on. `sources` tells
+    /// where the command line took them from; after each reload the set follows the new
+    /// configuration's `rules_files`.
+    pub fn watch_files(&mut self, sources: WatchSources) {
+        self.watch_sources = Some(sources);
+        self.rewatch();
+    }
+
+    /// Starts, updates or stops the watcher for the running configuration.
+    fn rewatch(&mut self) {
+        let Some(sources) = &self.watch_sources else {
+            return;
+        };
+        let set = sources.set(&self.config.rules_files);
+        if !self.config.watch_config_files || set.is_empty() {
+            self.watcher = None;
+            return;
+        }
+        match self.watcher.as_mut() {
+            Some(watcher) => watcher.replace(set),
+            None => match ConfigWatcher::new(set, filewatch::QUIET) {
+                Ok(watcher) => self.watcher = Some(watcher),
+                Err(e) => {
+                    eprintln!("vigil: warning: watch_config_files: {e}; reload with SIGHUP");
+                    return;
+                }
+            },
+        }
+        if let Some(watcher) = &self.watcher {
+            for dir in watcher.missing() {
+                eprintln!(
+                    "vigil: warning: watch_config_files: cannot watch `{}`; changes there \
+                     are not seen until a reload",
+                    dir.display()
+                );
+            }
+            log::info!(
+                "watch_config_files: watching {} directories for changes",
+                watcher.set().dirs().count()
+            );
+        }
     }
 
     /// Delivers an alert made outside [`Agent::process`] (an enforcement decision).
@@ -410,8 +465,9 @@ impl Agent {
         self.eval += start.elapsed();
     }
 
-    /// Between batches: SIGUSR1 reopens the outputs, SIGHUP reloads configuration and rules
-    /// through `reload` (returning the new configuration; errors keep the running one), and
+    /// Between batches: SIGUSR1 reopens the outputs, SIGHUP or a change of a watched file
+    /// ([`Agent::watch_files`]) reloads configuration and rules through `reload` (returning
+    /// the new configuration; errors keep the running one), and
     /// the stats file and metrics snapshots are written when due (`source` gives the source's
     /// counters; it is only asked then, since reading them may cost a system call).
     pub fn housekeeping(
@@ -425,7 +481,17 @@ impl Agent {
             self.outputs.reopen();
         }
         let mut reloaded = None;
-        if self.signals.take_reload() {
+        let changed = self
+            .watcher
+            .as_mut()
+            .is_some_and(|w| w.poll(Instant::now()));
+        // SIGHUP first: it is consumed even when files changed too (one reload for both).
+        let cause = match (self.signals.take_reload(), changed) {
+            (true, _) => Some("SIGHUP"),
+            (false, true) => Some("files changed"),
+            (false, false) => None,
+        };
+        if let Some(cause) = cause {
             match reload_all(reload, engine) {
                 Ok(new_config) => {
                     let old = std::mem::replace(
@@ -456,14 +522,17 @@ impl Agent {
                     self.metrics.set_flags(self.config.metrics.flags());
                     self.tick.seed(&self.outputs, engine.ruleset());
                     eprintln!(
-                        "vigil: SIGHUP: reloaded configuration and {} rules",
+                        "vigil: {cause}: reloaded configuration and {} rules",
                         engine.ruleset().rules().len()
                     );
                 }
                 Err(e) => eprintln!(
-                    "vigil: SIGHUP: reload failed, keeping the running configuration: {e:#}"
+                    "vigil: {cause}: reload failed, keeping the running configuration: {e:#}"
                 ),
             }
+            // The configuration may name other rules files, or turn watching off; a
+            // failed reload keeps watching the same set (the fix comes as another change).
+            self.rewatch();
         }
         if self.tick.due() {
             let c = counts(engine, &source(), self.eval);
@@ -549,6 +618,9 @@ pub fn run(
         },
         &mut engine,
     )?;
+    if flags.follow {
+        agent.watch_files(flags.watch.clone());
+    }
     let mut feed = if flags.follow {
         follow(path)?
     } else {

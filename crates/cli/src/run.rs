@@ -12,6 +12,10 @@
 //! [`vigil_ptrace::privs::TRACER`] and sets `no_new_privs` before the workload runs, and only
 //! then starts the agent's threads (outputs, web server) in [`Handler::attached`]: a
 //! configuration they refuse still stops the run before the workload's first instruction.
+//!
+//! SIGHUP is the workload's: rules and configuration reload when their files change
+//! (`watch_config_files`), within what the seccomp filter installed at the start lets the
+//! tracer see ([`crate::run_reload`]).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -31,6 +35,7 @@ use vigil_rules::{RuleMatching, Ruleset};
 
 use crate::capture_out::CaptureOut;
 use crate::outputs::{Agent, AgentFlags};
+use crate::run_reload::{self, RunningFilter};
 
 use super::{live_state_config, load_selection, InvalidInput, Matching, RulesSelection};
 
@@ -148,9 +153,13 @@ struct Pipeline {
     capture: Option<CaptureOut>,
     error: Option<anyhow::Error>,
     blocked: u64,
-    /// Re-reads rules and configuration (SIGHUP is the workload's under `vigil run`, so
-    /// this runs only if the agent's signal handling asks for it).
+    /// Re-reads rules and configuration when a watched file changes (SIGHUP is the
+    /// workload's under `vigil run`).
     configure: Box<dyn FnMut() -> Result<(Config, Ruleset)>>,
+    /// The seccomp filter in force, to check reloaded rules against.
+    running: Option<RunningFilter>,
+    /// Enabled rules of the last reload that the running filter leaves (partly) blind.
+    blind_rules: usize,
 }
 
 /// The agent's start-up parameters, kept until the tracer is ready for threads.
@@ -158,6 +167,7 @@ struct PendingAgent {
     config: Config,
     hostname: String,
     stats_file: Option<(PathBuf, Duration)>,
+    watch: vigil_agent::WatchSources,
 }
 
 impl Pipeline {
@@ -183,10 +193,33 @@ impl Pipeline {
             return;
         };
         let configure = &mut self.configure;
-        if let Err(e) =
-            agent.housekeeping(&mut self.engine, &SourceStats::default, &mut || configure())
-        {
-            self.fail(e);
+        match agent.housekeeping(&mut self.engine, &SourceStats::default, &mut || configure()) {
+            Ok(Some(_)) => self.reloaded(),
+            Ok(None) => {}
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// New rules are in the engine: the per-rule enforcement table follows their indices,
+    /// and the rules the running seccomp filter leaves blind are named.
+    fn reloaded(&mut self) {
+        let Some(running) = &self.running else {
+            return;
+        };
+        match running.reloaded(self.engine.ruleset()) {
+            Ok(reloaded) => {
+                self.enforced = reloaded.enforced;
+                self.blind_rules = reloaded.blind.len();
+                if !reloaded.blind.is_empty() {
+                    eprintln!("vigil: warning: {}", run_reload::describe(&reloaded.blind));
+                }
+            }
+            // Checked before the rules were accepted ([`run`]'s `configure`); should it
+            // fail anyway, nothing enforces rather than the wrong rules.
+            Err(e) => {
+                eprintln!("vigil: warning: reload: {e}; enforcement is off");
+                self.enforced = vec![false; self.engine.ruleset().rules().len()];
+            }
         }
     }
 }
@@ -202,9 +235,10 @@ impl Handler for Pipeline {
                 dropped.describe()
             );
         }
-        let Some(pending) = self.pending.take() else {
+        let Some(mut pending) = self.pending.take() else {
             return Ok(());
         };
+        let watch = std::mem::take(&mut pending.watch);
         let flags = AgentFlags {
             stats_file: pending
                 .stats_file
@@ -218,7 +252,8 @@ impl Handler for Pipeline {
             privileges: None,
         };
         match Agent::start(pending.config, &pending.hostname, &flags, &mut self.engine) {
-            Ok(agent) => {
+            Ok(mut agent) => {
+                agent.watch_files(watch);
                 self.agent = Some(agent);
                 Ok(())
             }
@@ -449,6 +484,7 @@ fn in_place_interest(
 pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let (config, mut ruleset) = configure(&args.rules)?;
     let hostname = crate::outputs::host_name();
+    let folds = identity_is_fixed().is_ok();
     let folded = fold_for_workload(&mut ruleset, &hostname);
     if !folded.is_empty() {
         log::info!(
@@ -512,8 +548,23 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             .stats_file
             .clone()
             .map(|p| (p, Duration::from_millis(args.stats_interval.max(1)))),
+        watch: args.rules.selection.watch_sources(),
     };
     let selection = args.rules;
+    // A reload gets what the start did to the rules (folded for a fixed identity, decided
+    // before the privileges dropped), and is refused when the start would have refused it.
+    let reload_hostname = pending.hostname.clone();
+    let reload_enforce = enforce.clone();
+    let everything = args.write.is_some();
+    let configure_again = move || -> Result<(Config, Ruleset)> {
+        let (config, mut ruleset) = configure(&selection)?;
+        if folds {
+            fold_for_workload(&mut ruleset, &reload_hostname);
+        }
+        RunningFilter::derive(reload_enforce.as_ref(), everything, &ruleset)
+            .map_err(|e| InvalidInput(e.to_string()))?;
+        Ok((config, ruleset))
+    };
     let mut pipeline = Pipeline {
         engine,
         agent: None,
@@ -524,7 +575,9 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         capture,
         error: None,
         blocked: 0,
-        configure: Box::new(move || configure(&selection)),
+        configure: Box::new(configure_again),
+        running: None,
+        blind_rules: 0,
     };
     let mut command = args.command.into_iter();
     let spec = RunSpec {
@@ -546,6 +599,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         idle_interval: Some(IDLE_INTERVAL.min(Duration::from_millis(args.stats_interval.max(10)))),
     };
     let traced = vigil_ptrace::traced_syscalls(&spec).len();
+    pipeline.running = Some(RunningFilter::new(&spec, enforce, args.write.is_some()));
     // Opened now (the tracer will not be allowed to create it later), written when the
     // workload has ended: an existing profile is replaced only then, and one created here
     // is removed again if the workload never ran.
@@ -598,7 +652,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         eprintln!(
             "vigil: traced_syscalls={} stops={} seccomp_stops={} exit_stops={} tasks={} \
              skipped_exits={} events={} alerts={} judged={} blocked={} killed={} \
-             read_faults={} widened={} widen_failures={}",
+             read_faults={} widened={} widen_failures={} reload_blind_rules={}",
             traced,
             s.stops,
             s.seccomp_stops,
@@ -612,7 +666,8 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             s.killed,
             s.read_faults,
             s.widened,
-            s.widen_failures
+            s.widen_failures,
+            pipeline.blind_rules
         );
     }
     // Pending alerts get the delivery deadline; what is left stays in a configured spool.

@@ -222,6 +222,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         },
         &mut engine,
     )?;
+    agent.watch_files(args.selection.watch_sources());
     report_coverage(&source, args.raw_fallback);
     eprintln!("vigil: {}", source.tracefs_origin());
     match source.hook_fallback() {

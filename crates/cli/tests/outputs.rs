@@ -720,8 +720,10 @@ fn file_lines(path: &Path) -> Vec<String> {
 fn sigusr1_reopens_files_and_sighup_reloads_rules_and_config() {
     let dir = scratch("signals");
     let out = dir.join("alerts.txt");
+    // Reloads by SIGHUP alone: the files rewritten below would reload by themselves too.
     let config = format!(
         "stdout_output: {{enabled: false}}\nsyslog_output: {{enabled: false}}\nwebserver: {{enabled: false}}\n\
+         watch_config_files: false\n\
          file_output: {{enabled: true, keep_alive: true, filename: {}}}\n",
         out.display()
     );
@@ -789,6 +791,114 @@ fn sigusr1_reopens_files_and_sighup_reloads_rules_and_config() {
         stderr.contains("file: delivered 6, failed attempts 0, dropped 0"),
         "{stderr}"
     );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Stderr lines of `agent` containing `needle`.
+fn stderr_count(agent: &Agent, needle: &str) -> usize {
+    agent
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(needle))
+        .count()
+}
+
+#[test]
+fn changed_files_reload_rules_and_config_without_a_signal() {
+    let dir = scratch("watch-files");
+    let out = dir.join("alerts.txt");
+    // The alerts file is in the watched directory: writing it must not reload.
+    let config = format!(
+        "stdout_output: {{enabled: false}}\nsyslog_output: {{enabled: false}}\nwebserver: {{enabled: false}}\n\
+         file_output: {{enabled: true, keep_alive: true, filename: {}}}\n",
+        out.display()
+    );
+    let agent = Agent::start(&dir, &config);
+    let capture = dir.join("capture.jsonl");
+    let rules = dir.join("rules.yaml");
+    append_events(&capture, 0..3);
+    wait_for("3 alerts", Duration::from_secs(60), || {
+        file_lines(&out).len() == 3
+    });
+
+    // An editor's save: a new file renamed over the rules file.
+    let replace = |text: &str| {
+        let tmp = dir.join(".rules.yaml.swp");
+        fs::write(&tmp, text).unwrap();
+        fs::rename(&tmp, &rules).unwrap();
+    };
+    replace(&RULES.replace("seq n=", "renamed n="));
+    agent.wait_stderr("files changed: reloaded configuration and 1 rules");
+    append_events(&capture, 3..6);
+    wait_for("3 alerts of the new rules", Duration::from_secs(60), || {
+        file_lines(&out).len() == 6
+    });
+    let lines = file_lines(&out);
+    assert!(lines[..3].iter().all(|l| l.contains("seq n=")), "{lines:?}");
+    assert!(
+        lines[3..].iter().all(|l| l.contains("renamed n=")),
+        "{lines:?}"
+    );
+
+    // The configuration file written in place: JSON alerts from now on.
+    fs::write(
+        dir.join("config.yaml"),
+        format!("{config}json_output: true\n"),
+    )
+    .unwrap();
+    wait_for("a second reload", Duration::from_secs(60), || {
+        stderr_count(&agent, "files changed: reloaded configuration") == 2
+    });
+    append_events(&capture, 6..7);
+    wait_for("a JSON alert", Duration::from_secs(60), || {
+        file_lines(&out).len() == 7
+    });
+    let v: serde_json::Value = serde_json::from_str(&file_lines(&out)[6]).expect("JSON alert");
+    assert!(
+        v["output"].as_str().unwrap().ends_with("renamed n=6"),
+        "{v}"
+    );
+
+    // A malformed rules file is refused with its position; the running rules stay, and the
+    // rules file is still watched (renamed over again).
+    replace(
+        "- rule: Seq tool\n  desc: d\n  output: o\n  condition: evt.type = execve and (proc.name = seqtool\n  priority: WARNING\n",
+    );
+    agent.wait_stderr("files changed: reload failed, keeping the running configuration");
+    let position = format!("{}:4:", rules.display());
+    assert!(
+        agent
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with(&position) && l.contains("error[")),
+        "no diagnostic at `{position}`: {:?}",
+        agent.stderr.lock().unwrap()
+    );
+    append_events(&capture, 7..8);
+    wait_for(
+        "an alert after the failed reload",
+        Duration::from_secs(60),
+        || file_lines(&out).len() == 8,
+    );
+    assert!(file_lines(&out)[7].contains("renamed n=7"));
+    replace(&RULES.replace("seq n=", "fixed n="));
+    wait_for("the fixed rules reloaded", Duration::from_secs(60), || {
+        stderr_count(&agent, "files changed: reloaded configuration") == 3
+    });
+    append_events(&capture, 8..9);
+    wait_for(
+        "an alert of the fixed rules",
+        Duration::from_secs(60),
+        || file_lines(&out).len() == 9,
+    );
+    assert!(file_lines(&out)[8].contains("fixed n=8"));
+    let stderr = agent.stop();
+    // One reload per save; the alerts file and the capture never caused one.
+    assert_eq!(stderr.matches("files changed:").count(), 4, "{stderr}");
     let _ = fs::remove_dir_all(&dir);
 }
 

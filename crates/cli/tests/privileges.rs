@@ -346,6 +346,8 @@ fn watch_keeps_only_the_documented_capabilities_and_writes_private_files() {
     args.extend(["-w".into(), s(&capture), "-s".into(), s(&stats)]);
     for option in [
         "syslog_output.enabled=false".to_owned(),
+        // Reloads by SIGHUP alone (the rewritten rules file would reload by itself).
+        "watch_config_files=false".to_owned(),
         "webserver.enabled=true".to_owned(),
         "webserver.listen_port=0".to_owned(),
         "file_output.enabled=true".to_owned(),

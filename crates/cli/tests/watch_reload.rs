@@ -1,7 +1,8 @@
 //! `vigil watch` end to end (root, eBPF): SIGHUP reloads a rewritten rules file while
 //! capturing (the new rule alerts on the next action; no event is lost or dropped across the
 //! reload, per the stats file and `--stats`), SIGUSR1 reopens `file_output` after the file was
-//! rotated away, and `metrics.libbpf_stats_enabled` exposes the agent's BPF program counters
+//! rotated away, a rules file saved by an editor reloads by itself (`watch_config_files`), and
+//! `metrics.libbpf_stats_enabled` exposes the agent's BPF program counters
 //! (checked against `bpftool`). Not root → prints `skipping …` and passes, unless
 //! `VIGIL_TEST_STRICT=1`, where it fails.
 // Tests print why they skip.
@@ -201,6 +202,9 @@ fn sighup_reloads_rewritten_rules_without_losing_events_and_sigusr1_reopens_file
             "syslog_output.enabled=false",
             "-o",
             "webserver.enabled=false",
+            // Reloads by SIGHUP alone (the rewritten rules file would reload by itself).
+            "-o",
+            "watch_config_files=false",
         ])
         .args([
             "-o",
@@ -536,5 +540,74 @@ fn watch_exposes_its_bpf_program_stats_with_libbpf_stats_enabled() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `watch_config_files` (on by default): a rules file saved the way editors do (a new file
+/// renamed over it) reloads without a signal, and the new rule alerts; a malformed save is
+/// refused with its position and the running rules go on.
+#[test]
+fn a_saved_rules_file_reloads_without_a_signal() {
+    if !is_root() {
+        skip_or_fail("not root");
+        return;
+    }
+    let _live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("vigil-watch-saved-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (sentinel, probe) = (dir.join("sentinel"), dir.join("probe"));
+    std::fs::write(&sentinel, "s\n").unwrap();
+    std::fs::write(&probe, "p\n").unwrap();
+    let rules_file = dir.join("rules.yaml");
+    std::fs::write(&rules_file, rules(&dir, "never")).unwrap();
+    let save = |text: &str| {
+        let tmp = dir.join("rules.yaml.new");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &rules_file).unwrap();
+    };
+    let mut child = Command::new(VIGIL)
+        .arg("watch")
+        .arg("-r")
+        .arg(&rules_file)
+        .args(["--json", "-o", "syslog_output.enabled=false"])
+        .args(["-o", "webserver.enabled=false"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start vigil watch");
+    let stdout = collect(child.stdout.take().expect("stdout"));
+    let stderr = collect(child.stderr.take().expect("stderr"));
+    let watch = Watch {
+        child,
+        stdout,
+        stderr,
+    };
+    if wait_line(&watch.stderr, START_WAIT, |l| l.contains("watching")).is_none() {
+        panic!("vigil watch did not start:\n{}", text(&watch.stderr));
+    }
+    let probe_before = read_with("cat", &probe);
+    watch.wait_alert("Reload sentinel", &read_with("cat", &sentinel));
+    assert!(
+        watch.alerts_of("Reload probe").is_empty(),
+        "the first rules matched `{probe_before}`"
+    );
+
+    save(&rules(&dir, "probe"));
+    watch.wait_stderr("files changed: reloaded configuration and 2 rules");
+    watch.wait_alert("Reload probe", &read_with("head", &probe));
+
+    // Broken: both conditions open a parenthesis they never close (the probe's is line 8).
+    save(&rules(&dir, "probe").replace(
+        "condition: evt.type in (open, openat, openat2) \
+         and fd.name = ",
+        "condition: (evt.type in (open, openat, openat2) and fd.name = ",
+    ));
+    watch.wait_stderr("files changed: reload failed, keeping the running configuration");
+    let position = format!("{}:8:", rules_file.display());
+    watch.wait_stderr(&position);
+    watch.wait_alert("Reload probe", &read_with("tail", &probe));
+    drop(watch);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -114,6 +114,7 @@ impl Config {
             self.json_include_output_fields_property,
         );
         o.kv(0, "time_format_iso_8601", self.time_format_iso_8601);
+        o.kv(0, "watch_config_files", self.watch_config_files);
         if self.append_output.is_empty() {
             o.kv(0, "append_output", "[]");
         } else {

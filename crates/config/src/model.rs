@@ -14,6 +14,9 @@ pub struct Config {
     /// accepted too, `rules_files` wins when both are present). Empty means Vigil's embedded
     /// default ruleset.
     pub rules_files: Vec<PathBuf>,
+    /// Reload rules and configuration when the configuration file or a loaded rules file or
+    /// directory changes, as SIGHUP does (`watch_config_files`).
+    pub watch_config_files: bool,
     /// Enable/disable selectors applied in order after loading rules (`rules`).
     pub rules: Vec<RuleSelector>,
     /// Minimum rule priority to load (`priority`).
@@ -48,6 +51,7 @@ impl Default for Config {
         Config {
             // Empty: Vigil's embedded default ruleset (Falco's default lists /etc/falco files).
             rules_files: Vec::new(),
+            watch_config_files: true,
             rules: Vec::new(),
             priority: Priority::Debug,
             rule_matching: RuleMatching::First,

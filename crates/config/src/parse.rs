@@ -50,7 +50,6 @@ pub struct Loaded {
 /// Top-level keys of `falco.yaml` that Vigil accepts but does not implement.
 const FALCO_ONLY_TOP: &[&str] = &[
     "config_files",
-    "watch_config_files",
     "engine",
     "load_plugins",
     "plugins",
@@ -493,6 +492,7 @@ impl Ctx<'_> {
 const TOP_KEYS: &[&str] = &[
     "rules_files",
     "rules_file",
+    "watch_config_files",
     "rules",
     "priority",
     "rule_matching",
@@ -524,6 +524,7 @@ fn build(ctx: &mut Ctx<'_>, root: &Node) -> Result<Config, ConfigError> {
         match name.as_str() {
             "rules_files" => rules_files = Some(ctx.strings(v, &p)?),
             "rules_file" => rules_file = Some((ctx.strings(v, &p)?, k)),
+            "watch_config_files" => c.watch_config_files = ctx.bool(v, &p)?,
             "rules" => c.rules = ctx.selectors(v, &p)?,
             "priority" => c.priority = ctx.priority(v, &p)?,
             "rule_matching" => c.rule_matching = ctx.rule_matching(v, &p)?,
@@ -788,6 +789,10 @@ mod tests {
         assert_eq!(c.metrics.interval, Duration::from_secs(3600));
         assert_eq!(c.http_output.max_consecutive_timeouts, 5);
         assert!(c.rules_files.is_empty(), "empty: the embedded ruleset");
+        assert!(
+            c.watch_config_files,
+            "Falco's default: changed files reload"
+        );
         // Empty and comment-only documents are the defaults.
         assert_eq!(load("").config, c);
         assert_eq!(load("# nothing\n").config, c);
@@ -826,6 +831,7 @@ append_output:
   - extra_output: x
 stdout_output: {enabled: false}
 time_format_iso_8601: true
+watch_config_files: false
 file_output: {enabled: true, keep_alive: true, filename: /var/log/v.txt}
 syslog_output: {enabled: false, socket: /run/log.sock, spool_dir: /s, spool_max_bytes: 10, retry_max_backoff: 2s}
 program_output: {enabled: true, keep_alive: true, program: "cat", spool_dir: /ps}
@@ -921,6 +927,7 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
         );
         assert!(!c.stdout_output.enabled && !c.syslog_output.enabled);
         assert!(c.time_format_iso_8601);
+        assert!(!c.watch_config_files, "watch_config_files: false is read");
         assert_eq!(
             c.syslog_output,
             SyslogOutput {
@@ -1343,7 +1350,6 @@ container_engines:
             ignored,
             [
                 "config_files",
-                "watch_config_files",
                 "engine",
                 "load_plugins",
                 "plugins",
