@@ -191,13 +191,19 @@ fn shell_pipeline_with_job_control() {
         false,
     );
     assert!(text(&out.stdout).ends_with("b\n"));
-    // A stopped and continued job: group-stops are passed through (PTRACE_LISTEN).
+    // A stopped and continued job: group-stops are passed through (PTRACE_LISTEN), so the
+    // job runs to its end (a job left stopped ends the loop after 5 s, and `wait` then says
+    // 147). The loop waits for the end itself: `wait` right after `kill -CONT` returns
+    // 147 instead of 0 when bash has seen the stop but not yet the continuation, natively
+    // too, under load.
     same(
         "stop and continue",
         &[
             "bash",
             "-c",
-            "set -m; sleep 0.3 & pid=$!; kill -STOP $pid; kill -CONT $pid; wait $pid; echo done=$?",
+            "set -m; sleep 0.3 & pid=$!; kill -STOP $pid; kill -CONT $pid; \
+             i=0; while kill -0 $pid 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); \
+             done; wait $pid; echo done=$?",
         ],
         &dir,
         false,
