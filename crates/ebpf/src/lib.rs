@@ -11,6 +11,8 @@
 //! buffer per CPU, written without wakeups; this side polls every millisecond or so. The agent's
 //! own process is excluded in the kernel. Watched syscalls without a tracepoint of their own
 //! fall back to `raw_syscalls` filtered by number in the kernel ([`BpfSource::fallback_syscalls`]).
+//! Failed calls the consumer cannot use ([`BpfOptions::failed_unused`]) are filtered out at exit
+//! in the kernel and counted apart from losses ([`SourceStats::filtered_failed`]).
 //! [`BpfSource::drain`] ends a capture without losing what is still in flight.
 //!
 //! This crate knows the event model and the [`vigil_capture::Source`] interface; it knows
