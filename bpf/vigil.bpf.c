@@ -63,6 +63,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define DROP_BUFFER_FULL 0
 #define DROP_READ_FAULT 1
 #define DROP_STASH_FULL 2
+// Not a loss: failed calls filtered out because nothing can use them (`skip_failed`).
+#define FILTERED_FAILED 3
 
 struct rec_hdr {
 	__u64 ts;
@@ -141,6 +143,7 @@ struct stash {
 	__u32 pad;
 };
 
+// Per CPU: the DROP_* counters, and FILTERED_FAILED (filtering by design, not a loss).
 struct drops {
 	__u64 n[4];
 };
@@ -242,6 +245,17 @@ struct {
 	__type(value, __u8);
 } hooked_nrs SEC(".maps");
 
+// Syscall numbers whose failed calls (result < 0) are of no use (1): no rule watching the
+// syscall may match a failure, the state engine learns nothing from one, and no capture is
+// written. Such a call is counted (FILTERED_FAILED) and not recorded. 0 (the default): every
+// call is recorded.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 512);
+	__type(key, __u32);
+	__type(value, __u8);
+} skip_failed SEC(".maps");
+
 struct scratch_buf {
 	__u8 b[SCRATCH_SIZE];
 };
@@ -279,6 +293,19 @@ static __always_inline void count_drop(int reason)
 	struct drops *d = bpf_map_lookup_elem(&drop_counts, &zero);
 	if (d && reason >= 0 && reason < 4)
 		d->n[reason & 3] += 1;
+}
+
+// Whether the failed call `nr` (result `ret`) is filtered out here (and counted).
+static __always_inline int skip_failure(__u32 nr, __s64 ret)
+{
+	if (ret >= 0)
+		return 0;
+	__u32 key = nr & 511;
+	__u8 *skip = bpf_map_lookup_elem(&skip_failed, &key);
+	if (!skip || !*skip)
+		return 0;
+	count_drop(FILTERED_FAILED);
+	return 1;
 }
 
 static __always_inline __u8 *scratch_buf(void)
@@ -750,11 +777,15 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	if (floor_mode == FLOOR_NOP)
 		return 0;
+	// One load of the result: clang would otherwise offset the context pointer for the
+	// later loads, which the verifier refuses (a modified ctx pointer).
+	long ret = ctx->ret;
+	asm volatile("" : "+r"(ret));
 	if (hook_mode == HOOK_EXIT) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 		if (!regs)
 			return 0;
-		return on_completed(regs, ctx->ret);
+		return on_completed(regs, ret);
 	}
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct stash *st = stash_of(bpf_get_current_task_btf());
@@ -769,10 +800,12 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 	if (st->nr == NR_EXECVEAT) // it failed (a successful one has no exit)
 		bpf_map_delete_elem(&exec_names, &tid);
 	__u32 nr = st->nr;
-	st->nr = NO_STASH;
+	st->nr = NO_STASH; // released before any filtering: nothing is left pending
 	if (floor_mode == FLOOR_RING)
-		return emit_floor(nr, ctx->ret);
-	return emit_syscall(buf, nr, st->args, ctx->ret);
+		return emit_floor(nr, ret);
+	if (skip_failure(nr, ret))
+		return 0;
+	return emit_syscall(buf, nr, st->args, ret);
 }
 
 #define NR_CLONE 56
@@ -826,6 +859,8 @@ static __always_inline int on_completed(const struct pt_regs *regs, long ret)
 		return 0;
 	if (floor_mode == FLOOR_RING)
 		return emit_floor(nr, ret);
+	if (skip_failure(nr, ret))
+		return 0;
 	__u8 *buf = scratch_buf();
 	if (!buf)
 		return 0;

@@ -26,6 +26,8 @@ pub struct TickCounts {
     pub processed: u64,
     /// Events dropped before processing, by reason.
     pub dropped: Vec<(String, u64)>,
+    /// Failed calls the source filtered out by design (not drops, not in `events_in`).
+    pub filtered_failed: u64,
     /// Seconds spent in state update and rule evaluation.
     pub eval_seconds: f64,
     /// The state tables (Falco's state counters): threads, fds and containers now, and
@@ -444,6 +446,11 @@ impl Tick {
             &[],
             counts.dropped(DROP_QUEUE_FULL) as f64,
         );
+        m.set(
+            names::SOURCE_FILTERED_FAILED,
+            &[],
+            counts.filtered_failed as f64,
+        );
         m.set(names::EVENTS_PROCESSED, &[], counts.processed as f64);
         m.set(names::N_THREADS, &[], counts.threads as f64);
         m.set(names::N_FDS, &[], counts.fds as f64);
@@ -505,6 +512,7 @@ mod tests {
             names::N_DROPS_PAGE_FAULTS,
             names::N_DROPS_BUG,
             names::SOURCE_QUEUE_DROPS,
+            names::SOURCE_FILTERED_FAILED,
             names::N_EVTS,
         ] {
             assert!(metrics.has(family, &[]), "{family}");
@@ -519,6 +527,7 @@ mod tests {
                 ("malformed".into(), 1),
                 ("queue_full".into(), 4),
             ],
+            filtered_failed: 6,
             eval_seconds: 0.5,
             threads: 7,
             fds: 30,
@@ -538,6 +547,11 @@ mod tests {
         assert_eq!(metrics.get(names::N_DROPS_PAGE_FAULTS, &[]), 3.0);
         assert_eq!(metrics.get(names::N_DROPS_BUG, &[]), 1.0);
         assert_eq!(metrics.get(names::SOURCE_QUEUE_DROPS, &[]), 4.0);
+        assert_eq!(
+            metrics.get(names::SOURCE_FILTERED_FAILED, &[]),
+            6.0,
+            "filtered, not dropped: outside n_drops"
+        );
         // Every drop is in exactly one of the breakdown series.
         assert_eq!(
             metrics.sum(names::N_DROPS_BUFFER)

@@ -89,6 +89,10 @@ pub struct SourceStats {
     pub events_in: u64,
     /// Events lost before delivery, per reason (reasons with no drops may be absent).
     pub dropped: Vec<(DropReason, u64)>,
+    /// Failed calls the source filtered out by design because nothing could use them (the
+    /// eBPF driver's kernel-side filter): neither delivered nor lost, so outside
+    /// `events_in` and `dropped`.
+    pub filtered_failed: u64,
 }
 
 impl SourceStats {

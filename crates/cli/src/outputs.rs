@@ -264,6 +264,7 @@ fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCounts {
         events_in: processed + dropped_total,
         processed,
         dropped,
+        filtered_failed: source.filtered_failed,
         eval_seconds: eval.as_secs_f64(),
         threads: state.threads as u64,
         fds: state.fds as u64,

@@ -42,7 +42,8 @@ pub struct WatchArgs {
     #[arg(short = 'M', long, value_name = "SECS")]
     duration: Option<f64>,
     /// At exit, print the counters to stderr as one JSON line (events_in, processed, dropped
-    /// by reason, alerts).
+    /// by reason, alerts, and filtered_failed: failed calls filtered out in the kernel, not
+    /// drops).
     #[arg(long)]
     stats: bool,
     /// Capture watched syscalls that this kernel has no tracepoint for (not implemented here,
@@ -141,9 +142,25 @@ fn rules_interest(ruleset: &Ruleset) -> InterestSet {
     }
 }
 
+/// The event types whose failed calls nothing in this watch can use, for the driver to filter
+/// out in the kernel: no enabled rule watching the type may match a failure
+/// ([`Ruleset::may_match_failure`]), and no capture is written (a capture records the whole
+/// interest set, failures included, for a replay with other rules). The driver keeps the
+/// failures the state engine learns from (`vigil_ebpf::STATE_USES_FAILED`).
+fn failed_unused(ruleset: &Ruleset, interest: &InterestSet, capture: bool) -> InterestSet {
+    if capture {
+        return InterestSet::new();
+    }
+    vigil_ebpf::driver_interest(interest)
+        .iter()
+        .filter(|t| t.spec().nr.is_some() && !ruleset.may_match_failure(t.0))
+        .collect()
+}
+
 pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let (config, ruleset) = configure(&args)?;
     let interest = rules_interest(&ruleset);
+    let unused = failed_unused(&ruleset, &interest, args.write.is_some());
     vigil_ebpf::check_support()?;
     let duration = match args.duration {
         Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
@@ -167,6 +184,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let mut source = BpfSource::open(
         BpfOptions {
             interest,
+            failed_unused: unused,
             raw_fallback: args.raw_fallback,
             hook: match args.syscall_hook {
                 SyscallHook::Auto => None,
@@ -275,8 +293,9 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
                 agent.housekeeping(&mut engine, &|| source.stats(), &mut || configure(&args))?;
             if reloaded.is_some() {
                 let interest = rules_interest(engine.ruleset());
+                let unused = failed_unused(engine.ruleset(), &interest, args.write.is_some());
                 source
-                    .set_interest(&interest)
+                    .set_interest_and_failures(&interest, &unused)
                     .context("cannot apply the reloaded rules' event types")?;
                 report_coverage(&source, args.raw_fallback);
             }
@@ -305,6 +324,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             "dropped_by_reason": dropped,
             "alerts": engine_stats.alerts,
             "read_faults": source.read_faults(),
+            "filtered_failed": source_stats.filtered_failed,
             "seconds": started.elapsed().as_secs_f64(),
         });
         eprintln!("{line}");
@@ -312,9 +332,16 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Names on stderr the watched syscalls captured through `raw_syscalls`, and those that
-/// cannot be captured on this kernel.
+/// Names on stderr the watched syscalls captured through `raw_syscalls`, those that cannot be
+/// captured on this kernel, and those whose failed calls are filtered out in the kernel.
 fn report_coverage(source: &BpfSource, raw_fallback: bool) {
+    if !source.filtered_failures().is_empty() {
+        eprintln!(
+            "vigil: failed calls filtered out in the kernel (no rule and no state update can \
+             use them; counted as filtered_failed): {}",
+            source.filtered_failures().join(", ")
+        );
+    }
     if !source.fallback_syscalls().is_empty() {
         eprintln!(
             "vigil: no tracepoint of their own on this kernel, captured through raw_syscalls \
@@ -333,5 +360,144 @@ fn report_coverage(source: &BpfSource, raw_fallback: bool) {
             },
             source.unsupported().join(", ")
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vigil_engine::RulesText;
+
+    fn ruleset(name: &str, text: String) -> Ruleset {
+        let result = vigil_engine::load_rules(
+            &[RulesText {
+                name: name.to_owned(),
+                text,
+            }],
+            &vigil_rules::LoadOptions::default(),
+        );
+        result
+            .ruleset
+            .unwrap_or_else(|| panic!("{name}: rules do not load: {:?}", result.diagnostics))
+    }
+
+    fn rule(condition: &str) -> Ruleset {
+        ruleset(
+            "test.yaml",
+            format!(
+                "- rule: r\n  desc: d\n  condition: {condition}\n  output: o %proc.name\n  \
+                 priority: WARNING\n"
+            ),
+        )
+    }
+
+    fn names(set: &InterestSet) -> Vec<&'static str> {
+        set.iter().map(|t| t.name()).collect()
+    }
+
+    fn unused_for(condition: &str) -> Vec<&'static str> {
+        let rs = rule(condition);
+        names(&failed_unused(&rs, &rules_interest(&rs), false))
+    }
+
+    #[test]
+    fn failures_are_unused_only_where_no_rule_may_match_one() {
+        // The state needs every open, close, setuid… whatever the rules watch; with no rule
+        // on them, their failures are of no use to the rules.
+        let unused = unused_for("evt.type = kill and proc.name = x");
+        for name in ["openat", "close", "setuid", "connect"] {
+            assert!(unused.contains(&name), "{name} in {unused:?}");
+        }
+        assert!(
+            !unused.contains(&"kill"),
+            "no result test: failures may match"
+        );
+        assert!(!unused.contains(&"procexit"), "not a syscall: {unused:?}");
+        for condition in [
+            "evt.type = openat and evt.res != SUCCESS",
+            "evt.type = openat and evt.failed = true",
+            "evt.type = openat and proc.name = x",
+        ] {
+            let unused = unused_for(condition);
+            assert!(!unused.contains(&"openat"), "{condition}: {unused:?}");
+        }
+        for condition in [
+            "evt.type = openat and evt.res = SUCCESS and proc.name = x",
+            "evt.type = openat and evt.rawres >= 0",
+        ] {
+            let unused = unused_for(condition);
+            assert!(unused.contains(&"openat"), "{condition}: {unused:?}");
+        }
+        // A capture records failures for a replay with other rules: nothing is filtered.
+        let rs = rule("evt.type = openat and evt.rawres >= 0");
+        assert!(failed_unused(&rs, &rules_interest(&rs), true).is_empty());
+    }
+
+    /// Falco's stable rules: `open_read`/`open_write` (`fd.num>=0`, the result of an open)
+    /// exclude failures, but `Directory traversal monitored file read` also takes
+    /// `open_file_failed`, so failed opens stay delivered; `spawned_process` has no result
+    /// test (failed execs may match); the state's credential, session, descriptor-duplicating
+    /// and clone calls are watched by no rule that may match a failure.
+    #[test]
+    fn falco_stable_rules_filter_the_failures_no_rule_matches() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/falco-rules/falco_rules.yaml"
+        );
+        let Ok(text) = std::fs::read_to_string(path) else {
+            assert!(
+                std::env::var("VIGIL_TEST_STRICT").as_deref() != Ok("1"),
+                "VIGIL_TEST_STRICT=1 and {path} is missing"
+            );
+            eprintln!("skipping: {path} is missing");
+            return;
+        };
+        let rs = ruleset("falco_rules.yaml", text);
+        let unused = names(&failed_unused(&rs, &rules_interest(&rs), false));
+        let openat = vigil_event::table::by_name("openat").expect("openat");
+        let rule = |name: &str| {
+            rs.rules()
+                .iter()
+                .find(|r| r.name == name)
+                .unwrap_or_else(|| panic!("no rule {name}"))
+        };
+        for name in ["Read sensitive file untrusted", "Clear Log Activities"] {
+            assert!(
+                !rule(name).filter().may_match_failure(openat.0),
+                "{name}: open_read/open_write exclude a failed open (fd.num>=0)"
+            );
+        }
+        assert!(rule("Directory traversal monitored file read")
+            .filter()
+            .may_match_failure(openat.0));
+        for name in [
+            "open", "openat", "openat2", "execve", "execveat", "connect", "socket",
+        ] {
+            assert!(
+                !unused.contains(&name),
+                "{name}'s failures may match: {unused:?}"
+            );
+        }
+        for name in [
+            "setuid",
+            "setresuid",
+            "setgid",
+            "capset",
+            "dup2",
+            "fcntl",
+            "clone",
+            "chdir",
+            "accept4",
+            "bind",
+            "prctl",
+            "unshare",
+            "pipe2",
+            "memfd_create",
+        ] {
+            assert!(
+                unused.contains(&name),
+                "{name}: no rule matches a failure: {unused:?}"
+            );
+        }
     }
 }

@@ -1372,6 +1372,7 @@ fn metrics_use_falcos_names_with_zero_series_from_the_start() {
         "falcosecurity_scap_n_drops_page_faults_total",
         "falcosecurity_scap_n_drops_bug_total",
         "vigil_source_queue_drops_total",
+        "vigil_source_filtered_failed_total",
         "falcosecurity_falco_outputs_queue_num_drops_total",
     ] {
         assert!(has(&before, name, &[]), "{name} exported before any drop");

@@ -363,6 +363,160 @@ fn sighup_reloads_rewritten_rules_without_losing_events_and_sigusr1_reopens_file
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Runs `cmd path` on a missing `path` (an `openat` that fails with ENOENT).
+fn fail_with(cmd: &str, path: &Path) -> String {
+    let ok = Command::new(cmd)
+        .arg(path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("run {cmd}: {e}"))
+        .success();
+    assert!(!ok, "{cmd} {} succeeded", path.display());
+    format!("{cmd} {}", path.display())
+}
+
+/// Version A: one rule on successful opens of `dir/sentinel` (no rule may match a failed
+/// open); version B adds one on failed opens of `dir/missing`.
+fn failure_rules(dir: &Path, with_failure_rule: bool) -> String {
+    let d = dir.display();
+    let mut text = format!(
+        "- rule: Open sentinel\n  desc: test\n  condition: evt.type in (open, openat, openat2) \
+         and evt.res = SUCCESS and fd.name = {d}/sentinel\n  output: \"sentinel %proc.cmdline\"\n  \
+         priority: WARNING\n"
+    );
+    if with_failure_rule {
+        text.push_str(&format!(
+            "- rule: Failed open\n  desc: test\n  condition: evt.type in (open, openat, openat2) \
+             and evt.res != SUCCESS and fd.name = {d}/missing\n  output: \"failed %proc.cmdline\"\n  \
+             priority: WARNING\n"
+        ));
+    }
+    text
+}
+
+/// Failed calls no rule may match are filtered out in the kernel (named at start, counted as
+/// `filtered_failed`), and a SIGHUP that loads a rule on failed opens pushes the change: the
+/// next failed open alerts.
+#[test]
+fn sighup_pushes_which_failed_calls_the_kernel_filters_out() {
+    if !is_root() {
+        skip_or_fail("not root");
+        return;
+    }
+    let _live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("vigil-watch-failures-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (sentinel, missing) = (dir.join("sentinel"), dir.join("missing"));
+    std::fs::write(&sentinel, "s\n").unwrap();
+    let rules_file = dir.join("rules.yaml");
+    std::fs::write(&rules_file, failure_rules(&dir, false)).unwrap();
+    let mut child = Command::new(VIGIL)
+        .arg("watch")
+        .arg("-r")
+        .arg(&rules_file)
+        .args(["--json", "--stats"])
+        .args([
+            "-o",
+            "syslog_output.enabled=false",
+            "-o",
+            "webserver.enabled=false",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start vigil watch");
+    let stdout = collect(child.stdout.take().expect("stdout"));
+    let stderr = collect(child.stderr.take().expect("stderr"));
+    let mut watch = Watch {
+        child,
+        stdout,
+        stderr,
+    };
+    if wait_line(&watch.stderr, START_WAIT, |l| l.contains("watching")).is_none() {
+        panic!("vigil watch did not start:\n{}", text(&watch.stderr));
+    }
+    let filtered = |lines: &[String]| -> Vec<Vec<String>> {
+        lines
+            .iter()
+            .filter_map(|l| l.split_once("filtered out in the kernel").map(|(_, r)| r))
+            .map(|r| {
+                let list = r.rsplit_once("): ").map_or("", |(_, l)| l);
+                list.split(", ").map(str::to_owned).collect()
+            })
+            .collect()
+    };
+    let at_start = filtered(&watch.stderr.0.lock().unwrap());
+    assert!(
+        at_start
+            .first()
+            .is_some_and(|l| l.iter().any(|n| n == "openat")),
+        "openat's failures filtered at start: {at_start:?}\n{}",
+        text(&watch.stderr)
+    );
+    // Version A: the failed open is filtered; the sentinel's alert shows it was passed.
+    let failed_before = fail_with("cat", &missing);
+    let sentinel_before = read_with("cat", &sentinel);
+    watch.wait_alert("Open sentinel", &sentinel_before);
+
+    std::fs::write(&rules_file, failure_rules(&dir, true)).unwrap();
+    watch.signal("HUP");
+    watch.wait_stderr("SIGHUP: reloaded configuration and 2 rules");
+    // The filter is pushed with the reloaded interest set, which is then logged again.
+    let pushed = (0..WAIT.as_millis() / 10).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        filtered(&watch.stderr.0.lock().unwrap()).len() >= 2
+    });
+    assert!(
+        pushed,
+        "no filter line after the reload:\n{}",
+        text(&watch.stderr)
+    );
+    let failed_after = fail_with("head", &missing);
+    watch.wait_alert("Failed open", &failed_after);
+    let after_reload = filtered(&watch.stderr.0.lock().unwrap());
+    assert!(
+        after_reload.len() >= 2
+            && after_reload
+                .last()
+                .is_some_and(|l| !l.contains(&"openat".to_owned())),
+        "openat's failures are delivered after the reload: {after_reload:?}"
+    );
+    watch.signal("TERM");
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = watch.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "vigil watch did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stats_line = wait_line(&watch.stderr, WAIT, |l| {
+        serde_json::from_str::<Value>(l).is_ok_and(|v| v.get("events_in").is_some())
+    });
+    let err = text(&watch.stderr);
+    assert!(status.success(), "vigil watch exit {status}:\n{err}");
+    let stats: Value = stats_line
+        .and_then(|l| serde_json::from_str(&l).ok())
+        .unwrap_or_else(|| panic!("no --stats line:\n{err}"));
+    let n = |k: &str| {
+        stats[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("stats.{k}: {stats}"))
+    };
+    assert!(
+        n("filtered_failed") >= 1,
+        "`{failed_before}` counted: {stats}"
+    );
+    assert_eq!(n("events_in"), n("processed") + n("dropped"), "{stats}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Turns the kernel's BPF run-time statistics on for a test (`kernel.bpf_stats_enabled`, what
 /// Falco's `libbpf_stats_enabled` documents as required), and back to what it was when dropped.
 struct BpfStatsOn {

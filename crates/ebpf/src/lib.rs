@@ -11,6 +11,8 @@
 //! buffer per CPU, written without wakeups; this side polls every millisecond or so. The agent's
 //! own process is excluded in the kernel. Watched syscalls without a tracepoint of their own
 //! fall back to `raw_syscalls` filtered by number in the kernel ([`BpfSource::fallback_syscalls`]).
+//! Failed calls the consumer cannot use ([`BpfOptions::failed_unused`]) are filtered out at exit
+//! in the kernel and counted apart from losses ([`SourceStats::filtered_failed`]).
 //! [`BpfSource::drain`] ends a capture without losing what is still in flight.
 //!
 //! This crate knows the event model and the [`vigil_capture::Source`] interface; it knows
@@ -30,7 +32,7 @@ mod spec;
 mod sys;
 
 pub use decode::Decoder;
-pub use spec::{driver_interest, STATE_NEEDS};
+pub use spec::{driver_interest, STATE_NEEDS, STATE_USES_FAILED};
 pub use sys::{fexit_target, Floor, Hook, KernelDrops};
 
 /// Why the eBPF driver cannot run or go on.
@@ -69,6 +71,12 @@ pub enum EbpfError {
 pub struct BpfOptions {
     /// Event types the consumer needs (the rules'); [`driver_interest`] adds the state's.
     pub interest: InterestSet,
+    /// Event types whose failed calls (result < 0) the consumer cannot use: no rule watching
+    /// the type may match a failure and no capture is written. The kernel filters those
+    /// calls out (counted as [`KernelDrops::filtered_failed`], not as drops), except for the
+    /// types whose failures the state engine learns from ([`STATE_USES_FAILED`]). Empty (the
+    /// default): every failed call is delivered.
+    pub failed_unused: InterestSet,
     /// How long [`Source::next_batch`] waits for events before returning an empty batch.
     pub max_wait: Duration,
     /// Capture watched syscalls that have no tracepoint of their own on this kernel through
@@ -89,6 +97,7 @@ impl Default for BpfOptions {
     fn default() -> Self {
         BpfOptions {
             interest: InterestSet::new(),
+            failed_unused: InterestSet::new(),
             max_wait: Duration::from_millis(5),
             raw_fallback: false,
             hook: None,
@@ -168,6 +177,10 @@ pub struct BpfSource {
     raw_fallback: bool,
     /// Why the fexit hook could not be used (tracepoints were used instead).
     hook_fallback: Option<String>,
+    /// [`BpfOptions::failed_unused`], as last set.
+    failed_unused: InterestSet,
+    /// The watched syscalls whose failed calls are filtered out in the kernel.
+    filtered: Vec<&'static str>,
 }
 
 impl BpfSource {
@@ -214,6 +227,8 @@ impl BpfSource {
             fallback: Vec::new(),
             raw_fallback: false,
             hook_fallback,
+            failed_unused: options.failed_unused,
+            filtered: Vec::new(),
         };
         source.raw_fallback = options.raw_fallback;
         source.attach(&options.interest)?;
@@ -228,23 +243,45 @@ impl BpfSource {
         let mut fallback = Vec::new();
         self.unsupported.clear();
         self.fallback.clear();
+        self.filtered.clear();
         for etype in driver_interest(interest).iter() {
             let Some(nr) = etype.spec().nr else {
                 continue;
             };
             let name = spec::tracepoint_name(etype.name());
+            let skip_failed = spec::skip_failed(etype, &self.failed_unused);
             if self.bpf.can_hook(name) {
-                wanted.push((nr, name, spec::capture_spec(etype)));
+                wanted.push((nr, name, spec::capture_spec(etype), skip_failed));
             } else if self.raw_fallback && raw_ok && nr < FALLBACK_NR_LIMIT {
-                fallback.push((nr, spec::capture_spec(etype)));
+                fallback.push((nr, spec::capture_spec(etype), skip_failed));
                 self.fallback.push(etype.name());
             } else {
                 self.unsupported.push(etype.name());
+                continue;
+            }
+            if skip_failed {
+                self.filtered.push(etype.name());
             }
         }
         self.bpf.set_syscalls(&wanted)?;
         self.bpf.set_fallback(&fallback)?;
         Ok(())
+    }
+
+    /// Changes what is watched ([`Source::set_interest`]) and which failed calls are filtered
+    /// out in the kernel ([`BpfOptions::failed_unused`]), e.g. after the rules were reloaded.
+    pub fn set_interest_and_failures(
+        &mut self,
+        interest: &InterestSet,
+        failed_unused: &InterestSet,
+    ) -> Result<(), EbpfError> {
+        self.failed_unused = failed_unused.clone();
+        self.attach(interest)
+    }
+
+    /// The watched syscalls whose failed calls the kernel filters out now.
+    pub fn filtered_failures(&self) -> &[&'static str] {
+        &self.filtered
     }
 
     /// Where the syscall tracepoints were found: the host's tracefs mount, or (when nobody
@@ -307,8 +344,15 @@ impl BpfSource {
         self.bpf.drops().read_faults
     }
 
+    /// Failed calls the kernel filtered out because nothing could use them
+    /// ([`BpfOptions::failed_unused`]): not delivered, and not drops.
+    pub fn filtered_failed(&self) -> u64 {
+        self.bpf.drops().filtered_failed
+    }
+
     /// The kernel's drop counters per CPU (index = CPU number): records lost because that
-    /// CPU's ring was full or the per-thread stash was full, arguments that could not be read.
+    /// CPU's ring was full or the per-thread stash was full, arguments that could not be read
+    /// (and failed calls filtered out, which are not losses).
     pub fn drops_per_cpu(&self) -> Vec<KernelDrops> {
         self.bpf.drops_per_cpu()
     }
@@ -412,6 +456,7 @@ impl Source for BpfSource {
         let mut stats = SourceStats {
             events_in: self.delivered,
             dropped: Vec::new(),
+            filtered_failed: drops.filtered_failed,
         };
         let buffer = drops.buffer_full + drops.stash_full;
         if buffer > 0 {

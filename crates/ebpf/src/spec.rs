@@ -266,6 +266,20 @@ pub const STATE_NEEDS: &[&str] = &[
     "procexit",
 ];
 
+/// The state-needed event types whose failed calls still change the state engine's tables
+/// (`crates/state/src/state.rs`): a `close` that fails with `EINTR`/`EIO` has released the
+/// descriptor all the same (only `EBADF` changes nothing), and a non-blocking `connect`
+/// failing with `EINPROGRESS` has its endpoint. Every other type the state handles changes
+/// nothing on failure (no descriptor, cwd, credential, session or namespace change; successful
+/// clones and execs come from the lifecycle programs, not from the syscall's return).
+pub const STATE_USES_FAILED: &[&str] = &["close", "connect"];
+
+/// Whether the kernel filters out the failed calls of `etype`: the consumer cannot use them
+/// (`failed_unused`) and neither can the state engine ([`STATE_USES_FAILED`]).
+pub fn skip_failed(etype: EventType, failed_unused: &InterestSet) -> bool {
+    failed_unused.contains(etype) && !STATE_USES_FAILED.contains(&etype.name())
+}
+
 /// The rules' interest set plus what the state engine needs.
 pub fn driver_interest(rules: &InterestSet) -> InterestSet {
     let mut set = rules.clone();
@@ -331,6 +345,31 @@ mod tests {
             capture_spec(t("mount")).to_bytes(),
             [1, 1, 5, 0, 0, 0, 0, 0]
         );
+    }
+
+    #[test]
+    fn failures_the_state_uses_are_never_filtered() {
+        let t = |n| table::by_name(n).unwrap();
+        let unused: InterestSet = ["openat", "close", "connect", "setuid", "kill"]
+            .into_iter()
+            .map(t)
+            .collect();
+        for name in ["openat", "setuid", "kill"] {
+            assert!(skip_failed(t(name), &unused), "{name}");
+        }
+        for name in ["close", "connect"] {
+            assert!(
+                !skip_failed(t(name), &unused),
+                "{name}: the state uses its failures"
+            );
+        }
+        assert!(
+            !skip_failed(t("execve"), &unused),
+            "not in the set: delivered"
+        );
+        for name in STATE_USES_FAILED {
+            assert!(STATE_NEEDS.contains(name), "{name} is a state need");
+        }
     }
 
     #[test]

@@ -132,12 +132,17 @@ pub fn fexit_target(tracepoint_name: &str) -> String {
 /// Bytes of each per-CPU ring buffer (the kernel-side inner map template's size).
 pub const RING_BYTES: u32 = 1 << 22;
 
-/// Drop counters kept by the kernel side, per reason (summed over CPUs).
+/// Drop counters kept by the kernel side, per reason (summed over CPUs), and the count of
+/// failed calls filtered out by design (not a loss).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelDrops {
     pub buffer_full: u64,
     pub read_faults: u64,
     pub stash_full: u64,
+    /// Failed calls not recorded because nothing could use them (`skip_failed` in the
+    /// kernel: see [`crate::BpfOptions::failed_unused`]). Filtering, not loss: these events
+    /// were never meant to be delivered.
+    pub filtered_failed: u64,
 }
 
 /// The loaded programs, their maps and links, and the ring buffers.
@@ -332,12 +337,18 @@ impl Bpf {
         }
     }
 
-    /// Hooks exactly the syscalls `wanted` (number, tracepoint name and capture spec),
-    /// unhooking the others. Returns how many are hooked.
+    /// Hooks exactly the syscalls `wanted` (number, tracepoint name, capture spec, and
+    /// whether its failed calls are filtered out in the kernel), unhooking the others.
+    /// Returns how many are hooked.
     pub fn set_syscalls(
         &mut self,
-        wanted: &[(u16, &'static str, CaptureSpec)],
+        wanted: &[(u16, &'static str, CaptureSpec, bool)],
     ) -> Result<usize, EbpfError> {
+        // Before any attach, and again for syscalls already hooked (the rules may have
+        // changed what they need).
+        for &(nr, _, _, skip) in wanted {
+            self.set_skip_failed(nr, skip)?;
+        }
         let keep: Vec<u16> = wanted.iter().map(|w| w.0).collect();
         let gone: Vec<u16> = self
             .syscall_links
@@ -354,7 +365,7 @@ impl Bpf {
         }
         release(detach);
         let mut new = Vec::new();
-        for &(nr, name, spec) in wanted {
+        for &(nr, name, spec, _) in wanted {
             if self.syscall_links.contains_key(&nr) {
                 continue;
             }
@@ -447,6 +458,19 @@ impl Bpf {
         .map(Some)
     }
 
+    /// Whether the kernel drops the failed calls of syscall `nr` (counting them).
+    fn set_skip_failed(&self, nr: u16, skip: bool) -> Result<(), EbpfError> {
+        self.skel
+            .maps
+            .skip_failed
+            .update(
+                &u32::from(nr).to_ne_bytes(),
+                &[u8::from(skip)],
+                MapFlags::ANY,
+            )
+            .map_err(load_err("fill the failure-filter map"))
+    }
+
     /// Marks syscall `nr` as hooked (or not) for the fork program.
     fn set_hooked(&self, nr: u16, on: bool) -> Result<(), EbpfError> {
         self.skel
@@ -493,8 +517,10 @@ impl Bpf {
     /// `raw_syscalls` tracepoints, filtered in the kernel by number: for syscalls without a
     /// tracepoint of their own. The raw programs run for every syscall of the host, so they
     /// are attached only while `wanted` is not empty.
-    pub fn set_fallback(&mut self, wanted: &[(u16, CaptureSpec)]) -> Result<(), EbpfError> {
-        for &(nr, spec) in wanted {
+    /// `wanted` also says whether a syscall's failed calls are filtered out in the kernel.
+    pub fn set_fallback(&mut self, wanted: &[(u16, CaptureSpec, bool)]) -> Result<(), EbpfError> {
+        for &(nr, spec, skip) in wanted {
+            self.set_skip_failed(nr, skip)?;
             self.skel
                 .maps
                 .specs
@@ -567,6 +593,7 @@ impl Bpf {
             drops.buffer_full += cpu.buffer_full;
             drops.read_faults += cpu.read_faults;
             drops.stash_full += cpu.stash_full;
+            drops.filtered_failed += cpu.filtered_failed;
         }
         drops
     }
@@ -594,6 +621,7 @@ impl Bpf {
                     buffer_full: n(0),
                     read_faults: n(1),
                     stash_full: n(2),
+                    filtered_failed: n(3),
                 }
             })
             .collect()

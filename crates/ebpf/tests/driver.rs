@@ -28,6 +28,24 @@ fn open_with(interest: &[&str], raw_fallback: bool) -> Option<BpfSource> {
 /// Opens with syscalls hooked by `hook` (`None`: the default choice, checked here: fexit,
 /// or exit tracepoints with the reason fexit could not load).
 fn open_hook(interest: &[&str], raw_fallback: bool, hook: Option<Hook>) -> Option<BpfSource> {
+    open_filtering(interest, raw_fallback, hook, &[])
+}
+
+/// Event types of the names given (panics on an unknown name).
+fn types(names: &[&str]) -> InterestSet {
+    names
+        .iter()
+        .map(|n| table::by_name(n).unwrap_or_else(|| panic!("no event type {n}")))
+        .collect()
+}
+
+/// [`open_hook`], with the failed calls of `failed_unused` filtered out in the kernel.
+fn open_filtering(
+    interest: &[&str],
+    raw_fallback: bool,
+    hook: Option<Hook>,
+    failed_unused: &[&str],
+) -> Option<BpfSource> {
     if let Err(e) = vigil_ebpf::check_support() {
         if std::env::var("VIGIL_TEST_STRICT").as_deref() == Ok("1") {
             panic!("VIGIL_TEST_STRICT=1 and the eBPF driver cannot run: {e}");
@@ -35,12 +53,9 @@ fn open_hook(interest: &[&str], raw_fallback: bool, hook: Option<Hook>) -> Optio
         eprintln!("skipping live eBPF test: {e}");
         return None;
     }
-    let interest: InterestSet = interest
-        .iter()
-        .map(|n| table::by_name(n).unwrap_or_else(|| panic!("no event type {n}")))
-        .collect();
     let options = BpfOptions {
-        interest,
+        interest: types(interest),
+        failed_unused: types(failed_unused),
         raw_fallback,
         hook,
         ..BpfOptions::default()
@@ -97,6 +112,12 @@ per_hook!(unwatched_not_delivered:
     an_unwatched_syscall_is_not_delivered_raw = Some(Hook::Raw),
     an_unwatched_syscall_is_not_delivered_exit = Some(Hook::Exit),
     an_unwatched_syscall_is_not_delivered_tracepoint = Some(Hook::Tracepoint),
+);
+per_hook!(failed_calls_filtered:
+    failed_calls_nothing_uses_are_filtered_in_the_kernel = None,
+    failed_calls_nothing_uses_are_filtered_in_the_kernel_raw = Some(Hook::Raw),
+    failed_calls_nothing_uses_are_filtered_in_the_kernel_exit = Some(Hook::Exit),
+    failed_calls_nothing_uses_are_filtered_in_the_kernel_tracepoint = Some(Hook::Tracepoint),
 );
 per_hook!(memfd_exec:
     exec_of_a_memfd_carries_the_memfd_flag_and_name = None,
@@ -737,5 +758,89 @@ fn memfd_exec(hook: Option<Hook>) {
         bytes(exec1.param_by_name("trusted_exepath")).starts_with(b"/"),
         "{:?}",
         exec1.param_by_name("trusted_exepath")
+    );
+}
+
+/// Runs `/bin/cat MISSING PRESENT` (an `openat` that fails with ENOENT, then one that
+/// succeeds, in the same thread) and returns the child's `openat` events, by path.
+fn cat_openats(source: &mut BpfSource, missing: &str, present: &str) -> Vec<(Vec<u8>, i64)> {
+    let child = Command::new("/bin/cat")
+        .args([missing, present])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn cat");
+    let pid = i64::from(child.id());
+    let output = child.wait_with_output().expect("wait for cat");
+    assert_eq!(output.status.code(), Some(1), "cat: one file missing");
+    let events = collect(source, |evs| {
+        evs.iter().any(|e| e.pid == pid && name_of(e) == "procexit")
+    });
+    events
+        .iter()
+        .filter(|e| e.pid == pid && name_of(e) == "openat")
+        .map(|e| (bytes(e.param_by_name("name")).to_vec(), e.res))
+        .filter(|(name, _)| name == missing.as_bytes() || name == present.as_bytes())
+        .collect()
+}
+
+fn failed_calls_filtered(hook: Option<Hook>) {
+    let interest = ["openat", "close"];
+    let Some(mut source) = open_filtering(&interest, false, hook, &["openat", "close"]) else {
+        return;
+    };
+    assert_eq!(
+        source.filtered_failures(),
+        ["openat"],
+        "close's failures change the state (EINTR/EIO still close): never filtered"
+    );
+    let present = temp_path("present");
+    let missing = format!("{present}.missing");
+    let before = source.filtered_failed();
+    let opens = cat_openats(&mut source, &missing, &present);
+    assert!(
+        opens
+            .iter()
+            .any(|(n, r)| n == present.as_bytes() && *r >= 0),
+        "the successful openat is delivered (after a filtered failure in the same thread): \
+         {opens:?}"
+    );
+    assert!(
+        opens.iter().all(|(n, _)| n != missing.as_bytes()),
+        "the failed openat is filtered out: {opens:?}"
+    );
+    let filtered = source.filtered_failed();
+    assert!(
+        filtered > before,
+        "the filtered failure is counted ({before} -> {filtered})"
+    );
+    let stats = source.stats();
+    assert_eq!(stats.filtered_failed, filtered, "in the source's stats");
+    assert_eq!(
+        stats.dropped_total(),
+        0,
+        "filtering is not a loss: {stats:?}"
+    );
+
+    // The rules now want failures (a reload): the failed call is delivered with its error.
+    source
+        .set_interest_and_failures(&types(&interest), &InterestSet::new())
+        .expect("set_interest_and_failures");
+    assert!(source.filtered_failures().is_empty());
+    let missing = format!("{present}.missing2");
+    let opens = cat_openats(&mut source, &missing, &present);
+    let _ = std::fs::remove_file(&present);
+    const ENOENT: i64 = 2;
+    assert!(
+        opens
+            .iter()
+            .any(|(n, r)| n == missing.as_bytes() && *r == -ENOENT),
+        "the failed openat is delivered with its result: {opens:?}"
+    );
+    assert!(
+        opens
+            .iter()
+            .any(|(n, r)| n == present.as_bytes() && *r >= 0),
+        "{opens:?}"
     );
 }

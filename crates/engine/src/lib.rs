@@ -625,8 +625,13 @@ mod tests {
         let mut engine = with_rule("evt.type = dup and evt.rawres >= 0 and fd.type = file");
         assert!(engine.may_need_result(&dup(0)));
         assert!(engine.may_need_result(&dup(6)));
-        // No test of the result at all: a failure may match too.
+        // `fd.num` is dup's result: `fd.num = 1` alone rules a failure out (a failed dup's
+        // `fd.num` is its negative result), and is tried as `evt.rawres >= 0 and fd.num = 1`.
         let mut engine = with_rule("evt.type = dup and fd.num = 1 and fd.type = ipv4");
+        assert!(!engine.may_need_result(&dup(0)));
+        assert!(engine.may_need_result(&dup(5)));
+        // No test of the result at all: a failure may match too.
+        let mut engine = with_rule("evt.type = dup and proc.name != x and fd.type = ipv4");
         assert!(engine.may_need_result(&dup(6)));
         let mut engine = with_rule("evt.type = dup and evt.rawres >= 3 and fd.type = ipv4");
         assert!(engine.may_need_result(&dup(5)));

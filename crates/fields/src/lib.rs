@@ -240,6 +240,16 @@ pub trait Catalog {
     /// arguments and the state before it say. A kernel-less driver evaluates rules at syscall
     /// entry with such fields treated as unknown, to decide whether it must wait for the
     /// result at all. `false` (the default) keeps a field as an entry-time fact.
+    /// Whether `field` reads the call's result itself in events of `event_type` (libsinsp's
+    /// `fd.num` of a call that returns a descriptor: a failed `openat`'s is its negative
+    /// result), so that a test of it tells a failed call as a test of `evt.rawres` does. The
+    /// rules engine uses it to decide which rules may match a failed call. `false` (the
+    /// default) keeps the field undecided by a failure.
+    fn is_result_in(&self, field: &FieldRef, event_type: u16) -> bool {
+        let _ = (field, event_type);
+        false
+    }
+
     fn depends_on_result(&self, field: &FieldRef) -> bool {
         let _ = field;
         false

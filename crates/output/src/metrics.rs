@@ -108,6 +108,7 @@ pub mod names {
     pub const N_DROPS_BUG: &str = "falcosecurity_scap_n_drops_bug_total";
     pub const EVENTS_PROCESSED: &str = "vigil_events_processed_total";
     pub const SOURCE_QUEUE_DROPS: &str = "vigil_source_queue_drops_total";
+    pub const SOURCE_FILTERED_FAILED: &str = "vigil_source_filtered_failed_total";
     pub const EVAL_SECONDS: &str = "vigil_rule_evaluation_seconds_total";
     pub const OUTPUT_QUEUE_DEPTH: &str = "vigil_output_queue_depth";
     pub const OUTPUT_SPOOL_BYTES: &str = "vigil_output_spool_bytes";
@@ -214,6 +215,12 @@ pub const FAMILIES: &[(&str, Kind, Category, &str)] = &[
         Counter,
         Kernel,
         "Events lost because the source's queue toward the engine overflowed (included in n_drops).",
+    ),
+    (
+        names::SOURCE_FILTERED_FAILED,
+        Counter,
+        Kernel,
+        "Failed system calls the eBPF driver filtered out because no rule and no state update can use them (filtering, not drops: in neither n_evts nor n_drops).",
     ),
     (names::EVAL_SECONDS, Counter, Base, "Time spent updating state and evaluating rules."),
     (names::OUTPUT_QUEUE_DEPTH, Gauge, Base, "Alerts waiting in memory, per output."),

@@ -128,14 +128,27 @@ impl<'c> Compiler<'c> {
         };
         let mut required = Vec::new();
         required_numbers(&root, &mut required);
+        let mut fields = Vec::new();
+        fields_of(&root, &mut fields);
         let failed = self.failure_fields();
-        let mut failure_types =
-            self::event_types(&root, false, words, n_types, &|leaf| failed.known(leaf));
+        let mut failure_types = self::event_types(&root, false, words, n_types, &|leaf| {
+            failed.known(leaf, false)
+        });
+        // Where `fd.num` is the result (a descriptor-returning call), its tests decide too.
+        if let Some(fd_num) = failed.fd_num.as_ref().filter(|f| fields.contains(f)) {
+            let with_fd = self::event_types(&root, false, words, n_types, &|leaf| {
+                failed.known(leaf, true)
+            });
+            for t in (0..n_types).filter_map(|t| u16::try_from(t).ok()) {
+                if self.catalog.is_result_in(fd_num, t) {
+                    let (w, bit) = (usize::from(t) / 64, 1u64 << (t % 64));
+                    failure_types[w] = (failure_types[w] & !bit) | (with_fd[w] & bit);
+                }
+            }
+        }
         for (w, s) in failure_types.iter_mut().zip(&set) {
             *w &= s;
         }
-        let mut fields = Vec::new();
-        fields_of(&root, &mut fields);
         // Kept for constant folding only when shallow: cloning, folding (and dropping) walk
         // it recursively, and hostile conditions may nest up to `MAX_TREE_DEPTH`.
         let tree = (tree_depth(&root) <= FOLD_MAX_DEPTH).then(|| root.clone());
@@ -158,6 +171,7 @@ impl<'c> Compiler<'c> {
             res: find("evt.res"),
             rawres: find("evt.rawres"),
             failed: find("evt.failed"),
+            fd_num: find("fd.num"),
         }
     }
 
@@ -1195,18 +1209,22 @@ fn required_numbers(node: &Node, out: &mut Vec<(FieldRef, Box<[i128]>)>) {
     }
 }
 
-/// `evt.res`, `evt.rawres` and `evt.failed`: what a test of them says about a failed call.
+/// `evt.res`, `evt.rawres` and `evt.failed`: what a test of them says about a failed call;
+/// and `fd.num`, which reads the result in some event types ([`Catalog::is_result_in`]).
 struct FailureFields {
     res: Option<FieldRef>,
     rawres: Option<FieldRef>,
     failed: Option<FieldRef>,
+    fd_num: Option<FieldRef>,
 }
 
 impl FailureFields {
     /// The value of test `leaf` for every failed call (a result in `-4095..=-1`), when it is
     /// the same for all of them: `evt.res = SUCCESS` is false, `evt.rawres >= 0` false,
-    /// `evt.failed = true` true; `None` when the failure does not decide it.
-    fn known(&self, leaf: &Node) -> Option<bool> {
+    /// `evt.failed = true` true; `None` when the failure does not decide it. With
+    /// `fd_is_result`, `fd.num` is tested as `evt.rawres` is (the caller applies that only to
+    /// the event types where it is).
+    fn known(&self, leaf: &Node, fd_is_result: bool) -> Option<bool> {
         let Node::Test {
             lhs,
             test,
@@ -1234,7 +1252,7 @@ impl FailureFields {
             let first = seen.next()?;
             seen.all(|v| v == first).then_some(first)
         };
-        if is(&self.rawres) {
+        if is(&self.rawres) || (fd_is_result && is(&self.fd_num)) {
             return uniform(&V::I64, -4095..=-1);
         }
         if is(&self.failed) {
@@ -2253,6 +2271,18 @@ mod tests {
             (
                 "evt.type in (execve, openat) and (evt.res = SUCCESS or proc.name = sh)",
                 &["openat", "execve"],
+            ),
+            // fd.num is openat's result (negative on failure), connect's argument.
+            (
+                "evt.type in (openat, connect) and fd.num >= 0",
+                &["connect"],
+            ),
+            ("evt.type = openat and fd.num > 2 and proc.name = x", &[]),
+            ("evt.type = openat and not fd.num < 0", &[]),
+            ("evt.type = openat and fd.num != 3", &["openat"]),
+            (
+                "evt.type = openat and (fd.num >= 0 or proc.name = x)",
+                &["openat"],
             ),
         ];
         let cat = FakeCatalog::new();

@@ -132,6 +132,11 @@ impl Catalog for FakeCatalog {
         id_of("evt.type").expect("evt.type is defined")
     }
 
+    /// `fd.num` is the result of `openat` (it returns the descriptor), an argument elsewhere.
+    fn is_result_in(&self, field: &FieldRef, event_type: u16) -> bool {
+        Some(field.id) == id_of("fd.num") && event_type == 0
+    }
+
     /// `fd.num` stands for the fields only a syscall's result tells.
     fn depends_on_result(&self, field: &FieldRef) -> bool {
         Some(field.id) == id_of("fd.num")

@@ -389,6 +389,15 @@ impl Catalog for FieldCatalog {
         .then_some("no driver samples a thread's CPU time (Falco's DOUBLE CPU-use fields)")
     }
 
+    /// `fd.num` of a call that returns the descriptor (`openat`, `socket`, `accept`, `dup` …)
+    /// is the call's result, negative for a failure (the view's `fd_number`).
+    fn is_result_in(&self, field: &FieldRef, event_type: u16) -> bool {
+        self.def(field.id).name == "fd.num"
+            && matches!(field.arg, FieldArg::None)
+            && crate::schema::type_info(vigil_event::EventType(event_type)).fd
+                == crate::schema::FdRef::Res
+    }
+
     fn depends_on_result(&self, field: &FieldRef) -> bool {
         let name = self.def(field.id).name;
         if name == "evt.arg" || name.starts_with("evt.rawarg") {

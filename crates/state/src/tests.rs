@@ -1531,6 +1531,35 @@ fn reused_objects_and_images_do_not_leak() {
     assert_eq!(f(&state, &read(400, 400, 0), "proc.name"), "python3");
 }
 
+/// `fd.num` is the call's result exactly where the view reads it from the result (a failed
+/// `openat`'s `fd.num` is its negative result), and an argument elsewhere.
+#[test]
+fn fd_num_is_the_result_of_descriptor_returning_calls() {
+    use vigil_fields::Catalog;
+    let cat = crate::catalog();
+    let fd_num = cat.lookup("fd.num", None).unwrap();
+    let is = |name: &str| cat.is_result_in(&fd_num, vigil_event::table::by_name(name).unwrap().0);
+    for name in [
+        "open",
+        "openat",
+        "openat2",
+        "creat",
+        "socket",
+        "accept4",
+        "dup2",
+        "memfd_create",
+    ] {
+        assert!(is(name), "{name} returns the descriptor");
+    }
+    for name in [
+        "read", "close", "connect", "sendto", "pipe", "execve", "procexit",
+    ] {
+        assert!(!is(name), "{name}: fd.num is not the result");
+    }
+    let name = cat.lookup("fd.name", None).unwrap();
+    assert!(!cat.is_result_in(&name, vigil_event::table::by_name("openat").unwrap().0));
+}
+
 /// `depends_on_result` leaves out exactly the path fields that a failed open's view resolves
 /// from its arguments: they must read the same as after a successful open.
 #[test]
