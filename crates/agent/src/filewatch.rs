@@ -2,39 +2,36 @@
 //! or directory changed, and says when to reload — the same reload SIGHUP asks for, which
 //! `vigil run` cannot use (SIGHUP belongs to its workload).
 //!
-//! Every watched path is watched through its parent directory (inotify), by name: an editor
-//! that writes a new file and renames it over the old one, `mv`, and a file deleted and
-//! created again are all seen, which a watch on the file itself (its inode) would miss after
-//! the first replacement. A rules directory is also watched itself, for its `*.yaml`/`*.yml`
-//! entries (the ones the loader reads). A symbolic link is followed too (a Kubernetes
-//! ConfigMap swaps the directory its links point into).
+//! Every watched path is checked by name, from its parent directory: an editor that writes a
+//! new file and renames it over the old one, `mv`, and a file deleted and created again are
+//! all seen. A rules directory's `*.yaml`/`*.yml` entries (the ones the loader reads) are
+//! listed and checked too. A symbolic link is followed (a Kubernetes ConfigMap swaps the
+//! directory its links point into), and the link itself is checked.
+//!
+//! The files are *polled*: their identity, size and change times (`stat`), at most every
+//! [`READ_EVERY`], compared with the last look. No inotify: a mark anywhere on a filesystem
+//! makes every read and write on that filesystem take the kernel's fsnotify checks — the
+//! monitored host's file I/O would pay for Vigil watching two files (`BENCHMARKS.md`:
+//! UnixBench's file copy lost about 3 points more with an inotify watch on the same
+//! filesystem). A poll costs the agent a few `stat` calls and nothing to anyone else.
 //!
 //! Editors write in several steps (truncate, write, rename, chmod): a reload is due only once
 //! the watched files have been quiet for a while ([`Debounce`]). The event loop asks
-//! [`ConfigWatcher::poll`] between events; it reads the inotify descriptor (non-blocking) at
-//! most every [`READ_EVERY`], so a busy loop pays a clock read, not a system call.
+//! [`ConfigWatcher::poll`] between events; it looks at the files at most every
+//! [`READ_EVERY`], so a busy loop pays a clock read, not a system call.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-use nix::errno::Errno;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
 /// How long the watched files must stay unchanged before the reload (editors write in
 /// several steps; a reload in between would read half a file).
 pub const QUIET: Duration = Duration::from_millis(200);
 
-/// How often [`ConfigWatcher::poll`] reads the inotify descriptor.
-pub const READ_EVERY: Duration = Duration::from_millis(100);
-
-/// Why watching could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum WatchError {
-    #[error("cannot create an inotify instance")]
-    Init(#[source] Errno),
-}
+/// How often [`ConfigWatcher::poll`] looks at the files.
+pub const READ_EVERY: Duration = Duration::from_millis(250);
 
 /// Where the watched paths come from: the configuration file given on the command line, and
 /// the rules paths given there (`-r`), which replace the configuration's `rules_files`.
@@ -168,26 +165,42 @@ impl Debounce {
     }
 }
 
-/// Directory events that may change what a watched name refers to.
-fn dir_flags() -> AddWatchFlags {
-    AddWatchFlags::IN_CLOSE_WRITE
-        | AddWatchFlags::IN_MODIFY
-        | AddWatchFlags::IN_CREATE
-        | AddWatchFlags::IN_DELETE
-        | AddWatchFlags::IN_MOVED_FROM
-        | AddWatchFlags::IN_MOVED_TO
-        | AddWatchFlags::IN_DELETE_SELF
-        | AddWatchFlags::IN_MOVE_SELF
-        | AddWatchFlags::IN_ONLYDIR
+/// What a path is now, as far as a reload is concerned: the file it names (links followed)
+/// and the link itself, or nothing where it does not exist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    mode: u32,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
 }
+
+impl Stamp {
+    fn of(meta: std::io::Result<std::fs::Metadata>) -> Option<Stamp> {
+        let m = meta.ok()?;
+        Some(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            mode: m.mode(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
+/// Every watched path (and every rules file of a watched rules directory) with its stamps.
+type Look = BTreeMap<PathBuf, (Option<Stamp>, Option<Stamp>)>;
 
 /// Watches a [`WatchSet`] and says when a reload is due.
 pub struct ConfigWatcher {
-    inotify: Inotify,
     set: WatchSet,
-    /// Watch descriptor → the directories it watches (one inode may be reached by two paths).
-    watches: HashMap<WatchDescriptor, Vec<PathBuf>>,
-    /// Directories that could not be watched at the last (re)arm.
+    /// What the files were at the last look.
+    last: Look,
+    /// Directories that could not be read at the last look (other than not existing: a
+    /// directory that does not exist yet is seen when it appears).
     missing: Vec<PathBuf>,
     debounce: Debounce,
     next_read: Option<Instant>,
@@ -195,19 +208,16 @@ pub struct ConfigWatcher {
 
 impl ConfigWatcher {
     /// Starts watching `set`; a reload is due `quiet` after the last change.
-    pub fn new(set: WatchSet, quiet: Duration) -> Result<ConfigWatcher, WatchError> {
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-            .map_err(WatchError::Init)?;
+    pub fn new(set: WatchSet, quiet: Duration) -> ConfigWatcher {
         let mut watcher = ConfigWatcher {
-            inotify,
             set,
-            watches: HashMap::new(),
+            last: Look::new(),
             missing: Vec::new(),
             debounce: Debounce::new(quiet),
             next_read: None,
         };
-        watcher.arm();
-        Ok(watcher)
+        watcher.last = watcher.look();
+        watcher
     }
 
     /// The set watched now.
@@ -215,104 +225,79 @@ impl ConfigWatcher {
         &self.set
     }
 
-    /// Directories that could not be watched (they do not exist, or are not readable).
+    /// Directories that could not be read (permissions): changes there are not seen.
     pub fn missing(&self) -> &[PathBuf] {
         &self.missing
     }
 
-    /// Watches `set` instead (after a reload: the configuration may name other rules).
+    /// Watches `set` instead (after a reload: the configuration may name other rules). What
+    /// the new set's files are now is the reference: the replacement itself is no change.
     pub fn replace(&mut self, set: WatchSet) {
         self.set = set;
-        self.arm();
+        self.last = self.look();
     }
 
-    /// (Re)adds a watch for every directory of the set, and removes the others: a directory
-    /// created again since (a rules directory replaced as a whole) gets a new watch.
-    fn arm(&mut self) {
-        let mut watches: HashMap<WatchDescriptor, Vec<PathBuf>> = HashMap::new();
+    /// The stamps of every watched path now.
+    fn look(&mut self) -> Look {
+        let mut look = Look::new();
         self.missing.clear();
-        for dir in self.set.dirs() {
-            match self.inotify.add_watch(dir, dir_flags()) {
-                Ok(wd) => watches.entry(wd).or_default().push(dir.to_path_buf()),
-                Err(e) => {
-                    log::debug!("cannot watch `{}`: {e}", dir.display());
-                    self.missing.push(dir.to_path_buf());
+        for (dir, interest) in &self.set.dirs {
+            let mut names: BTreeSet<OsString> = interest.names.clone();
+            if interest.rules {
+                match std::fs::read_dir(dir) {
+                    Ok(entries) => names.extend(
+                        entries
+                            .filter_map(Result::ok)
+                            .map(|e| e.file_name())
+                            .filter(|n| is_rules_file_name(n)),
+                    ),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        log::debug!("cannot list `{}`: {e}", dir.display());
+                        self.missing.push(dir.clone());
+                    }
                 }
+                // The directory itself: replaced as a whole, it is another inode (its times
+                // change with any entry, rules or not: only its identity counts).
+                let identity = Stamp::of(std::fs::metadata(dir)).map(|d| Stamp {
+                    mode: 0,
+                    size: 0,
+                    mtime: (0, 0),
+                    ctime: (0, 0),
+                    ..d
+                });
+                look.insert(dir.clone(), (identity, None));
+            }
+            for name in names {
+                let path = dir.join(&name);
+                if self.set.dirs.get(&path).is_some_and(|i| i.rules) {
+                    // A watched rules directory: its identity and its rules files count, not
+                    // its times (which any entry changes).
+                    continue;
+                }
+                let stamps = (
+                    Stamp::of(std::fs::metadata(&path)),
+                    Stamp::of(std::fs::symlink_metadata(&path)),
+                );
+                look.insert(path, stamps);
             }
         }
-        for wd in self.watches.keys() {
-            if !watches.contains_key(wd) {
-                // Already gone when its directory was deleted: nothing to report.
-                let _ = self.inotify.rm_watch(*wd);
-            }
-        }
-        self.watches = watches;
+        look
     }
 
-    /// Reads what changed (at most every [`READ_EVERY`]) and returns true when a reload is
+    /// Looks at the files (at most every [`READ_EVERY`]) and returns true when a reload is
     /// due: something watched changed and has been quiet since for the quiet period.
     pub fn poll(&mut self, now: Instant) -> bool {
         if self.next_read.is_some_and(|next| now < next) {
             return false;
         }
         self.next_read = Some(now + READ_EVERY);
-        let mut rearm = false;
-        loop {
-            match self.inotify.read_events() {
-                Ok(events) if events.is_empty() => break,
-                Ok(events) => {
-                    for event in events {
-                        let (matters, gone) = self.relevance(event.wd, event.mask, event.name);
-                        rearm |= gone;
-                        if matters {
-                            self.debounce.changed(now);
-                        }
-                    }
-                }
-                Err(Errno::EAGAIN) => break,
-                Err(Errno::EINTR) => continue,
-                Err(e) => {
-                    log::warn!("watch_config_files: cannot read file change events: {e}");
-                    break;
-                }
-            }
+        let look = self.look();
+        if look != self.last {
+            self.last = look;
+            self.debounce.changed(now);
         }
-        if rearm {
-            self.arm();
-        }
-        if self.debounce.due(now) {
-            // Directories replaced or created since get their watches before the reload
-            // reads them, so a change right after the reload is not missed.
-            self.arm();
-            return true;
-        }
-        false
-    }
-
-    /// Whether an event calls for a reload, and whether a watched directory went away.
-    fn relevance(
-        &self,
-        wd: WatchDescriptor,
-        mask: AddWatchFlags,
-        name: Option<OsString>,
-    ) -> (bool, bool) {
-        if mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-            // Events were lost: whatever they were, reload.
-            return (true, true);
-        }
-        let gone = mask.intersects(
-            AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF | AddWatchFlags::IN_IGNORED,
-        );
-        let Some(dirs) = self.watches.get(&wd) else {
-            return (false, false);
-        };
-        if gone {
-            // A watched directory itself went away (a rules directory, or a link target's
-            // directory swapped out): what it held is gone too.
-            return (true, true);
-        }
-        let matters = name.is_some_and(|name| dirs.iter().any(|d| self.set.matters(d, &name)));
-        (matters, false)
+        self.debounce.due(now)
     }
 }
 
@@ -420,7 +405,7 @@ mod tests {
         fs::write(&rules, "a").unwrap();
         fs::create_dir(&rules_d).unwrap();
         let set = WatchSet::new(&[], &[rules.clone(), rules_d.clone()]);
-        let mut w = ConfigWatcher::new(set, Duration::from_millis(50)).unwrap();
+        let mut w = ConfigWatcher::new(set, Duration::from_millis(50));
         assert!(w.missing().is_empty(), "{:?}", w.missing());
         let long = Duration::from_secs(10);
         let short = Duration::from_millis(400);
@@ -494,8 +479,7 @@ mod tests {
         let mut old = version(1);
         std::os::unix::fs::symlink("..data/rules.yaml", root.join("rules.yaml")).unwrap();
         let paths = [root.join("rules.yaml")];
-        let mut w =
-            ConfigWatcher::new(WatchSet::new(&[], &paths), Duration::from_millis(50)).unwrap();
+        let mut w = ConfigWatcher::new(WatchSet::new(&[], &paths), Duration::from_millis(50));
         for n in 2..4 {
             let new = version(n);
             fs::remove_dir_all(&old).unwrap();
@@ -512,11 +496,40 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_directory_is_reported_not_fatal() {
+    fn a_directory_that_does_not_exist_yet_is_seen_when_it_appears() {
         let dir = tempfile::tempdir().unwrap();
-        let gone = dir.path().join("no/such/dir/rules.yaml");
-        let w = ConfigWatcher::new(WatchSet::new(&[], &[gone]), QUIET).unwrap();
-        assert_eq!(w.missing().len(), 1, "{:?}", w.missing());
-        assert!(w.set().dirs().count() == 1);
+        let later = dir.path().join("no/such/dir");
+        let rules = later.join("rules.yaml");
+        let mut w = ConfigWatcher::new(
+            WatchSet::new(&[], std::slice::from_ref(&rules)),
+            Duration::from_millis(50),
+        );
+        assert!(w.missing().is_empty(), "not existing is not an error");
+        assert!(
+            !reload_due(&mut w, Duration::from_millis(400)),
+            "nothing yet"
+        );
+        fs::create_dir_all(&later).unwrap();
+        fs::write(&rules, "x").unwrap();
+        assert!(reload_due(&mut w, Duration::from_secs(10)), "created");
+    }
+
+    #[test]
+    fn a_change_is_seen_only_at_the_next_look() {
+        let dir = tempfile::tempdir().unwrap();
+        let rules = dir.path().join("rules.yaml");
+        fs::write(&rules, "a").unwrap();
+        let mut w = ConfigWatcher::new(
+            WatchSet::new(&[], std::slice::from_ref(&rules)),
+            Duration::ZERO,
+        );
+        let t0 = Instant::now();
+        assert!(!w.poll(t0), "unchanged");
+        fs::write(&rules, "ab").unwrap();
+        assert!(
+            !w.poll(t0 + READ_EVERY / 2),
+            "within READ_EVERY of the last look nothing is read"
+        );
+        assert!(w.poll(t0 + READ_EVERY), "the next look sees it");
     }
 }

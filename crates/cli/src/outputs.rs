@@ -423,18 +423,12 @@ impl Agent {
         }
         match self.watcher.as_mut() {
             Some(watcher) => watcher.replace(set),
-            None => match ConfigWatcher::new(set, filewatch::QUIET) {
-                Ok(watcher) => self.watcher = Some(watcher),
-                Err(e) => {
-                    eprintln!("vigil: warning: watch_config_files: {e}; reload with SIGHUP");
-                    return;
-                }
-            },
+            None => self.watcher = Some(ConfigWatcher::new(set, filewatch::QUIET)),
         }
         if let Some(watcher) = &self.watcher {
             for dir in watcher.missing() {
                 eprintln!(
-                    "vigil: warning: watch_config_files: cannot watch `{}`; changes there \
+                    "vigil: warning: watch_config_files: cannot read `{}`; changes there \
                      are not seen until a reload",
                     dir.display()
                 );
