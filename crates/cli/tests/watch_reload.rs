@@ -94,6 +94,32 @@ fn text(lines: &Lines) -> String {
 }
 
 /// A running `vigil watch`.
+/// Stops `watch` with SIGTERM (it must exit successfully) and returns its `--stats` line.
+fn stop_for_stats(watch: &mut Watch) -> Value {
+    watch.signal("TERM");
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = watch.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "vigil watch did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The stats line is the last thing on stderr; the reader thread gets it once the pipe
+    // closes.
+    let stats_line = wait_line(&watch.stderr, WAIT, |l| {
+        serde_json::from_str::<Value>(l).is_ok_and(|v| v.get("events_in").is_some())
+    });
+    let err = text(&watch.stderr);
+    assert!(status.success(), "vigil watch exit {status}:\n{err}");
+    stats_line
+        .and_then(|l| serde_json::from_str(&l).ok())
+        .unwrap_or_else(|| panic!("no --stats line:\n{err}"))
+}
+
 struct Watch {
     child: Child,
     stdout: Lines,
@@ -300,28 +326,8 @@ fn sighup_reloads_rewritten_rules_without_losing_events_and_sigusr1_reopens_file
 
     // Stop; the counters across the reload: nothing dropped, in == processed + dropped.
     let mut watch = watch;
-    watch.signal("TERM");
-    let deadline = Instant::now() + WAIT;
-    let status = loop {
-        if let Some(status) = watch.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "vigil watch did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // The stats line is the last thing on stderr; the reader thread gets it once the pipe
-    // closes.
-    let stats_line = wait_line(&watch.stderr, WAIT, |l| {
-        serde_json::from_str::<Value>(l).is_ok_and(|v| v.get("events_in").is_some())
-    });
+    let stats = stop_for_stats(&mut watch);
     let err = text(&watch.stderr);
-    assert!(status.success(), "vigil watch exit {status}:\n{err}");
-    let stats: Value = stats_line
-        .and_then(|l| serde_json::from_str(&l).ok())
-        .unwrap_or_else(|| panic!("no --stats line:\n{err}"));
     let n = |k: &str| {
         stats[k]
             .as_u64()
@@ -484,26 +490,7 @@ fn sighup_pushes_which_failed_calls_the_kernel_filters_out() {
                 .is_some_and(|l| !l.contains(&"openat".to_owned())),
         "openat's failures are delivered after the reload: {after_reload:?}"
     );
-    watch.signal("TERM");
-    let deadline = Instant::now() + WAIT;
-    let status = loop {
-        if let Some(status) = watch.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "vigil watch did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let stats_line = wait_line(&watch.stderr, WAIT, |l| {
-        serde_json::from_str::<Value>(l).is_ok_and(|v| v.get("events_in").is_some())
-    });
-    let err = text(&watch.stderr);
-    assert!(status.success(), "vigil watch exit {status}:\n{err}");
-    let stats: Value = stats_line
-        .and_then(|l| serde_json::from_str(&l).ok())
-        .unwrap_or_else(|| panic!("no --stats line:\n{err}"));
+    let stats = stop_for_stats(&mut watch);
     let n = |k: &str| {
         stats[k]
             .as_u64()

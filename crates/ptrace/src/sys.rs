@@ -356,28 +356,55 @@ pub fn wake(tid: i32) -> io::Result<()> {
 /// Reads tracee memory at `addr` into `buf`; returns how many bytes were read (short at an
 /// unmapped page).
 pub fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
-    if buf.is_empty() {
+    // SAFETY: `buf` is valid and writable for its length.
+    unsafe { vm_transfer(pid, addr, buf.as_mut_ptr(), buf.len(), false) }
+}
+
+/// `process_vm_readv` (into) or `process_vm_writev` (from) the `len` bytes at `local`, one
+/// iovec on each side; returns how many bytes moved.
+///
+/// # Safety
+/// `local` must be valid for `len` bytes: writable when reading, readable when writing.
+unsafe fn vm_transfer(
+    pid: i32,
+    addr: u64,
+    local: *mut u8,
+    len: usize,
+    write: bool,
+) -> io::Result<usize> {
+    if len == 0 {
         return Ok(0);
     }
     let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
+        iov_base: local.cast(),
+        iov_len: len,
     };
     let remote = libc::iovec {
         iov_base: addr as usize as *mut libc::c_void,
-        iov_len: buf.len(),
+        iov_len: len,
     };
-    // SAFETY: `local` describes `buf`, valid and writable for its length; the remote iovec
-    // is only interpreted by the kernel in the other process's address space.
+    // SAFETY: `local` is valid for `len` bytes as the caller promises; the remote iovec is
+    // only interpreted by the kernel in the other process's address space.
     let n = unsafe {
-        libc::process_vm_readv(
-            pid,
-            std::ptr::addr_of!(local),
-            1,
-            std::ptr::addr_of!(remote),
-            1,
-            0,
-        )
+        if write {
+            libc::process_vm_writev(
+                pid,
+                std::ptr::addr_of!(local),
+                1,
+                std::ptr::addr_of!(remote),
+                1,
+                0,
+            )
+        } else {
+            libc::process_vm_readv(
+                pid,
+                std::ptr::addr_of!(local),
+                1,
+                std::ptr::addr_of!(remote),
+                1,
+                0,
+            )
+        }
     };
     if n < 0 {
         Err(io::Error::last_os_error())
@@ -389,34 +416,8 @@ pub fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
 /// Writes `data` into process `pid`'s memory at `addr` (`process_vm_writev`); returns how
 /// many bytes were written.
 pub fn write_mem(pid: i32, addr: u64, data: &[u8]) -> io::Result<usize> {
-    if data.is_empty() {
-        return Ok(0);
-    }
-    let local = libc::iovec {
-        iov_base: data.as_ptr().cast_mut().cast(),
-        iov_len: data.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as usize as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    // SAFETY: `local` describes `data`, valid for reads for its length (the kernel only reads
-    // it); the remote iovec is only interpreted by the kernel in the other process.
-    let n = unsafe {
-        libc::process_vm_writev(
-            pid,
-            std::ptr::addr_of!(local),
-            1,
-            std::ptr::addr_of!(remote),
-            1,
-            0,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(usize::try_from(n).unwrap_or(0))
-    }
+    // SAFETY: `data` is valid for reads for its length, and a write only reads it.
+    unsafe { vm_transfer(pid, addr, data.as_ptr().cast_mut(), data.len(), true) }
 }
 
 /// `waitpid(tid, __WALL)`, retried on `EINTR`: the next status change of that one tracee.
