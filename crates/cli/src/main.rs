@@ -562,14 +562,15 @@ fn list(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
 fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
     let config = selection.config.load()?;
     let mut ruleset = load_selection(selection, &config)?;
-    let folded = run::fold_for_workload(&mut ruleset, &outputs::host_name());
-    // Where the identity may change, the rules that cannot match here stop only in the
-    // processes that enter new namespaces.
-    let elsewhere_only = if run::identity_is_fixed().is_err() {
-        let mut here = load_selection(selection, &config)?;
-        run::fold_as_here(&mut here, &outputs::host_name())
+    let identity = run::identity_is_fixed();
+    let hostname = outputs::host_name();
+    // Where the identity is fixed the rules that cannot match here are disabled; where it
+    // may change they stop only in the processes that enter new namespaces.
+    let (folded, elsewhere_only) = if identity.is_ok() {
+        (run::fold_as_here(&mut ruleset, &hostname), Vec::new())
     } else {
-        Vec::new()
+        let mut here = load_selection(selection, &config)?;
+        (Vec::new(), run::fold_as_here(&mut here, &hostname))
     };
     let filter = vigil_engine::KernelFilter::derive(&ruleset, None, false)
         .map_err(|e| InvalidInput(e.to_string()))?;
@@ -630,7 +631,7 @@ fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
         }
     }
     if !json {
-        if let Err(why) = run::identity_is_fixed() {
+        if let Err(why) = identity {
             writeln!(
                 out,
                 "no rule is folded: a workload started here may change its container identity \

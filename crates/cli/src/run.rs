@@ -412,19 +412,10 @@ pub fn identity_is_fixed() -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Disables the rules that cannot match a workload started from here: its container, the
-/// Kubernetes fields and the host name are those of this process for the whole run
-/// ([`vigil_engine::fold_workload_constants`]), when [`identity_is_fixed`]. Returns the
-/// indices of the rules disabled.
-pub fn fold_for_workload(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
-    if identity_is_fixed().is_err() {
-        return Vec::new();
-    }
-    fold_as_here(ruleset, hostname)
-}
-
 /// Disables the rules of `ruleset` that cannot match a process with this process's
-/// container, Kubernetes fields and host name; returns their indices.
+/// container, Kubernetes fields and host name
+/// ([`vigil_engine::fold_workload_constants`]); returns their indices. Where
+/// [`identity_is_fixed`], those fields stay this process's for a whole run started here.
 pub fn fold_as_here(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
     let mut state = vigil_state::State::new(vigil_state::StateConfig {
         hostname: hostname.as_bytes().to_vec(),
@@ -485,7 +476,11 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let (config, mut ruleset) = configure(&args.rules)?;
     let hostname = crate::outputs::host_name();
     let folds = identity_is_fixed().is_ok();
-    let folded = fold_for_workload(&mut ruleset, &hostname);
+    let folded = if folds {
+        fold_as_here(&mut ruleset, &hostname)
+    } else {
+        Vec::new()
+    };
     if !folded.is_empty() {
         log::info!(
             "{} rule(s) cannot match this workload (its container and host are fixed) and cost \
@@ -504,10 +499,10 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     });
     let filter = KernelFilter::derive(&ruleset, enforce.as_ref(), args.write.is_some())
         .map_err(|e| InvalidInput(e.to_string()))?;
-    let in_place = match identity_is_fixed() {
-        Ok(()) => None,
-        Err(_) if args.learn.is_some() => None,
-        Err(_) => in_place_interest(&args.rules, &hostname, &filter, args.write.is_some())?,
+    let in_place = if folds || args.learn.is_some() {
+        None
+    } else {
+        in_place_interest(&args.rules, &hostname, &filter, args.write.is_some())?
     };
     if let Some((_, names)) = &in_place {
         log::info!(
@@ -559,7 +554,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let configure_again = move || -> Result<(Config, Ruleset)> {
         let (config, mut ruleset) = configure(&selection)?;
         if folds {
-            fold_for_workload(&mut ruleset, &reload_hostname);
+            fold_as_here(&mut ruleset, &reload_hostname);
         }
         RunningFilter::derive(reload_enforce.as_ref(), everything, &ruleset)
             .map_err(|e| InvalidInput(e.to_string()))?;

@@ -1126,8 +1126,9 @@ fn multivalue_transformers_match_live_and_in_replay() {
 /// requires `evt.rawres in (0, 1, 2)` and a socket. The tracer tries the call at entry as a
 /// success with each of those results: a `dup` of stdin (not a socket) matches nothing
 /// whatever it returns and runs without its exit stop (`skipped_exits`), with this rule and
-/// with Falco's stable rules (whose rule, as root, is not folded away); a socket dup'ed onto
-/// a closed stdin still alerts, and a socket dup'ed elsewhere does not.
+/// with Falco's stable rules (whose rule is container-guarded: as root it stops only in
+/// processes that enter new namespaces, so the host's `dup`s take no stop at all); a socket
+/// dup'ed onto a closed stdin still alerts, and a socket dup'ed elsewhere does not.
 #[test]
 fn dup_exits_are_decided_at_entry() {
     if !can_trace("dup_entry") {
