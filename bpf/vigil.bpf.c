@@ -229,14 +229,6 @@ struct {
 	__type(value, __u8);
 } fallback_nrs SEC(".maps");
 
-// Slot 0: `vigil_sys_fexit`, the capture program the per-syscall fexit stubs tail-call.
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} sys_progs SEC(".maps");
-
 // Syscall numbers whose fexit stub is attached (1), for the fork program under HOOK_FEXIT.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -595,13 +587,75 @@ static __always_inline __u32 put_path(__u8 *buf, __u32 off, __u8 tag, const stru
 	return put_components(buf, off, tag, c.n, c.truncated ? BLOB_TRUNCATED : 0);
 }
 
-// `kernfs_node.__parent` (named `parent` before Linux 6.15). A CO-RE fallback for the old name
-// leaves a poisoned instruction in this bpf_loop callback, which the kernel refuses (EINVAL)
-// even though it is unreachable; kernels before 6.15 would need a second program variant.
+// ----- kernel differences (CO-RE flavours: libbpf ignores the `___suffix` when it matches a
+// flavour against the running kernel's types, and each `bpf_core_field_exists` is a constant
+// fixed at load time, so the branch for other kernels is dead code the verifier never walks) -----
+
+// `kernfs_node.parent` became `__parent` in Linux 6.15 ("kernfs: Use RCU
+// to access kernfs_node::parent").
+struct kernfs_node___pre615 {
+	struct kernfs_node *parent;
+} __attribute__((preserve_access_index));
+
 static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
 {
-	return BPF_CORE_READ(kn, __parent);
+	if (bpf_core_field_exists(kn->__parent))
+		return BPF_CORE_READ(kn, __parent);
+	return BPF_CORE_READ((struct kernfs_node___pre615 *)kn, parent);
 }
+
+// An inode's change and modification times: `i_{c,m}time_sec`/`_nsec` since Linux 6.11 ("fs: switch
+// timespec64 fields in inode to discrete integers"); before that `__i_ctime` (6.6) and
+// `__i_mtime` (6.7) as a `struct timespec64`, and `i_ctime`/`i_mtime` before those.
+struct inode___pre611 {
+	struct timespec64 __i_ctime;
+	struct timespec64 __i_mtime;
+} __attribute__((preserve_access_index));
+
+struct inode___pre66 {
+	struct timespec64 i_ctime;
+	struct timespec64 i_mtime;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 ts64_ns(__s64 sec, long nsec)
+{
+	return (__u64)sec * 1000000000ull + (__u64)nsec;
+}
+
+static __always_inline __u64 inode_ctime_ns(struct inode *ino)
+{
+	if (bpf_core_field_exists(ino->i_ctime_sec))
+		return ts64_ns(BPF_CORE_READ(ino, i_ctime_sec), BPF_CORE_READ(ino, i_ctime_nsec));
+	struct inode___pre611 *v66 = (void *)ino;
+	if (bpf_core_field_exists(v66->__i_ctime))
+		return ts64_ns(BPF_CORE_READ(v66, __i_ctime.tv_sec),
+			       BPF_CORE_READ(v66, __i_ctime.tv_nsec));
+	struct inode___pre66 *old = (void *)ino;
+	return ts64_ns(BPF_CORE_READ(old, i_ctime.tv_sec), BPF_CORE_READ(old, i_ctime.tv_nsec));
+}
+
+static __always_inline __u64 inode_mtime_ns(struct inode *ino)
+{
+	if (bpf_core_field_exists(ino->i_mtime_sec))
+		return ts64_ns(BPF_CORE_READ(ino, i_mtime_sec), BPF_CORE_READ(ino, i_mtime_nsec));
+	struct inode___pre611 *v67 = (void *)ino;
+	if (bpf_core_field_exists(v67->__i_mtime))
+		return ts64_ns(BPF_CORE_READ(v67, __i_mtime.tv_sec),
+			       BPF_CORE_READ(v67, __i_mtime.tv_nsec));
+	struct inode___pre66 *old = (void *)ino;
+	return ts64_ns(BPF_CORE_READ(old, i_mtime.tv_sec), BPF_CORE_READ(old, i_mtime.tv_nsec));
+}
+
+// A capability set as 64 bits. `kernel_cap_t` is `{ u64 val; }` since Linux 6.3 ("capability:
+// just use a 'u64' instead of a 'u32[2]' array") and `{ u32 cap[2];
+// }` before: the same 8 bytes little-endian either way, so the field is read whole at its
+// relocated offset.
+#define CRED_CAPS(cred, field)                                                                  \
+	({                                                                                      \
+		__u64 __caps = 0;                                                               \
+		bpf_core_read(&__caps, sizeof(__caps), &(cred)->field);                         \
+		__caps;                                                                         \
+	})
 
 #define MAX_CGROUP_DEPTH 12
 
@@ -870,10 +924,23 @@ static __always_inline int on_completed(const struct pt_regs *regs, long ret)
 }
 
 // HOOK_FEXIT: the capture program, reached by tail call from the fexit stub of each watched
-// syscall (`bpf/vigil_stubs.bpf.c`). Loaded for `__x64_sys_openat` (the stubs' targets have
-// the same prototype, so their context is this program's) and never attached itself.
+// syscall (`bpf/vigil_stubs.bpf.c`). Loaded for `__x64_sys_openat` and never attached itself.
+// A tail call is allowed only between programs whose targets have the same BTF prototype
+// (Linux 6.11, "bpf: Prevent tail call between progs attached to different hooks", backported
+// to the stable kernels: Debian's 6.1 has it). Every `__x64_sys_X` takes one `const struct
+// pt_regs *` and returns `long`, but the parameter is named `regs` or `__unused` (the
+// SYSCALL_DEFINE0 and COND_SYSCALL wrappers), and BTF keeps the two prototypes apart. So the
+// capture program is loaded twice: `vigil_sys_fexit1` is loaded for a target of the other
+// prototype, which user space finds in the kernel's BTF, and serves the stubs of the syscalls
+// with that prototype (user space puts the right one in each stub object's `sys_progs`).
 SEC("fexit/__x64_sys_openat")
 int BPF_PROG(vigil_sys_fexit, const struct pt_regs *regs, long ret)
+{
+	return on_completed(regs, ret);
+}
+
+SEC("fexit/__x64_sys_openat")
+int BPF_PROG(vigil_sys_fexit1, const struct pt_regs *regs, long ret)
 {
 	return on_completed(regs, ret);
 }
@@ -1144,9 +1211,9 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	ei->gid = BPF_CORE_READ(cred, gid.val);
 	ei->euid = BPF_CORE_READ(cred, euid.val);
 	ei->egid = BPF_CORE_READ(cred, egid.val);
-	ei->cap_inheritable = BPF_CORE_READ(cred, cap_inheritable.val);
-	ei->cap_permitted = BPF_CORE_READ(cred, cap_permitted.val);
-	ei->cap_effective = BPF_CORE_READ(cred, cap_effective.val);
+	ei->cap_inheritable = CRED_CAPS(cred, cap_inheritable);
+	ei->cap_permitted = CRED_CAPS(cred, cap_permitted);
+	ei->cap_effective = CRED_CAPS(cred, cap_effective);
 	if (bpf_core_field_exists(task->loginuid))
 		ei->loginuid = BPF_CORE_READ(task, loginuid.val);
 	else
@@ -1170,17 +1237,18 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 			exe_flags |= EXE_WRITABLE;
 		// An overlayfs file whose upper dentry exists was written (or copied up) in the
 		// upper layer, i.e. after the container's image was assembled.
-		if (BPF_CORE_READ(ino, i_sb, s_magic) == OVERLAYFS_SUPER_MAGIC) {
+		// `struct ovl_inode` is known only where overlayfs is built in or its module was
+		// loaded when Vigil started (libbpf reads module BTF too).
+		if (bpf_core_type_exists(struct ovl_inode) &&
+		    BPF_CORE_READ(ino, i_sb, s_magic) == OVERLAYFS_SUPER_MAGIC) {
 			struct ovl_inode *oi = (struct ovl_inode *)((void *)ino -
 				bpf_core_field_offset(struct ovl_inode, vfs_inode));
 			if (BPF_CORE_READ(oi, __upperdentry))
 				exe_flags |= EXE_UPPER_LAYER;
 		}
 		ei->exe_ino = BPF_CORE_READ(ino, i_ino);
-		ei->exe_ctime = (__u64)BPF_CORE_READ(ino, i_ctime_sec) * 1000000000ull +
-				BPF_CORE_READ(ino, i_ctime_nsec);
-		ei->exe_mtime = (__u64)BPF_CORE_READ(ino, i_mtime_sec) * 1000000000ull +
-				BPF_CORE_READ(ino, i_mtime_nsec);
+		ei->exe_ctime = inode_ctime_ns(ino);
+		ei->exe_mtime = inode_mtime_ns(ino);
 	}
 	ei->vtid = ns_nr(BPF_CORE_READ(task, thread_pid));
 	ei->vpid = ns_nr(BPF_CORE_READ(task, group_leader, thread_pid));

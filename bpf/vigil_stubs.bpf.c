@@ -3,9 +3,12 @@
 // The per-syscall fexit stubs of HOOK_FEXIT (see vigil.bpf.c). A BPF trampoline needs a program
 // loaded for its target function, so each watched syscall `__x64_sys_X` gets one of these
 // stubs (user space sets its target before load and loads only the stubs it needs); each
-// tail-calls the one capture program, `vigil_sys_fexit`, in slot 0 of `sys_progs` (the main
-// object's map, reused). Every `__x64_sys_X` takes `const struct pt_regs *` and returns `long`,
-// so the capture program sees the same context whatever the syscall.
+// tail-calls the capture program user space puts in slot 0 of this object's `sys_progs`:
+// `vigil_sys_fexit` or `vigil_sys_fexit1`, the one loaded for the stubs' prototype (a tail
+// call needs the same BTF prototype on both sides; see vigil.bpf.c). Every `__x64_sys_X`
+// takes `const struct pt_regs *` and returns `long`, so the capture program sees the same
+// context whatever the syscall. The objects of one prototype share nothing: the map is
+// created per object and lives as long as its stubs.
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

@@ -33,7 +33,9 @@ mod sys;
 
 pub use decode::Decoder;
 pub use spec::{driver_interest, STATE_NEEDS, STATE_USES_FAILED};
-pub use sys::{fexit_target, Floor, Hook, KernelDrops};
+pub use sys::{
+    fexit_target, missing_feature, Feature, Floor, Hook, KernelDrops, OLDEST_KERNEL, REQUIRED,
+};
 
 /// Why the eBPF driver cannot run or go on.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +58,17 @@ pub enum EbpfError {
          run the workload under Vigil instead: `vigil run -- CMD`"
     )]
     NoTracefs { message: String },
+    #[error(
+        "eBPF capture needs the {feature} (Linux {since} or later), which this kernel \
+         ({release}) lacks; Vigil's eBPF capture supports Linux {oldest} or later. Run the \
+         workload under Vigil instead: `vigil run -- CMD`",
+        oldest = sys::OLDEST_KERNEL
+    )]
+    Unsupported {
+        feature: &'static str,
+        since: &'static str,
+        release: String,
+    },
     #[error("cannot {what}: {message}")]
     Load { what: &'static str, message: String },
     #[error("cannot attach the eBPF program to tracepoint `{name}`: {message}")]
@@ -156,6 +169,13 @@ pub fn check_support() -> Result<(), EbpfError> {
     Ok(())
 }
 
+/// The running kernel's release (`uname -r`), for messages.
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "release unknown".to_owned())
+}
+
 /// Host-wide capture through eBPF.
 pub struct BpfSource {
     bpf: sys::Bpf,
@@ -197,18 +217,24 @@ impl BpfSource {
     {
         check_support()?;
         let tgid = std::process::id();
-        let load = |hook| sys::Bpf::load(tgid, sys::Tracefs::open()?, hook, options.floor);
+        if let Some(feature) = sys::missing_feature() {
+            return Err(EbpfError::Unsupported {
+                feature: feature.name,
+                since: feature.since,
+                release: kernel_release(),
+            });
+        }
+        let load = |hook, save_log| {
+            sys::Bpf::load(tgid, sys::Tracefs::open()?, hook, options.floor, save_log)
+        };
         let (bpf, hook_fallback) = match options.hook {
-            Some(hook) => (load(hook)?, None),
+            Some(hook) => (load(hook, true)?, None),
             None => {
-                // A kernel without BPF trampolines refuses the load: not worth libbpf's
-                // messages, the reason is reported instead.
-                let prev = libbpf_rs::set_print(None);
-                let fexit = load(Hook::Fexit);
-                libbpf_rs::set_print(prev);
-                match fexit {
+                // A kernel without BPF trampolines refuses the load: its log is not kept,
+                // the reason is reported instead.
+                match load(Hook::Fexit, false) {
                     Ok(bpf) => (bpf, None),
-                    Err(e) => (load(Hook::Exit)?, Some(e.to_string())),
+                    Err(e) => (load(Hook::Exit, true)?, Some(e.to_string())),
                 }
             }
         };

@@ -101,8 +101,10 @@ impl Floor {
 enum SyscallLinks {
     /// Enter and exit tracepoints.
     Tracepoint(Link, Link),
-    /// The fexit stub on `__x64_sys_X`.
-    Fexit(Link),
+    /// The fexit stub on `__x64_sys_X`, and its object's `sys_progs` (a program array is
+    /// emptied by the kernel when user space holds no reference to it any more: kept while a
+    /// stub of the object is attached).
+    Fexit(Link, Rc<MapHandle>),
     /// Marked in `hooked_nrs` for the shared `sys_exit` program (for execveat, also the
     /// entry tracepoint that keeps its pathname for the exec record).
     Raw(Option<Link>),
@@ -114,11 +116,199 @@ impl SyscallLinks {
     fn into_links(self) -> Vec<Link> {
         match self {
             SyscallLinks::Tracepoint(enter, exit) => vec![enter, exit],
-            SyscallLinks::Fexit(link) => vec![link],
+            SyscallLinks::Fexit(link, _slot) => vec![link],
             SyscallLinks::Raw(link) => link.into_iter().collect(),
             SyscallLinks::Exit(exit, enter) => std::iter::once(exit).chain(enter).collect(),
         }
     }
+}
+
+/// The BTF prototype (type id) of kernel function `name`, if the kernel's BTF has it.
+fn prototype_of(btf: &libbpf_rs::btf::Btf<'_>, name: &str) -> Option<libbpf_rs::btf::TypeId> {
+    use libbpf_rs::btf::ReferencesType as _;
+    btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(name)
+        .map(|f| f.referenced_type_id())
+}
+
+/// The distinct prototypes of the syscall functions, each with a function that has it: first
+/// `__x64_sys_openat`'s (the capture program's compiled-in target), then the first other one
+/// found in the syscall table (at most two: the capture program is loaded once for each).
+fn fexit_prototypes(btf: &libbpf_rs::btf::Btf<'_>) -> Vec<(libbpf_rs::btf::TypeId, String)> {
+    let first = fexit_target("openat");
+    let Some(base) = prototype_of(btf, &first) else {
+        return Vec::new();
+    };
+    let mut protos = vec![(base, first)];
+    for spec in vigil_event::table::events() {
+        if spec.nr.is_none() {
+            continue;
+        }
+        let target = fexit_target(crate::spec::tracepoint_name(spec.name));
+        if let Some(proto) = prototype_of(btf, &target) {
+            if proto != base {
+                protos.push((proto, target));
+                break;
+            }
+        }
+    }
+    protos
+}
+
+/// The function a fexit stub for syscall `name` attaches to, and the index in `protos` of its
+/// prototype (which capture program serves it): `__x64_sys_X`, or for a syscall without
+/// arguments `__do_sys_X` (there `__x64_sys_X` is an alias of it, and BTF names only the
+/// aliased function: `SYSCALL_DEFINE0` in arch/x86/include/asm/syscall_wrapper.h). A
+/// `__do_sys_X` taking the syscall's own arguments has another prototype and is never chosen.
+fn fexit_function(
+    btf: &libbpf_rs::btf::Btf<'_>,
+    protos: &[libbpf_rs::btf::TypeId],
+    name: &str,
+) -> Option<(usize, String)> {
+    [fexit_target(name), format!("__do_sys_{name}")]
+        .into_iter()
+        .find_map(|target| {
+            let proto = prototype_of(btf, &target)?;
+            let group = protos.iter().position(|&p| p == proto)?;
+            Some((group, target))
+        })
+}
+
+/// A kernel feature the programs need, with the first Linux release that has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Feature {
+    /// What it is, as a user would look it up (`BPF helper bpf_loop`).
+    pub name: &'static str,
+    /// The first Linux release with it (`5.17`).
+    pub since: &'static str,
+}
+
+/// The oldest Linux release that has every [`REQUIRED`] feature.
+pub const OLDEST_KERNEL: &str = "5.17";
+
+/// What `bpf/vigil.bpf.c` needs beyond BTF and `tp_btf` programs (5.5), probed before the
+/// object is loaded so that a kernel without one is named in one line instead of a verifier
+/// log. In the order of the releases that brought them.
+pub const REQUIRED: [Feature; 4] = [
+    Feature {
+        name: "BPF map type ringbuf",
+        since: "5.8",
+    },
+    Feature {
+        name: "BPF map type task_storage",
+        since: "5.11",
+    },
+    Feature {
+        name: "BPF helper bpf_task_pt_regs",
+        since: "5.15",
+    },
+    Feature {
+        name: "BPF helper bpf_loop",
+        since: "5.17",
+    },
+];
+
+/// The first [`REQUIRED`] feature this kernel lacks. A probe that cannot decide (an error
+/// other than "not supported") counts as present: the load that follows then reports it.
+pub fn missing_feature() -> Option<Feature> {
+    use libbpf_rs::libbpf_sys as sys;
+    let prev = libbpf_rs::set_print(None);
+    let present = |i: usize| -> bool {
+        // SAFETY: the probes take plain integers and a null options pointer (allowed: "opts
+        // must be NULL"); they load and close a throw-away map or program.
+        let r = unsafe {
+            match i {
+                0 => sys::libbpf_probe_bpf_map_type(sys::BPF_MAP_TYPE_RINGBUF, std::ptr::null()),
+                1 => {
+                    sys::libbpf_probe_bpf_map_type(sys::BPF_MAP_TYPE_TASK_STORAGE, std::ptr::null())
+                }
+                2 => sys::libbpf_probe_bpf_helper(
+                    sys::BPF_PROG_TYPE_TRACEPOINT,
+                    sys::BPF_FUNC_task_pt_regs,
+                    std::ptr::null(),
+                ),
+                _ => sys::libbpf_probe_bpf_helper(
+                    sys::BPF_PROG_TYPE_TRACEPOINT,
+                    sys::BPF_FUNC_loop,
+                    std::ptr::null(),
+                ),
+            }
+        };
+        r != 0
+    };
+    let missing = (0..REQUIRED.len())
+        .find(|&i| !present(i))
+        .map(|i| REQUIRED[i]);
+    libbpf_rs::set_print(prev);
+    missing
+}
+
+/// libbpf's messages while the object loads (the verifier's log among them): kept, not
+/// printed, so that a refused load is one line on the terminal and the log goes to a file.
+static LOAD_LOG: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+/// Most of libbpf's messages kept per load.
+const LOAD_LOG_LIMIT: usize = 8 << 20;
+
+fn keep_libbpf_message(_level: libbpf_rs::PrintLevel, message: String) {
+    let mut log = LOAD_LOG.lock().unwrap_or_else(|e| e.into_inner());
+    if log.len() + message.len() <= LOAD_LOG_LIMIT {
+        log.push_str(&message);
+    }
+}
+
+/// Runs `load` with libbpf's messages kept in [`LOAD_LOG`]; returns them with the result.
+fn with_load_log<T>(load: impl FnOnce() -> T) -> (T, String) {
+    LOAD_LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    let prev = libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, keep_libbpf_message)));
+    let result = load();
+    libbpf_rs::set_print(prev);
+    let log = std::mem::take(&mut *LOAD_LOG.lock().unwrap_or_else(|e| e.into_inner()));
+    (result, log)
+}
+
+/// Why libbpf's log says a load failed, in one line: the refused program and the verifier's
+/// last words (the line before its summary).
+fn load_failure_reason(log: &str) -> Option<String> {
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let begin = lines
+        .iter()
+        .position(|l| l.contains("-- BEGIN PROG LOAD LOG --"))?;
+    let program = lines[begin].split('\'').nth(1).unwrap_or("?").to_owned();
+    let end = lines[begin..]
+        .iter()
+        .position(|l| l.contains("-- END PROG LOAD LOG --"))
+        .map_or(lines.len(), |p| begin + p);
+    let last = lines[begin + 1..end].iter().rev().find(|l| {
+        !l.starts_with("processed ")
+            && !l.starts_with("verification time")
+            && !l.starts_with("stack depth")
+    })?;
+    Some(format!(
+        "the kernel refused program `{program}`: {}",
+        last.trim_start_matches("libbpf: ")
+    ))
+}
+
+/// Writes libbpf's log of a failed load (`vigil watch` names the file in its error) to a new file only this user can read; its path.
+fn save_load_log(log: &str) -> Option<PathBuf> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = std::env::temp_dir().join(format!(
+        "vigil-bpf-load-{}-{}.log",
+        std::process::id(),
+        boot_now()
+    ));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .ok()?;
+    file.write_all(log.as_bytes()).ok()?;
+    Some(path)
 }
 
 /// Stubs in `bpf/vigil_stubs.bpf.c` (one object holds this many; more are opened as needed).
@@ -154,6 +344,9 @@ pub struct Bpf {
     raw_exit: Option<Link>,
     /// Kernel BTF, to check that a syscall's `__x64_sys_X` exists before loading its stub.
     vmlinux: Option<libbpf_rs::btf::Btf<'static>>,
+    /// `fexit`: the BTF prototypes of the `__x64_sys_X` targets the capture programs serve
+    /// (index 0: `vigil_sys_fexit`, 1: `vigil_sys_fexit1`; see `bpf/vigil.bpf.c`).
+    fexit_protos: Vec<libbpf_rs::btf::TypeId>,
     /// `raw_syscalls` enter/exit, attached while a watched syscall has no tracepoint.
     raw_links: Option<(Link, Link)>,
     /// Syscall numbers captured through `raw_syscalls` (set in `fallback_nrs`).
@@ -184,6 +377,7 @@ impl Bpf {
         tracefs: Tracefs,
         hook: Hook,
         floor: Floor,
+        save_log: bool,
     ) -> Result<Bpf, EbpfError> {
         let ncpus = libbpf_rs::num_possible_cpus().map_err(load_err("count CPUs"))?;
         let ncpus = u32::try_from(ncpus.max(1)).unwrap_or(u32::MAX);
@@ -204,6 +398,20 @@ impl Bpf {
             };
             rodata.floor_mode = floor.code();
         }
+        let vmlinux = if hook == Hook::Fexit {
+            Some(libbpf_rs::btf::Btf::from_vmlinux().map_err(load_err("read the kernel's BTF"))?)
+        } else {
+            None
+        };
+        let fexit_protos = vmlinux.as_ref().map(fexit_prototypes).unwrap_or_default();
+        match fexit_protos.get(1) {
+            Some((_, target)) => open
+                .progs
+                .vigil_sys_fexit1
+                .set_attach_target(0, Some(target.clone()))
+                .map_err(load_err("set the second capture program's target"))?,
+            None => open.progs.vigil_sys_fexit1.set_autoload(false),
+        }
         if hook != Hook::Fexit {
             // Trampolines are not needed (and may not be supported).
             open.progs.vigil_sys_fexit.set_autoload(false);
@@ -221,7 +429,17 @@ impl Bpf {
             .scratch
             .set_max_entries(ncpus)
             .map_err(load_err("size the record scratch array"))?;
-        let skel = open.load().map_err(load_err("load the BPF programs"))?;
+        let (skel, log) = with_load_log(|| open.load());
+        let skel = skel.map_err(|source| {
+            let reason = load_failure_reason(&log).unwrap_or_else(|| source.to_string());
+            EbpfError::Load {
+                what: "load the BPF programs",
+                message: match save_log.then(|| save_load_log(&log)).flatten() {
+                    Some(path) => format!("{reason} (libbpf's log: {})", path.display()),
+                    None => reason,
+                },
+            }
+        })?;
 
         let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
             sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
@@ -263,13 +481,7 @@ impl Bpf {
             .build()
             .map_err(load_err("build the ring-buffer reader"))?;
         let mut lifecycle = Vec::new();
-        let mut vmlinux = None;
         if hook == Hook::Fexit {
-            let fd = skel.progs.vigil_sys_fexit.as_fd().as_raw_fd();
-            skel.maps
-                .sys_progs
-                .update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
-                .map_err(load_err("install the syscall capture program"))?;
             for (name, prog) in [
                 ("__x64_sys_execve", &skel.progs.vigil_execve_entry),
                 ("__x64_sys_execveat", &skel.progs.vigil_execveat_entry),
@@ -280,9 +492,6 @@ impl Bpf {
                 })?;
                 lifecycle.push(link);
             }
-            vmlinux = Some(
-                libbpf_rs::btf::Btf::from_vmlinux().map_err(load_err("read the kernel's BTF"))?,
-            );
         }
         for (name, prog) in [
             ("sched_process_fork", &skel.progs.vigil_fork),
@@ -300,6 +509,7 @@ impl Bpf {
             hook,
             raw_exit: None,
             vmlinux,
+            fexit_protos: fexit_protos.into_iter().map(|(id, _)| id).collect(),
             raw_links: None,
             fallback: Vec::new(),
             _lifecycle_links: lifecycle,
@@ -330,16 +540,16 @@ impl Bpf {
                 .join("syscalls")
                 .join(format!("sys_enter_{name}"))
                 .is_dir(),
-            Hook::Fexit => self.vmlinux.as_ref().is_some_and(|btf| {
-                btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(&fexit_target(name))
-                    .is_some()
-            }),
+            Hook::Fexit => self.fexit_group(name).is_some(),
         }
     }
 
-    /// Hooks exactly the syscalls `wanted` (number, tracepoint name, capture spec, and
-    /// whether its failed calls are filtered out in the kernel), unhooking the others.
-    /// Returns how many are hooked.
+    /// `fexit`: which capture program serves syscall `name`, and the function its stub
+    /// attaches to ([`fexit_function`]).
+    fn fexit_group(&self, name: &str) -> Option<(usize, String)> {
+        fexit_function(self.vmlinux.as_ref()?, &self.fexit_protos, name)
+    }
+
     pub fn set_syscalls(
         &mut self,
         wanted: &[(u16, &'static str, CaptureSpec, bool)],
@@ -431,11 +641,21 @@ impl Bpf {
                 }
             }
             Hook::Fexit => {
-                for chunk in new.chunks(STUBS_PER_OBJECT) {
-                    let links = self.load_stubs(chunk)?;
-                    for ((nr, _), link) in chunk.iter().zip(links) {
-                        self.set_hooked(*nr, true)?;
-                        self.syscall_links.insert(*nr, SyscallLinks::Fexit(link));
+                let mut groups: BTreeMap<usize, Vec<(u16, String)>> = BTreeMap::new();
+                for (nr, name) in new {
+                    // can_hook() admitted only syscalls with a group.
+                    if let Some((group, target)) = self.fexit_group(name) {
+                        groups.entry(group).or_default().push((nr, target));
+                    }
+                }
+                for (group, members) in groups {
+                    for chunk in members.chunks(STUBS_PER_OBJECT) {
+                        let (links, slot) = self.load_stubs(chunk, group)?;
+                        for ((nr, _), link) in chunk.iter().zip(links) {
+                            self.set_hooked(*nr, true)?;
+                            self.syscall_links
+                                .insert(*nr, SyscallLinks::Fexit(link, Rc::clone(&slot)));
+                        }
                     }
                 }
             }
@@ -480,37 +700,57 @@ impl Bpf {
             .map_err(load_err("fill the hooked-syscall map"))
     }
 
-    /// Loads one fexit stub per syscall of `wanted` (at most [`STUBS_PER_OBJECT`]) from a
-    /// new instance of the stubs object, sharing the capture program's slot map, and
-    /// attaches each to its `__x64_sys_X`. The links keep the stubs loaded; the object
-    /// itself is closed on return.
-    fn load_stubs(&self, wanted: &[(u16, &'static str)]) -> Result<Vec<Link>, EbpfError> {
+    /// Loads one fexit stub per syscall of `wanted` (syscall number and target function, all
+    /// of prototype group `group`; at most [`STUBS_PER_OBJECT`]) from a new instance of the
+    /// stubs object, puts that group's capture program in the object's slot map, and attaches
+    /// each stub to its target. The links keep the stubs loaded, the returned handle keeps
+    /// the slot filled; the object itself is closed on return.
+    fn load_stubs(
+        &self,
+        wanted: &[(u16, String)],
+        group: usize,
+    ) -> Result<(Vec<Link>, Rc<MapHandle>), EbpfError> {
         let mut storage = MaybeUninit::uninit();
         let mut open = VigilStubsSkelBuilder::default()
             .open(&mut storage)
             .map_err(load_err("open the fexit stubs"))?;
-        open.maps
-            .sys_progs
-            .reuse_fd(self.skel.maps.sys_progs.as_fd())
-            .map_err(load_err("share the syscall capture slot"))?;
         for (i, mut prog) in open.open_object_mut().progs_mut().enumerate() {
             match wanted.get(i) {
-                Some((_, name)) => prog
-                    .set_attach_target(0, Some(fexit_target(name)))
+                Some((_, target)) => prog
+                    .set_attach_target(0, Some(target.clone()))
                     .map_err(load_err("set a fexit stub's target"))?,
                 None => prog.set_autoload(false),
             }
         }
-        let skel = open.load().map_err(load_err("load the fexit stubs"))?;
+        let (skel, log) = with_load_log(|| open.load());
+        let skel = skel.map_err(|source| EbpfError::Load {
+            what: "load the fexit stubs",
+            message: load_failure_reason(&log).unwrap_or_else(|| source.to_string()),
+        })?;
+        let capture = if group == 0 {
+            self.skel.progs.vigil_sys_fexit.as_fd()
+        } else {
+            self.skel.progs.vigil_sys_fexit1.as_fd()
+        };
+        skel.maps
+            .sys_progs
+            .update(
+                &0u32.to_ne_bytes(),
+                &capture.as_raw_fd().to_ne_bytes(),
+                MapFlags::ANY,
+            )
+            .map_err(load_err("install the syscall capture program"))?;
+        let slot = MapHandle::try_from(&skel.maps.sys_progs)
+            .map_err(load_err("keep the syscall capture slot"))?;
         let mut links = Vec::with_capacity(wanted.len());
-        for (prog, (_, name)) in skel.object().progs_mut().zip(wanted) {
+        for (prog, (_, target)) in skel.object().progs_mut().zip(wanted) {
             let link = prog.attach().map_err(|e| EbpfError::Attach {
-                name: format!("fexit/{}", fexit_target(name)),
+                name: format!("fexit/{target}"),
                 message: e.to_string(),
             })?;
             links.push(link);
         }
-        Ok(links)
+        Ok((links, Rc::new(slot)))
     }
 
     /// Captures exactly the syscalls `wanted` (number and capture spec) through the
@@ -975,6 +1215,69 @@ fn now(clock: libc::clockid_t) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Against the kernel's own BTF (readable by anyone): the two prototypes of the syscall
+    /// functions, and the aliased `__do_sys_X` of a syscall without arguments. Skips where
+    /// the kernel has no BTF (the driver needs it anyway).
+    #[test]
+    fn fexit_targets_follow_the_kernels_btf() {
+        let Ok(btf) = libbpf_rs::btf::Btf::from_vmlinux() else {
+            assert!(
+                !Path::new("/sys/kernel/btf/vmlinux").exists(),
+                "the kernel's BTF exists but cannot be read"
+            );
+            return;
+        };
+        let protos = fexit_prototypes(&btf);
+        assert_eq!(
+            protos.first().map(|p| p.1.as_str()),
+            Some("__x64_sys_openat")
+        );
+        let ids: Vec<_> = protos.iter().map(|p| p.0).collect();
+        assert_eq!(
+            fexit_function(&btf, &ids, "openat"),
+            Some((0, "__x64_sys_openat".to_owned()))
+        );
+        // fork has no arguments: where BTF has `__do_sys_fork` (x86 kernels since the
+        // pt_regs wrappers), it is the target, served by the other prototype's program.
+        if prototype_of(&btf, "__x64_sys_fork").is_none()
+            && prototype_of(&btf, "__do_sys_fork").is_some()
+        {
+            assert_eq!(ids.len(), 2, "{protos:?}");
+            assert_eq!(
+                fexit_function(&btf, &ids, "fork"),
+                Some((1, "__do_sys_fork".to_owned()))
+            );
+        }
+        // A `__do_sys_X` with the syscall's own arguments has neither prototype.
+        if let Some(proto) = prototype_of(&btf, "__do_sys_openat") {
+            assert!(!ids.contains(&proto), "{protos:?}");
+        }
+        assert_eq!(fexit_function(&btf, &ids, "no_such_syscall"), None);
+    }
+
+    #[test]
+    fn load_failure_reason_is_the_verifiers_last_words() {
+        let log = "libbpf: prog 'vigil_exec': BPF program load failed: Invalid argument\n\
+                   libbpf: prog 'vigil_exec': -- BEGIN PROG LOAD LOG --\n\
+                   0: R1=ctx() R10=fp0\n\
+                   412: <invalid CO-RE relocation>\n\
+                   failed to resolve CO-RE relocation <byte_off> [12] struct kernfs_node.__parent (0:6 @ offset 16)\n\
+                   processed 1022 insns (limit 1000000) max_states_per_insn 4\n\
+                   -- END PROG LOAD LOG --\n\
+                   libbpf: prog 'vigil_exec': failed to load: -22\n";
+        assert_eq!(
+            load_failure_reason(log).as_deref(),
+            Some(
+                "the kernel refused program `vigil_exec`: failed to resolve CO-RE relocation \
+                 <byte_off> [12] struct kernfs_node.__parent (0:6 @ offset 16)"
+            )
+        );
+        assert_eq!(
+            load_failure_reason("libbpf: map 'stashes': failed to create\n"),
+            None
+        );
+    }
 
     #[test]
     fn close_gaps_keep_exactly_the_given_fds() {

@@ -1,0 +1,117 @@
+#!/bin/sh
+# PID 1 of a kernel-matrix guest (crates/cli/tests/kernels.rs boots it under qemu). The
+# initramfs holds a Debian minbase tree, the static `vigil` at /vigil and Falco's rules at
+# /rules/falco_rules.yaml. Each phase runs `vigil watch` or `vigil run` while `vigil generate`
+# performs the host actions, and writes what it produced to the second serial port
+# (/dev/ttyS1) as gzip+base64 blocks between `=== begin NAME` and `=== end NAME` lines, and one
+# `phase NAME exit=N` line. The host side decides what passed: this script only collects.
+#
+# Kernel command line: `vigil.phases=a,b,…` selects phases (default: all).
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /dev/shm /tmp /run
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs tmpfs /run
+mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+hostname vigil-guest
+/usr/local/bin/busybox ip link set lo up
+
+OUT=/dev/ttyS1
+ACTIONS='^syscall\.'
+say() { echo "$*" >"$OUT"; }
+emit() { # NAME FILE
+    [ -f "$2" ] || return 0
+    say "=== begin $1"
+    gzip -c "$2" | base64 >"$OUT"
+    say "=== end $1"
+}
+
+phases=all
+for word in $(cat /proc/cmdline); do
+    case "$word" in vigil.phases=*) phases=${word#vigil.phases=} ;; esac
+done
+wanted() { [ "$phases" = all ] || case ",$phases," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+# The run count of every BPF program the process holds (bpf_stats_enabled must be on).
+run_counts() {
+    cat /proc/"$1"/fdinfo/* 2>/dev/null | awk '/^run_cnt:/ { s += $2 } END { print s + 0 }'
+}
+
+# watch_phase NAME ACTIONS VIGIL-WATCH-ARGS…: starts the agent, waits until it reports it is
+# watching, performs the actions matching ACTIONS, stops it with SIGTERM (it drains).
+watch_phase() {
+    name=$1
+    actions=$2
+    shift 2
+    wanted "$name" || return 0
+    say "phase $name start"
+    /vigil watch --json -o webserver.enabled=false "$@" >/tmp/"$name".alerts 2>/tmp/"$name".err &
+    pid=$!
+    waited=0
+    while ! grep -q watching /tmp/"$name".err && kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 900 ]; do
+        sleep 1
+        waited=$((waited + 1))
+    done
+    say "phase $name ready_after=${waited}s"
+    if grep -q watching /tmp/"$name".err; then
+        if [ "$name" = auto ]; then
+            # An unwatched syscall runs no Vigil program: 2×100000 read/write calls by dd
+            # (neither is in the default rules' interest set).
+            before=$(run_counts "$pid")
+            dd if=/dev/zero of=/dev/null bs=1 count=100000 2>/dev/null
+            after=$(run_counts "$pid")
+            say "phase $name unwatched_syscalls=200000 bpf_runs=$((after - before))"
+        fi
+        /vigil generate run "$actions" --sleep 0s >/tmp/"$name".gen 2>&1
+        say "phase $name generate_exit=$?"
+        sleep 3
+        kill -TERM "$pid"
+    fi
+    wait "$pid"
+    say "phase $name exit=$?"
+    emit "$name.alerts" /tmp/"$name".alerts
+    emit "$name.err" /tmp/"$name".err
+    emit "$name.gen" /tmp/"$name".gen
+    [ -f /tmp/"$name".cap ] && emit "$name.cap" /tmp/"$name".cap
+}
+
+# run_phase NAME VIGIL-RUN-ARGS…: the actions under `vigil run`.
+run_phase() {
+    name=$1
+    shift
+    wanted "$name" || return 0
+    say "phase $name start"
+    /vigil run --json --alerts /tmp/"$name".alerts "$@" -- \
+        /vigil generate run "$ACTIONS" --sleep 0s >/tmp/"$name".gen 2>/tmp/"$name".err
+    say "phase $name exit=$?"
+    emit "$name.alerts" /tmp/"$name".alerts
+    emit "$name.err" /tmp/"$name".err
+    emit "$name.gen" /tmp/"$name".gen
+}
+
+say "guest kernel $(uname -r)"
+echo 1 >/proc/sys/kernel/bpf_stats_enabled 2>/dev/null
+say "bpf_stats_enabled=$(cat /proc/sys/kernel/bpf_stats_enabled 2>/dev/null)"
+
+# `auto` and `exit` perform the same actions and write captures: the host compares the two
+# event streams (fexit against the exit tracepoints) and replays each capture.
+watch_phase auto "$ACTIONS" -w /tmp/auto.cap
+watch_phase falco "$ACTIONS" -r /rules/falco_rules.yaml
+watch_phase exit "$ACTIONS" --syscall-hook exit -w /tmp/exit.cap
+watch_phase tracepoint '^syscall\.(CreateSymlinkOverSensitiveFiles|ReadSensitiveFileUntrusted)$' \
+    --syscall-hook tracepoint
+watch_phase raw '^syscall\.(CreateSymlinkOverSensitiveFiles|ReadSensitiveFileUntrusted)$' \
+    --syscall-hook raw
+run_phase run
+run_phase run-falco -r /rules/falco_rules.yaml
+
+say "guest done"
+sync
+echo 1 >/proc/sys/kernel/sysrq
+echo o >/proc/sysrq-trigger
+sleep 10

@@ -1,0 +1,28 @@
+#!/bin/sh
+# Builds the kernel-matrix guests' initramfs (an uncompressed newc cpio): the Debian minbase
+# tree of scripts/mk-rootfs.sh, the static vigil at /vigil, Falco's rules at
+# /rules/falco_rules.yaml, busybox (from the host's busybox-static: the tree has no `ip` to
+# bring the loopback up) and scripts/kernels/guest-init.sh as /init.
+#
+# Usage: scripts/kernels/initramfs.sh ROOTFS VIGIL FALCO_RULES OUT.cpio
+set -eu
+rootfs=$1
+vigil=$2
+rules=$3
+out=$4
+here=$(cd "$(dirname "$0")" && pwd)
+
+stage=$(mktemp -d "${TMPDIR:-/tmp}/vigil-initramfs.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+# The tree is shared with the container tests: copied, never changed in place. Documentation
+# and locales are left out (a smaller image boots faster under emulation).
+tar -C "$rootfs" --exclude=./usr/share/doc --exclude=./usr/share/man \
+    --exclude=./usr/share/locale --exclude=./var/cache/apt --exclude=./var/lib/apt/lists \
+    -cf - . | tar -C "$stage" -xf -
+install -m 0755 "$vigil" "$stage/vigil"
+install -m 0755 "$here/guest-init.sh" "$stage/init"
+install -m 0755 "$(command -v busybox)" "$stage/usr/local/bin/busybox"
+mkdir -p "$stage/rules"
+install -m 0644 "$rules" "$stage/rules/falco_rules.yaml"
+(cd "$stage" && find . -print0 | cpio --null --create --format=newc --quiet) >"$out.tmp"
+mv "$out.tmp" "$out"
