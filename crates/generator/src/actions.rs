@@ -11,7 +11,6 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::thread;
 
 use nix::sched::CloneFlags;
 use nix::sys::memfd::{memfd_create, MFdFlags};
@@ -627,6 +626,9 @@ fn ptrace_attach(_: &Context) -> Result<String, Error> {
         .spawn()
         .map_err(io_err(A, "spawning sleep"))?;
     let pid = Pid::from_raw(child.id() as i32);
+    // Attach once `sleep` sleeps: the attach then always finds it at the same point (not
+    // half-way through its loader), so the same action gives the same events every time.
+    crate::util::wait_until_sleeping(pid.as_raw(), std::time::Duration::from_secs(5));
     let attached = ptrace::attach(pid);
     if attached.is_ok() {
         // Wait for the attach stop, then let go.
@@ -669,8 +671,10 @@ fn redirect_stdout_to_network(_: &Context) -> Result<String, Error> {
     const A: &str = "syscall.RedirectStdoutToNetwork";
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io_err(A, "listening on loopback"))?;
     let addr = listener.local_addr().map_err(io_err(A, "local address"))?;
-    let accept = thread::spawn(move || listener.accept().map(|(s, _)| s));
+    // The kernel completes the connection into the listen backlog: accepted afterwards in
+    // this thread, so the descriptors are numbered the same in every run.
     let stream = TcpStream::connect(addr).map_err(io_err(A, format!("connecting to {addr}")))?;
+    let accepted = listener.accept();
     let saved_out =
         nix::unistd::dup(std::io::stdout().as_fd()).map_err(sys_err(A, "dup stdout"))?;
     let saved_in = nix::unistd::dup(std::io::stdin().as_fd()).map_err(sys_err(A, "dup stdin"))?;
@@ -682,7 +686,7 @@ fn redirect_stdout_to_network(_: &Context) -> Result<String, Error> {
         .and_then(|()| nix::unistd::dup2_stdin(&saved_in))
         .map_err(sys_err(A, "restoring stdin/stdout"));
     drop(stream);
-    let _ = accept.join();
+    drop(accepted);
     result?;
     restored?;
     Ok(format!(

@@ -70,6 +70,35 @@ pub(crate) fn which(action: &'static str, name: &str) -> Result<PathBuf, Error> 
 }
 
 /// Copies the installed binary `src` (a name looked up with [`which`]) to `dir/name`, mode 0755.
+/// Waits (at most `limit`) until process `pid` sleeps in `nanosleep`/`clock_nanosleep`, as
+/// `/proc/PID/syscall` shows it (readable by a process allowed to ptrace it); returns whether
+/// it got there.
+pub(crate) fn wait_until_sleeping(pid: i32, limit: std::time::Duration) -> bool {
+    use std::os::unix::fs::FileExt as _;
+    let sleeping = [nix::libc::SYS_nanosleep, nix::libc::SYS_clock_nanosleep];
+    let deadline = std::time::Instant::now() + limit;
+    // Opened once and read again from offset 0 (a seq_file shows anew then): the action's
+    // events do not depend on how many polls it took.
+    let Ok(file) = fs::File::open(format!("/proc/{pid}/syscall")) else {
+        return false;
+    };
+    let mut buf = [0u8; 64];
+    loop {
+        let nr = file
+            .read_at(&mut buf, 0)
+            .ok()
+            .and_then(|n| std::str::from_utf8(&buf[..n]).ok())
+            .and_then(|s| s.split_whitespace().next()?.parse::<i64>().ok());
+        if nr.is_some_and(|nr| sleeping.contains(&nr)) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 pub(crate) fn copy_exe(
     action: &'static str,
     src: &str,
@@ -157,6 +186,24 @@ pub(crate) fn sys_err(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sleeping_child_is_seen_sleeping() {
+        let mut child = Command::new(which("test", "sleep").unwrap())
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let seen = wait_until_sleeping(pid, std::time::Duration::from_secs(20));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(seen, "sleep {pid} was never seen in nanosleep");
+        // A process that never sleeps there: this one, running the test.
+        assert!(!wait_until_sleeping(
+            i32::try_from(std::process::id()).unwrap(),
+            std::time::Duration::from_millis(50)
+        ));
+    }
 
     #[test]
     fn temp_dir_is_removed_on_drop() {
