@@ -9,9 +9,11 @@ STATIC_VIGIL := target/$(HOST_TRIPLE)/release/vigil
 # Debian packages the build needs (clang, llvm, libelf, zlib: the eBPF programs and libbpf;
 # libelf-dev and zlib1g-dev also ship the archives the static build links; strace, runc,
 # debootstrap, openssl, curl, bpftool, sudo, logrotate and rsyslog: tests; buildah: the image
-# and its test).
+# and its test; qemu-system-x86, cpio and busybox-static: the kernel matrix,
+# crates/cli/tests/kernels.rs).
 APT_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev strace runc debootstrap \
-  openssl curl bpftool sudo logrotate rsyslog buildah
+  openssl curl bpftool sudo logrotate rsyslog buildah qemu-system-x86 cpio \
+  busybox-static
 RUST_COMPONENTS := rustfmt clippy
 
 .PHONY: all deps build static image run test lint fmt bench fuzz clean
