@@ -128,6 +128,13 @@ impl CmpOp {
     pub fn takes_list(self) -> bool {
         matches!(self, CmpOp::In | CmpOp::Intersects | CmpOp::Pmatch)
     }
+
+    /// Whether a list modifier (`oneof`, `anyof`, `allof`) may follow: only libsinsp's string
+    /// operators take one, not the numeric `<`, `<=`, `>`, `>=` nor the list operators
+    /// (libs `parser.cpp`: `s_binary_str_ops`).
+    pub fn takes_modifier(self) -> bool {
+        !self.takes_list() && !matches!(self, CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge)
+    }
 }
 
 /// A list modifier after a scalar comparison operator (Falco 0.44, libs 0.25):

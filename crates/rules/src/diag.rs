@@ -28,7 +28,8 @@
 //! | `W_IGNORED_KEY` | a key Falco ignores there (`enabled` in an `append` entry, an unreadable `capture`) |
 //! | `W_EXCEPTION_NOT_UNIQUE` | two exceptions of one rule item with the same name |
 //! | `W_FIELD_AS_VALUE` | a bare value that names a field (`proc.name = proc.pname`; meant `val()`?) |
-//! | `W_OVERRIDE_IGNORED` | an `override` entry for a key that cannot be overridden, or without a value |
+//! | `W_OVERRIDE_IGNORED` | an `override` entry for a key that cannot be overridden |
+//! | `W_APPEND_NO_VALUES` | an exception appended to (`append: true` or `override: {exceptions: append}`) without `values` |
 
 use std::fmt;
 

@@ -149,12 +149,12 @@ fn append_to_undefined_items() {
                 - rule: s\n  enabled: false\n";
     check(
         &[("f.yaml", text)],
-        "W_DEPRECATED: `append` is deprecated; use `override` (`override: { condition: append }`) @ 3:11
+        "W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 3:11
          E_UNDEFINED_APPEND: list `l` is appended to or overridden but was not defined before @ 1:3
          E_UNDEFINED_APPEND: macro `m` is appended to or overridden but was not defined before @ 4:3
-         W_DEPRECATED: `append` is deprecated; use `override` (`override: { condition: append }`) @ 10:11
+         W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 10:11
          E_UNDEFINED_APPEND: rule `r` is appended to or overridden but was not defined before @ 8:3
-         W_DEPRECATED: a standalone `enabled` is deprecated; add `override: { enabled: replace }` @ 11:3
+         W_DEPRECATED: The standalone 'enabled' key usage is deprecated. The correct approach requires also a 'replace' entry under the 'override' key (i.e. 'enabled: replace'). @ 11:3
          E_UNDEFINED_APPEND: rule `s` is appended to or overridden but was not defined before @ 11:3",
     );
 }
@@ -171,7 +171,8 @@ fn override_shape_errors() {
         &[("f.yaml", &text)],
         "E_SCHEMA: key `output` is not listed in `override` @ 8:3
          E_SCHEMA: cannot override `priority` with `append` @ 14:15
-         E_SCHEMA: `append` and `override` cannot be used together @ 18:5",
+         W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 16:11
+         E_SCHEMA: Keys 'override' and 'append: true' cannot be used together. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 18:5",
     );
 }
 
@@ -236,7 +237,7 @@ fn falco_lenient_loader_cases_load_with_warnings() {
     let r = check(
         &[("f.yaml", &text)],
         "W_INVALID_NAME: list name `my list` is not an identifier ([a-zA-Z_][a-zA-Z0-9_]*): conditions cannot refer to it @ 1:3
-         W_DEPRECATED: `append` is deprecated; use `override` (`override: { condition: append }`) @ 20:11
+         W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 20:11
          W_IGNORED_KEY: `enabled` in an `append` entry is ignored @ 19:12
          W_OVERRIDE_IGNORED: `source` cannot be overridden; the `override` entry is ignored @ 27:5
          W_IGNORED_KEY: `capture` must be true or false, found a scalar; ignored @ 30:12",
@@ -287,7 +288,7 @@ fn warnings_unused_no_evttype_source_skip_and_unknown_filter() {
                 - rule: future\n  condition: evt.type = open and proc.future_field = 1\n  desc: d\n  output: o\n  priority: INFO\n  skip-if-unknown-filter: true\n";
     let r = check(
         &[("f.yaml", text)],
-        "W_NO_EVTTYPE: rule `everywhere` does not restrict evt.type and is evaluated for every event @ 5:3
+        "W_NO_EVTTYPE: Rule matches too many evt.type values. This has a significant performance penalty. (rule `everywhere` is evaluated for every event) @ 5:3
          W_SOURCE_SKIPPED: rule `k8s` is for source `k8s_audit`; only `syscall` rules are loaded @ 16:3
          W_SKIPPED_UNKNOWN_FILTER: rule `future` uses a field this engine does not know; skipped (skip-if-unknown-filter) @ 22:3
          W_UNUSED_MACRO: macro `unused_m` is not used @ 3:3

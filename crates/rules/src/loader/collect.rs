@@ -9,7 +9,8 @@
 //!   earlier definition, otherwise `E_UNDEFINED_APPEND` — except `override: {items|condition:
 //!   replace}` on a list or macro, which defines it (Falco's reader treats it as a definition);
 //!   appended conditions and outputs are joined with a space; an `override` entry for a key
-//!   that cannot be overridden, or without a value, is ignored with `W_OVERRIDE_IGNORED`;
+//!   that cannot be overridden is ignored with `W_OVERRIDE_IGNORED`, one for a key the item
+//!   does not carry is an error (as in Falco's reader);
 //! - `- rule: X` with only `enabled` toggles an existing rule (`W_DEPRECATED`: Falco wants
 //!   `override: {enabled: replace}`); `enabled` in an `append: true` entry is ignored;
 //! - list and macro names that are not identifiers load with `W_INVALID_NAME`;
@@ -61,6 +62,8 @@ pub struct ExceptionDef {
     pub comps: Vec<(CmpOp, Option<Modifier>)>,
     /// Value tuples with the position of each tuple; for a single field, one-element tuples.
     pub values: Vec<(Vec<ExValue>, Pos)>,
+    /// The item had a `values` key (Falco warns when an appended exception has none).
+    pub has_values: bool,
     pub file: usize,
     pub pos: Pos,
 }
@@ -412,13 +415,7 @@ impl Collected {
                 _ => false,
             };
         if only_enabled {
-            deprecated(
-                file,
-                item.pos,
-                &name,
-                "a standalone `enabled` is deprecated; add `override: { enabled: replace }`".into(),
-                rep,
-            );
+            deprecated(file, item.pos, &name, WARNING_ENABLED.into(), rep);
         }
         let is_update = only_enabled || modes.values().any(|m| *m != Mode::Define);
         if !is_update {
@@ -493,6 +490,19 @@ impl Collected {
         }
         if let Some(exceptions) = fields.exceptions {
             if mode_of("exceptions") == Mode::Append {
+                for ex in exceptions.iter().filter(|e| !e.has_values) {
+                    // Falco's LOAD_APPEND_NO_VALUES (`exceptions_append_no_values`).
+                    rep.warning(
+                        "W_APPEND_NO_VALUES",
+                        ex.file,
+                        ex.pos,
+                        Some(&name),
+                        format!(
+                            "Overriding/appending exception with no values (exception `{}`)",
+                            ex.name
+                        ),
+                    );
+                }
                 append_exceptions(&mut rule.exceptions, exceptions, &name, rep);
             } else {
                 rule.exceptions = exceptions;
@@ -800,7 +810,7 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
                     file,
                     *pos,
                     Some(rule),
-                    format!("exception `{name}` has an invalid comparison operator `{text}`"),
+                    format!("'{text}' is not a supported comparison operator (exception `{name}`)"),
                 );
                 return None;
             }
@@ -863,6 +873,7 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
         single,
         comps,
         values,
+        has_values: item.get("values").is_some(),
         file,
         pos: item.pos,
     })
@@ -876,14 +887,14 @@ fn ex_value(file: usize, node: &Node, rule: &str, rep: &mut Reporter) -> Option<
 }
 
 /// Parses a comparison operator as written in exceptions' `comps`: an operator, optionally
-/// followed by a list modifier (`startswith oneof`, `=  anyof`, any whitespace between). The
-/// list operators (`in`, `intersects`, `pmatch`) take no modifier.
+/// followed by a list modifier (`startswith oneof`, `=  anyof`, any whitespace between). Only
+/// string operators take a modifier ([`CmpOp::takes_modifier`]).
 pub fn parse_cmp(text: &str) -> Option<(CmpOp, Option<Modifier>)> {
     let mut words = text.split_whitespace();
     let op = CmpOp::from_text(words.next()?)?;
     let modifier = match words.next() {
         None => None,
-        Some(w) if !op.takes_list() => Some(Modifier::from_text(w)?),
+        Some(w) if op.takes_modifier() => Some(Modifier::from_text(w)?),
         Some(_) => return None,
     };
     words.next().is_none().then_some((op, modifier))
@@ -1022,15 +1033,19 @@ fn modes(
         Some(n) => boolean(file, n, "append", name, rep)?,
         None => false,
     };
+    if append {
+        // Falco warns about the deprecated flag before it looks at `override`, so the warning
+        // comes with the error below too (`rule_incorrect_append_override`).
+        deprecated(
+            file,
+            item.get("append").map_or(item.pos, |n| n.pos),
+            name,
+            WARNING_APPEND.into(),
+            rep,
+        );
+    }
     let Some(ov) = item.get("override") else {
         if append {
-            deprecated(
-                file,
-                item.get("append").map_or(item.pos, |n| n.pos),
-                name,
-                "`append` is deprecated; use `override` (`override: { condition: append }`)".into(),
-                rep,
-            );
             for key in appendable {
                 if item.get(key).is_some() {
                     out.insert((*key).to_string(), Mode::Append);
@@ -1043,13 +1058,14 @@ fn modes(
         }
         return Some(out);
     };
-    if item.get("append").is_some() {
+    if append {
+        // Falco's ERROR_OVERRIDE_APPEND (`append: false` next to `override` is accepted).
         rep.error(
             "E_SCHEMA",
             file,
             ov.pos,
             Some(name),
-            "`append` and `override` cannot be used together".into(),
+            ERROR_OVERRIDE_APPEND.into(),
         );
         return None;
     }
@@ -1091,14 +1107,24 @@ fn modes(
             }
         };
         if item.get(key).is_none() {
-            rep.warning(
-                "W_OVERRIDE_IGNORED",
+            // Falco's reader refuses this (`rule_override_without_field`,
+            // `missing_enabled_key_with_override` in its test_rule_loader.cpp).
+            let article = if mode == Mode::Append { "An" } else { "A" };
+            let mode_text = if mode == Mode::Append {
+                "append"
+            } else {
+                "replace"
+            };
+            rep.error(
+                "E_SCHEMA",
                 file,
                 k.pos,
                 Some(name),
-                format!("override of `{key}` without a `{key}` value is ignored"),
+                format!(
+                    "{article} {mode_text} override for '{key}' was specified but '{key}' is not defined"
+                ),
             );
-            ignored = true;
+            ok = false;
             continue;
         }
         out.insert(key.to_string(), mode);
@@ -1156,6 +1182,12 @@ fn check_identifier(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Rep
         );
     }
 }
+
+// Falco's own texts (its `rule_loading_messages.h`), kept word for word because tools and
+// Falco's tests match on them.
+const WARNING_APPEND: &str = "'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead.";
+const WARNING_ENABLED: &str = "The standalone 'enabled' key usage is deprecated. The correct approach requires also a 'replace' entry under the 'override' key (i.e. 'enabled: replace').";
+const ERROR_OVERRIDE_APPEND: &str = "Keys 'override' and 'append: true' cannot be used together. Add an 'append' entry (e.g. 'condition: append') under 'override' instead.";
 
 /// Falco's `LOAD_DEPRECATED_ITEM`.
 fn deprecated(file: usize, pos: Pos, name: &str, message: String, rep: &mut Reporter) {
