@@ -236,7 +236,7 @@ fn falco_lenient_loader_cases_load_with_warnings() {
     );
     let r = check(
         &[("f.yaml", &text)],
-        "W_INVALID_NAME: list name `my list` is not an identifier ([a-zA-Z_][a-zA-Z0-9_]*): conditions cannot refer to it @ 1:3
+        "W_INVALID_NAME: List has an invalid name. List names should match a regular expression: ([^()\"'[:space:]=,]+) (`my list`) @ 1:3
          W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 20:11
          W_IGNORED_KEY: `enabled` in an `append` entry is ignored @ 19:12
          W_OVERRIDE_IGNORED: `source` cannot be overridden; the `override` entry is ignored @ 27:5
@@ -431,8 +431,8 @@ fn falco_warnings_are_warnings() {
     );
     let r = check(
         &[("f.yaml", &text)],
-        "W_EXCEPTION_NOT_UNIQUE: multiple definitions of exception `e` in rule `r` @ 12:7
-         W_FIELD_AS_VALUE: `proc.pname` may be a valid field misused as a const string value; write `val(proc.pname)` to compare with the field @ 4:46
+        "W_EXCEPTION_NOT_UNIQUE: Multiple definitions of exception 'e' in the same rule (`r`) @ 12:7
+         W_FIELD_AS_VALUE: 'proc.pname' may be a valid field misused as a const string value (write `val(proc.pname)` to compare with the field) @ 4:46
          W_DEPRECATED: `evt.dir` is deprecated: every event is a completed (exit) event @ 16:39",
     );
     assert!(r.ruleset.is_some());

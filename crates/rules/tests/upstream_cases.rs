@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{load, ruleset};
+use common::{event, load, matching, ruleset};
 use vigil_rules::LoadResult;
 
 /// A rule's required keys other than `condition`.
@@ -214,5 +214,154 @@ fn never_true_conditions_get_no_evttype_warning() {
         20,
         3,
         "Rule matches too many evt.type values",
+    );
+}
+
+/// A rule on `openat` with one exception on `proc.name` whose one value is `value` (as YAML).
+fn rule_with_exception_value(value: &str) -> String {
+    format!(
+        "- rule: r\n  condition: evt.type = openat\n{TAIL}  exceptions:\n    - name: ex\n      fields: [proc.name]\n      comps: [=]\n      values:\n        - [{value}]\n"
+    )
+}
+
+/// Whether rule `r` fires on an `openat` by `name` whose parent is `parent`.
+fn fires(text: &str, name: &str, parent: &str) -> bool {
+    let rs = ruleset(&[("rules.yaml", text)]);
+    !matching(
+        &rs,
+        &event("openat", &[("proc.name", name), ("proc.pname", parent)]),
+    )
+    .is_empty()
+}
+
+/// `exceptions_values_rhs_field_ambiguous` (+ `_quoted`, `_space_quoted`): an exception value
+/// that names a field is a string, not the field, quoted in YAML or not, with or without a
+/// trailing space; loading warns with Falco's text, naming the value as written.
+#[test]
+fn exception_value_naming_a_field_is_a_string_and_warns() {
+    for (value, shown) in [
+        ("proc.pname", "'proc.pname'"),
+        ("\"proc.pname\"", "'proc.pname'"),
+        ("\"proc.pname \"", "'proc.pname '"),
+    ] {
+        let text = rule_with_exception_value(value);
+        let r = load(&[("rules.yaml", &text)]);
+        warns(
+            &r,
+            "W_FIELD_AS_VALUE",
+            11,
+            11,
+            &format!("{shown} may be a valid field misused as a const string value"),
+        );
+        // Same names: not excepted (the value is not the parent's name).
+        assert!(fires(&text, "sh", "sh"), "{value}");
+        let literal = shown.trim_matches('\'');
+        assert!(!fires(&text, literal, "sh"), "{value}");
+    }
+}
+
+/// `exceptions_values_rhs_transformer` and `exceptions_values_transformer_value_quoted`: a
+/// value that is a transformer call without spaces compares with the transformed field;
+/// `exceptions_values_transformer_space` (+ `_quoted`): with a space it is a plain string and
+/// loading warns that it looks like a transformer.
+#[test]
+fn exception_value_transformer_call() {
+    for value in ["toupper(proc.pname)", "\"toupper(proc.pname)\""] {
+        let text = rule_with_exception_value(value);
+        let r = load(&[("rules.yaml", &text)]);
+        assert!(
+            r.warnings().all(|d| d.code != "W_FIELD_AS_VALUE"),
+            "{}",
+            lines(&r).join("\n")
+        );
+        assert!(!fires(&text, "SH", "sh"), "{value}: excepted by the field");
+        assert!(fires(&text, "SH", "bash"), "{value}");
+    }
+    for value in ["toupper( proc.pname)", "\"toupper( proc.pname)\""] {
+        let text = rule_with_exception_value(value);
+        let r = load(&[("rules.yaml", &text)]);
+        warns(
+            &r,
+            "W_FIELD_AS_VALUE",
+            11,
+            11,
+            "'toupper( proc.pname)' may be a valid field transformer misused as a const string value",
+        );
+        assert!(fires(&text, "SH", "sh"), "{value}: a string, not the field");
+        assert!(!fires(&text, "toupper( proc.pname)", "sh"), "{value}");
+    }
+}
+
+/// `deprecated_field_in_output`: `evt.dir` in an output loads with Falco's warning, at the
+/// field; `no_deprecated_field_warning_in_output`: no warning without it.
+#[test]
+fn deprecated_field_in_output_warns() {
+    let text = "- rule: r\n  desc: d\n  condition: evt.type = openat\n  output: file=%fd.name dir=%evt.dir\n  priority: INFO\n";
+    let r = load(&[("rules.yaml", text)]);
+    assert!(r.ruleset.is_some());
+    warns(
+        &r,
+        "W_DEPRECATED",
+        4,
+        30,
+        "usage of deprecated field 'evt.dir' has been detected in the rule output",
+    );
+    let r = load(&[("rules.yaml", &text.replace(" dir=%evt.dir", ""))]);
+    no_warning(&r, "W_DEPRECATED");
+}
+
+/// `exceptions_names_not_unique`: two exceptions of one name load with Falco's text.
+#[test]
+fn duplicate_exception_names_warn() {
+    let text = format!(
+        "- rule: r\n  condition: evt.type = openat\n{TAIL}  exceptions:\n    - name: ex\n      fields: [proc.name]\n      values: [[a]]\n    - name: ex\n      fields: [proc.name]\n      comps: [startswith]\n      values: [[b]]\n"
+    );
+    let r = load(&[("rules.yaml", &text)]);
+    assert!(r.ruleset.is_some());
+    warns(
+        &r,
+        "W_EXCEPTION_NOT_UNIQUE",
+        10,
+        7,
+        "Multiple definitions of exception 'ex'",
+    );
+}
+
+/// `macro_name_invalid` and `list_name_invalid` (the warning): Falco's patterns and texts; a
+/// list name only needs to be a bare word (`a-b` is fine), a macro name an identifier.
+#[test]
+fn invalid_macro_and_list_names_warn() {
+    let text = "- macro: bad-macro\n  condition: evt.type = openat\n\
+                - macro: _leading\n  condition: evt.type = openat\n\
+                - list: good-list\n  items: [a]\n\
+                - list: bad list\n  items: [a]\n";
+    let r = load(&[("rules.yaml", text)]);
+    assert!(r.ruleset.is_some());
+    let invalid: Vec<(u32, Option<&str>)> = r
+        .warnings()
+        .filter(|d| d.code == "W_INVALID_NAME")
+        .map(|d| (d.line, d.falco_code()))
+        .collect();
+    assert_eq!(
+        invalid,
+        [
+            (1, Some("LOAD_INVALID_MACRO_NAME")),
+            (3, Some("LOAD_INVALID_MACRO_NAME")),
+            (7, Some("LOAD_INVALID_LIST_NAME"))
+        ]
+    );
+    warns(
+        &r,
+        "W_INVALID_NAME",
+        1,
+        3,
+        "Macro has an invalid name. Macro names should match a regular expression",
+    );
+    warns(
+        &r,
+        "W_INVALID_NAME",
+        7,
+        3,
+        "List has an invalid name. List names should match a regular expression",
     );
 }

@@ -282,7 +282,7 @@ impl Collected {
             mode = Mode::Define;
         }
         if mode == Mode::Define {
-            check_identifier(file, item.pos, "list", &name, rep);
+            check_name(file, item.pos, "list", &name, rep);
             let Some(items) = items else {
                 rep.error(
                     "E_SCHEMA",
@@ -340,7 +340,7 @@ impl Collected {
             mode = Mode::Define;
         }
         if mode == Mode::Define {
-            check_identifier(file, item.pos, "macro", &name, rep);
+            check_name(file, item.pos, "macro", &name, rep);
             let Some(condition) = condition else {
                 rep.error(
                     "E_SCHEMA",
@@ -734,7 +734,7 @@ fn exceptions(
                         e.pos,
                         Some(rule),
                         format!(
-                            "multiple definitions of exception `{}` in rule `{rule}`",
+                            "Multiple definitions of exception '{}' in the same rule (`{rule}`)",
                             e.name
                         ),
                     );
@@ -1162,23 +1162,36 @@ fn modes(
     ok.then_some(out)
 }
 
-/// Falco's `LOAD_INVALID_MACRO_NAME` / `LOAD_INVALID_LIST_NAME`: a name a condition cannot
-/// refer to (only `[a-zA-Z_][a-zA-Z0-9_]*` is an identifier there) still loads.
-fn check_identifier(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
-    let mut bytes = name.bytes();
-    let valid = bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
+/// Falco's `LOAD_INVALID_MACRO_NAME` / `LOAD_INVALID_LIST_NAME`, with its texts and its
+/// patterns (falco `rule_loader_reader.cpp`): a macro name must be an identifier
+/// (`[a-zA-Z]+[a-zA-Z0-9_]*`), a list name a bare string (`[^()"'[:space:]=,]+`, so `a-b` is
+/// fine). Either way the item still loads.
+fn check_name(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
+    let (valid, message) = if kind == "macro" {
+        let mut bytes = name.bytes();
+        let valid = bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+            && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        (
+            valid,
+            "Macro has an invalid name. Macro names should match a regular expression: ([a-zA-Z]+[a-zA-Z0-9_]*)",
+        )
+    } else {
+        let valid = !name.is_empty()
+            && name.bytes().all(|b| {
+                !matches!(b, b'(' | b')' | b'"' | b'\'' | b'=' | b',') && !crate::parser::is_ws(b)
+            });
+        (
+            valid,
+            "List has an invalid name. List names should match a regular expression: ([^()\"'[:space:]=,]+)",
+        )
+    };
     if !valid {
         rep.warning(
             "W_INVALID_NAME",
             file,
             pos,
             Some(name),
-            format!(
-                "{kind} name `{name}` is not an identifier ([a-zA-Z_][a-zA-Z0-9_]*): conditions cannot refer to it"
-            ),
+            format!("{message} (`{name}`)"),
         );
     }
 }

@@ -194,8 +194,11 @@ impl RulesLoader {
             let Some((base, output_text)) = output_text else {
                 continue;
             };
-            let output = match compiler.compile_template(&output_text) {
-                Ok(t) => Some(t),
+            let output = match compiler.compile_template_warn(&output_text) {
+                Ok((t, warnings)) => {
+                    rep.compile_errors(&texts, base, &warnings, &def.name);
+                    Some(t)
+                }
                 Err(errors) => {
                     rep.compile_errors(&texts, base, &errors, &def.name);
                     None

@@ -300,11 +300,11 @@ impl<'a> Resolver<'a> {
                             ExValue::Scalar(s) => s.clone(),
                             ExValue::List(items) => items.join(" "),
                         };
-                        Rhs::Value(Literal {
+                        transformer_value(&text, span).unwrap_or(Rhs::Value(Literal {
                             text,
                             quoted: true,
                             span,
-                        })
+                        }))
                     };
                     tests.push(Expr::Compare {
                         lhs: lhs.clone(),
@@ -648,6 +648,29 @@ fn push_values(items: &mut Vec<Literal>, v: &ExValue, span: Span) {
     match v {
         ExValue::Scalar(s) => items.push(lit(s)),
         ExValue::List(values) => items.extend(values.iter().map(|s| lit(s))),
+    }
+}
+
+/// An exception value written as a transformer call without whitespace
+/// (`toupper(proc.pname)`, `val(proc.pname)`) compares with that transformed field, as in
+/// Falco, which pastes such a value into the condition text unquoted (falco
+/// `test_rule_loader.cpp`: `exceptions_values_rhs_transformer`,
+/// `exceptions_values_transformer_value_quoted`). With whitespace it stays a string, as Falco
+/// quotes it (`exceptions_values_transformer_space`); the compiler then warns
+/// (`W_FIELD_AS_VALUE`). Every span of the result is `span`.
+fn transformer_value(text: &str, span: Span) -> Option<Rhs> {
+    if text.is_empty() || text.bytes().any(crate::parser::is_ws) || !text.ends_with(')') {
+        return None;
+    }
+    match parse_condition(&format!("evt.num = {text}")) {
+        Ok(Expr::Compare {
+            rhs: Rhs::Field(mut operand),
+            ..
+        }) => {
+            operand.spans_mut(&mut |s| *s = span);
+            Some(Rhs::Field(operand))
+        }
+        _ => None,
     }
 }
 
