@@ -365,3 +365,160 @@ fn invalid_macro_and_list_names_warn() {
         "List has an invalid name. List names should match a regular expression",
     );
 }
+
+// ---- libs userspace/libsinsp/test/filter_parser.ut.cpp ----
+
+fn parses(src: &str) -> bool {
+    vigil_rules::parser::parse_condition(src).is_ok()
+}
+
+/// Parses `src` and prints it back in Vigil's canonical form.
+fn reprint(src: &str) -> String {
+    vigil_rules::parser::parse_condition(src)
+        .unwrap_or_else(|e| panic!("{src:?} does not parse: {e}"))
+        .to_string()
+}
+
+/// `parse_str`: strings are read as libsinsp's lexer reads them. A quote preceded by a
+/// backslash never ends the string (even when that backslash is itself escaped); `\"` only
+/// in double quotes and `\'` only in single quotes; `\ ` is a backslash. Field arguments
+/// without quotes may not contain quotes.
+#[test]
+fn strings_follow_libsinsp_lexer() {
+    for ok in [
+        r#"proc.name = "say \"hi\"""#,
+        r"proc.name = 'it\'s'",
+        r"proc.name = 'x \' \\''",
+        r#"proc.name = 'a "b"'"#,
+        r#"proc.name = "a 'b'""#,
+        r#"proc.name = "odd \ escape""#,
+    ] {
+        assert!(parses(ok), "{ok}");
+    }
+    assert_eq!(
+        reprint(r"proc.name = 'x \' \\''"),
+        r#"proc.name = "x ' \x5c'""#
+    );
+    assert_eq!(
+        reprint(r#"proc.name = "odd \ escape""#),
+        r#"proc.name = "odd \x5cescape""#
+    );
+    for bad in [
+        r#"proc.name = "wrong \' quote""#,
+        r#"proc.name = 'wrong \" quote'"#,
+        r#"proc.name = "unbalanced"""#,
+        r"proc.name = 'open",
+        r#"proc.aname[ab"] = x"#,
+        "proc.name = a=",
+        "proc.name = x,",
+    ] {
+        assert!(!parses(bad), "{bad}");
+    }
+    // `"a\\"` does not end at its last quote (a backslash precedes it): unterminated. A
+    // trailing backslash is written bare or as `\x5c`, which is how Vigil prints it, so what
+    // prints parses back to the same text.
+    assert!(!parses(r#"proc.name = "ends in \\""#));
+    for src in [
+        r"proc.name endswith \",
+        r#"fd.name startswith "C:\x5cdir\x5c""#,
+    ] {
+        let once = reprint(src);
+        assert_eq!(reprint(&once), once, "{src}");
+    }
+}
+
+/// `parse_operators`: `exists` needs no blank after it (`existsand` is `exists and`), `===`
+/// and `!==` are refused (a bare value cannot start with `=`).
+#[test]
+fn operator_lexing() {
+    assert_eq!(reprint("proc.name existsand m"), "proc.name exists and m");
+    for bad in [
+        "proc.name ===",
+        "proc.name === x",
+        "proc.name !==",
+        "proc.name !== x",
+    ] {
+        assert!(!parses(bad), "{bad}");
+    }
+}
+
+/// `parse_str_op_modifier_accept`, `_reject` and `_ast`: a modifier needs whitespace on both
+/// sides, follows only a string operator, and takes a parenthesised list or a list name; a
+/// modifier word followed by `and`/`or`/`)` or by nothing is a plain value.
+#[test]
+fn modifier_syntax() {
+    for (src, printed) in [
+        ("fd.name = anyof (a, b)", "fd.name = anyof (a, b)"),
+        ("fd.name == oneof my_names", "fd.name = oneof (my_names)"),
+        ("fd.name != allof oneof", "fd.name != allof (oneof)"),
+        ("fd.name glob\tanyof\n(a*)", "fd.name glob anyof (a*)"),
+        ("fd.name = oneof", "fd.name = oneof"),
+        (
+            "fd.name = anyof and fd.name = allof",
+            "fd.name = anyof and fd.name = allof",
+        ),
+        ("(fd.name = allof) or x", "fd.name = allof or x"),
+        ("fd.name = oneof_x", "fd.name = oneof_x"),
+    ] {
+        assert_eq!(reprint(src), printed, "{src}");
+    }
+    for bad in [
+        "fd.name =oneof (a)",
+        "fd.name ==anyof(a)",
+        "fd.name = allof(a)",
+        "fd.name contains oneof(a)",
+        "fd.name = ONEOF (a)",
+        "fd.name = oneof_x (a)",
+        "fd.num > oneof (1, 2)",
+        "fd.num <= anyof (1)",
+        "fd.name in oneof (a)",
+        "fd.name = oneof (a,)",
+    ] {
+        assert!(!parses(bad), "{bad}");
+    }
+}
+
+/// `parse_transformer_list_invalid` (and the transformer argument grammar): inside
+/// `join`/`concat`/`getopt` arguments only fields, transformers, quoted strings and numbers
+/// are accepted, not bare words or macro names; lists are not nested.
+#[test]
+fn transformer_arguments() {
+    for ok in [
+        r#"join(",", (fd.name, "x", 12, toupper(proc.name))) = a"#,
+        r#"concat(proc.name, 0x1f) = a"#,
+        r#"join("-", ()) = a"#,
+    ] {
+        assert!(parses(ok), "{ok}");
+    }
+    for bad in [
+        r#"join("-", (word)) = a"#,
+        r#"join("-", (fd.name, word)) = a"#,
+        r#"join("-", ((fd.name))) = a"#,
+        r#"join("-", (fd.name,)) = a"#,
+        r#"join("-", (,fd.name)) = a"#,
+        "concat(fd.name, word) = a",
+        "concat(fd.name, 1x) = a",
+    ] {
+        assert!(!parses(bad), "{bad}");
+    }
+}
+
+/// `parse_transformers_right_hand` and libs `filter_compiler.ut.cpp` `filter_val_transformer`:
+/// `val()` takes a field, not a transformer; a transformer on the right stands on its own.
+#[test]
+fn val_takes_only_a_field() {
+    assert!(parses("proc.name = val(proc.pname)"));
+    assert_eq!(
+        reprint("proc.name = toupper(proc.pname)"),
+        "proc.name = toupper(proc.pname)"
+    );
+    for bad in [
+        "proc.name = val(toupper(proc.pname))",
+        "proc.name = val(val(proc.pname))",
+        r#"proc.name = val(concat(proc.pname, "x"))"#,
+        "val(proc.name) = val(proc.pname)",
+        "proc.name = val(proc.pname, evt.type)",
+    ] {
+        assert!(!parses(bad), "{bad}");
+    }
+}
