@@ -644,6 +644,7 @@ impl<'c> Compiler<'c> {
     /// of strings (libsinsp's `list_check`, numbers printed as text).
     fn call_arg(&mut self, arg: &CallArg) -> Result<(CArg, OperandType), CompileError> {
         match arg {
+            CallArg::Value(lit) if lit.text.contains('\0') => Err(nul_error(lit)),
             CallArg::Value(lit) => Ok((
                 CArg::Const(lit.bytes().into_owned().into_boxed_slice()),
                 OperandType {
@@ -750,6 +751,7 @@ impl<'c> Compiler<'c> {
         };
 
         self.value_warnings(op, &items, warnings);
+        nul_check(lty.ty, &items)?;
         // `x in ()` on a single-valued field can never hold (on a list field it holds for an
         // empty value, a subset of any set).
         if op.takes_list() && items.is_empty() && !lty.is_list {
@@ -911,6 +913,7 @@ impl<'c> Compiler<'c> {
             return Ok(Node::Const(false));
         }
         let refs: Vec<&Literal> = items.iter().collect();
+        nul_check(lty.ty, &refs)?;
         let is_evt_type = lhs.transformers.is_empty()
             && lhs.field.arg.is_none()
             && lop
@@ -1018,6 +1021,11 @@ impl<'c> Compiler<'c> {
                         | CmpOp::Intersects
                 ) =>
             {
+                Err(Vec::new())
+            }
+            // `bcontains`/`bstartswith` are byte-buffer operators: libsinsp refuses them on
+            // strings (`filter_compiler.ut.cpp`: `operators_field_types_compatibility`).
+            FieldType::Str if matches!(op, CmpOp::BContains | CmpOp::BStartsWith) => {
                 Err(Vec::new())
             }
             FieldType::Str | FieldType::Buffer => {
@@ -1436,6 +1444,24 @@ fn tree_depth(root: &Node) -> usize {
     deepest
 }
 
+/// A NUL byte (`"\x00"`) is a value only for a byte buffer: libsinsp's strings are
+/// NUL-terminated, so it refuses one anywhere else (libs `filter_compiler.ut.cpp`:
+/// `filter_nul_byte_value`).
+fn nul_check(ty: FieldType, items: &[&Literal]) -> Result<(), Vec<CompileError>> {
+    match items.iter().find(|l| l.text.contains('\0')) {
+        Some(lit) if ty != FieldType::Buffer => Err(vec![nul_error(lit)]),
+        _ => Ok(()),
+    }
+}
+
+fn nul_error(lit: &Literal) -> CompileError {
+    err(
+        "E_BAD_VALUE",
+        "a NUL byte (`\\x00`) can only be compared with a byte buffer (`evt.buffer`)".to_string(),
+        lit.span,
+    )
+}
+
 /// Transformer names libsinsp's parser knows (besides `val`).
 const TRANSFORMER_NAMES: &[&str] = &[
     "tolower", "toupper", "b64", "basename", "len", "join", "concat", "getopt",
@@ -1536,10 +1562,6 @@ mod tests {
         ("proc.cmdline startswith ash", false),
         ("proc.cmdline endswith ls", true),
         ("proc.cmdline endswith bash", false),
-        ("proc.cmdline bcontains 2d63", true),
-        ("proc.cmdline bcontains 2D6300", false),
-        ("proc.cmdline bstartswith 6261", true),
-        ("proc.cmdline bstartswith 6262", false),
         ("fd.name glob /etc/*", true),
         ("fd.name glob /etc", false),
         ("fd.name glob /*", true),
@@ -2003,6 +2025,9 @@ mod tests {
         ("fd.sip startswith 1", "E_BAD_OPERATOR @ 0"),
         ("proc.is_interactive > true", "E_BAD_OPERATOR @ 0"),
         ("evt.buffer bcontains xyz", "E_BAD_OPERATOR @ 21"),
+        // Byte operators take only byte buffers (libsinsp).
+        ("proc.cmdline bcontains 2d63", "E_BAD_OPERATOR @ 0"),
+        ("proc.cmdline bstartswith 6261", "E_BAD_OPERATOR @ 0"),
         ("evt.buffer bcontains abc", "E_BAD_OPERATOR @ 21"),
         ("tolower(fd.num) = 1", "E_BAD_OPERATOR @ 8"),
         ("basename(fd.sip) = 1", "E_BAD_OPERATOR @ 9"),

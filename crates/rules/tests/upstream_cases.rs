@@ -522,3 +522,289 @@ fn val_takes_only_a_field() {
         assert!(!parses(bad), "{bad}");
     }
 }
+
+// ---- libs userspace/libsinsp/test/filter_compiler.ut.cpp ----
+
+/// Whether `condition` compiles against the test catalog (with `evt.type = openat` in front,
+/// so a condition does not also have to restrict event types).
+fn compiles(condition: &str) -> bool {
+    let text = format!("- rule: r\n  condition: evt.type = openat and ({condition})\n{TAIL}");
+    load(&[("rules.yaml", &text)]).ruleset.is_some()
+}
+
+/// `operators_field_types_compatibility`: which operators each field type takes. Every
+/// operator is tried on one field of each type; the ones listed compile, the others are
+/// refused. In particular `bcontains`/`bstartswith` take only a byte buffer (not a string),
+/// and the byte buffer takes no `icontains`, `glob`, `iglob`, `pmatch` or `regex`.
+#[test]
+fn operators_by_field_type() {
+    // (field, a value of its type, operators that must compile)
+    let table: &[(&str, &str, &[&str])] = &[
+        (
+            "fd.name",
+            "x",
+            &[
+                "=",
+                "!=",
+                "<",
+                "<=",
+                ">",
+                ">=",
+                "contains",
+                "icontains",
+                "startswith",
+                "endswith",
+                "glob",
+                "iglob",
+                "regex",
+                "in",
+                "intersects",
+                "pmatch",
+            ],
+        ),
+        (
+            "evt.buffer",
+            "3030",
+            &[
+                "=",
+                "!=",
+                "contains",
+                "startswith",
+                "endswith",
+                "bcontains",
+                "bstartswith",
+                "in",
+                "intersects",
+            ],
+        ),
+        (
+            "evt.num",
+            "1",
+            &["=", "!=", "<", "<=", ">", ">=", "in", "intersects"],
+        ),
+        (
+            "proc.pid",
+            "1",
+            &["=", "!=", "<", "<=", ">", ">=", "in", "intersects"],
+        ),
+        (
+            "proc.duration",
+            "1",
+            &["=", "!=", "<", "<=", ">", ">=", "in", "intersects"],
+        ),
+        (
+            "evt.time",
+            "1",
+            &["=", "!=", "<", "<=", ">", ">=", "in", "intersects"],
+        ),
+        ("evt.is_open_read", "true", &["=", "!=", "in", "intersects"]),
+        ("fd.ip", "127.0.0.1", &["=", "!=", "in", "intersects"]),
+        ("fd.net", "127.0.0.0/8", &["=", "!=", "in", "intersects"]),
+    ];
+    let all = [
+        "=",
+        "!=",
+        "<",
+        "<=",
+        ">",
+        ">=",
+        "contains",
+        "icontains",
+        "startswith",
+        "endswith",
+        "glob",
+        "iglob",
+        "regex",
+        "bcontains",
+        "bstartswith",
+        "in",
+        "intersects",
+        "pmatch",
+    ];
+    let mut wrong = Vec::new();
+    for (field, value, allowed) in table {
+        for op in all {
+            // Hexadecimal bytes for the byte operators, whatever the field.
+            let value = if op.starts_with('b') { "303000" } else { value };
+            let rhs = if matches!(op, "in" | "intersects" | "pmatch") {
+                format!("({value})")
+            } else {
+                format!("'{value}'")
+            };
+            let condition = format!("{field} {op} {rhs}");
+            if compiles(&condition) != allowed.contains(&op) {
+                wrong.push(condition);
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "decided otherwise than libsinsp:\n{}",
+        wrong.join("\n")
+    );
+    // With a modifier, addresses and networks take only `=` and `!=`.
+    assert!(compiles("fd.ip = anyof (127.0.0.1)"));
+    assert!(compiles("fd.net != allof (127.0.0.0/8)"));
+    assert!(!compiles("fd.ip contains anyof (127.0.0.1)"));
+    assert!(!compiles("fd.net startswith allof (127.0.0.0/8)"));
+}
+
+// ---- libs userspace/libsinsp/test/filter_op_net_compare.ut.cpp ----
+
+/// Whether `condition` holds on a `connect` from `client` to `server` (the process is the
+/// client: in Vigil `fd.lip` is its side; see docs/rules-language.md for libsinsp's
+/// interface-list rule).
+fn holds_on_connection(condition: &str, client: &str, server: &str) -> bool {
+    use vigil_fields::Value;
+    let text = format!("- rule: r\n  condition: evt.type = connect and ({condition})\n{TAIL}");
+    let rs = ruleset(&[("rules.yaml", &text)]);
+    let ip = |s: &str| Value::Ip(s.parse().expect("an address"));
+    let mut ev = event("connect", &[]);
+    ev.set_values("fd.ip", vec![ip(client), ip(server)])
+        .set_values("fd.net", vec![ip(client), ip(server)])
+        .set_values("fd.cip", vec![ip(client)])
+        .set_values("fd.lip", vec![ip(client)])
+        .set_values("fd.sip", vec![ip(server)])
+        .set_values("fd.rip", vec![ip(server)]);
+    !matching(&rs, &ev).is_empty()
+}
+
+/// `net_ipv4_compare`, `net_modifier_ip_compare` and `net_ipv6_compare`: addresses compare
+/// as addresses (`::1` written in full is still `::1`), an address of the other family is
+/// never equal, networks match by prefix, and the modifiers apply to addresses.
+#[test]
+fn address_and_network_comparisons() {
+    let (c4, s4) = ("172.40.111.222", "142.251.111.147");
+    for (condition, want) in [
+        ("fd.ip == 142.251.111.147", true),
+        ("fd.sip == 142.251.111.147", true),
+        ("fd.cip == 172.40.111.222", true),
+        ("fd.ip != 142.251.111.147", false),
+        ("fd.sip != 0:0:0:0:0:0:0:1", true),
+        ("fd.sip == '0:0:0:0:0:0:0:1'", false),
+        ("fd.net == 128.0.0.0/4", true),
+        ("fd.net == 142.0.0.0/8", true),
+        ("fd.net == 142.251.0.0/16", true),
+        ("fd.net != 10.0.0.0/8", true),
+        ("fd.net != 2001:db8:abcd:12::/64", true),
+        ("fd.net == 10.0.0.0/8", false),
+        ("fd.net == 2001:db8:abcd:12::/64", false),
+        ("fd.sip == anyof (10.0.0.1, 142.251.111.147)", true),
+        ("fd.sip == anyof (10.0.0.1, 192.168.0.1)", false),
+        ("fd.sip == allof (142.251.111.147)", true),
+        ("fd.sip == allof (142.251.111.147, 10.0.0.1)", false),
+        ("fd.sip == oneof (10.0.0.1, 142.251.111.147)", true),
+        ("fd.sip != anyof (10.0.0.1)", true),
+        ("fd.sip != anyof (142.251.111.147)", false),
+        ("fd.sip != allof (10.0.0.1, 192.168.0.1)", true),
+    ] {
+        assert_eq!(holds_on_connection(condition, c4, s4), want, "{condition}");
+    }
+    let (c6, s6) = ("::1", "2001:4860:4860::8888");
+    for (condition, want) in [
+        ("fd.ip == 2001:4860:4860::8888", true),
+        ("fd.sip == 2001:4860:4860:0:0:0:0:8888", true),
+        ("fd.cip == ::1", true),
+        ("fd.ip != 2001:4860:4860::8888", false),
+        ("fd.sip != 127.0.0.1", true),
+        ("fd.sip == '127.0.0.1'", false),
+        ("fd.net == 2001::/16", true),
+        ("fd.net == 2001:4860::/32", true),
+        ("fd.net == 2001:4860:4860::/48", true),
+        ("fd.net != 10::/16", true),
+        ("fd.net != 10.0.0.0/8", true),
+        ("fd.net == 10.0.0.0/8", false),
+    ] {
+        assert_eq!(holds_on_connection(condition, c6, s6), want, "{condition}");
+    }
+}
+
+// ---- libs userspace/libsinsp/test/filter_op_bytebuf.ut.cpp ----
+
+/// Whether `condition` holds on a `read` whose buffer is `bytes`.
+fn holds_on_buffer(condition: &str, bytes: &[u8]) -> bool {
+    use std::borrow::Cow;
+    use vigil_fields::Value;
+    let text = format!("- rule: r\n  condition: evt.type = read and ({condition})\n{TAIL}");
+    let rs = ruleset(&[("rules.yaml", &text)]);
+    let mut ev = event("read", &[]);
+    ev.set_values("evt.buffer", vec![Value::Str(Cow::Owned(bytes.to_vec()))]);
+    !matching(&rs, &ev).is_empty()
+}
+
+/// `bytebuf_bcontains_bstartswith` and `bytebuf_matches_nul`: byte operators take hexadecimal
+/// bytes (an odd count or a non-hex digit is refused), and a buffer holding a NUL byte matches
+/// `= "…\x00…"`, `bcontains` and `bstartswith` across the NUL.
+#[test]
+fn byte_buffer_operators() {
+    for bad in [
+        "evt.buffer bcontains 2",
+        "evt.buffer bcontains 2g",
+        "evt.buffer bstartswith 2",
+        "evt.buffer bstartswith 2g",
+    ] {
+        assert!(!compiles(bad), "{bad}");
+    }
+    let hello = b"hello";
+    for (condition, want) in [
+        ("evt.buffer bcontains 68656c6c6f", true),
+        ("evt.buffer bcontains 656c6C", true),
+        ("evt.buffer bcontains 20", false),
+        ("evt.buffer bcontains 656c6cAA", false),
+        ("evt.buffer bstartswith 68", true),
+        ("evt.buffer bstartswith 656c6C", false),
+    ] {
+        assert_eq!(holds_on_buffer(condition, hello), want, "{condition}");
+    }
+    let with_nul = b"a\0b";
+    for (condition, want) in [
+        (r#"evt.buffer = "a\x00b""#, true),
+        (r#"evt.buffer = "ab""#, false),
+        ("evt.buffer bcontains 610062", true),
+        ("evt.buffer bcontains 610162", false),
+        ("evt.buffer bstartswith 6100", true),
+        ("evt.buffer bstartswith 6101", false),
+    ] {
+        assert_eq!(holds_on_buffer(condition, with_nul), want, "{condition}");
+    }
+}
+
+/// libs `filter_compiler.ut.cpp` `filter_nul_byte_value`: a NUL byte (`\x00`) is a value only
+/// for a byte buffer; against a string, in any operator, it is refused.
+#[test]
+fn nul_byte_values() {
+    assert!(compiles(r#"evt.buffer = "\x00""#));
+    for bad in [
+        r#"proc.name = "\x00""#,
+        r#"proc.name contains "\x00""#,
+        r#"proc.name icontains "\x00""#,
+        r#"proc.name startswith "a\x00""#,
+        r#"proc.name pmatch ("\x00")"#,
+        r#"proc.name glob "\x00?""#,
+        r#"proc.name regex "\x00""#,
+        r#"proc.name = anyof ("\x00")"#,
+        r#"concat(proc.name, "\x00") = a"#,
+        r#"evt.buffer bcontains "\x00""#,
+    ] {
+        assert!(!compiles(bad), "{bad}");
+    }
+}
+
+/// libs `filter_compiler.ut.cpp` `str_escape`: escaped quotes evaluate to the quote, and a
+/// doubled backslash before a quote hides that quote (libsinsp's lexer), so the value differs.
+#[test]
+fn escaped_quotes_evaluate() {
+    let fires_on = |condition: &str, name: &str| {
+        let text = format!("- rule: r\n  condition: evt.type = openat and ({condition})\n{TAIL}");
+        let rs = ruleset(&[("rules.yaml", &text)]);
+        !matching(&rs, &event("openat", &[("proc.name", name)])).is_empty()
+    };
+    let single = "it's 'x'";
+    let double = "say \"x\"";
+    assert!(fires_on(r"proc.name = 'it\'s \'x\''", single));
+    assert!(fires_on(r#"proc.name = "it's 'x'""#, single));
+    assert!(fires_on(r#"proc.name = 'say "x"'"#, double));
+    assert!(fires_on(r#"proc.name = "say \"x\"""#, double));
+    assert!(!fires_on(r"proc.name = 'it\'s \\'x\\''", single));
+    assert!(!fires_on(r#"proc.name = "say \\"x\\"""#, double));
+}
