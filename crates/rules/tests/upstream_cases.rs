@@ -808,3 +808,35 @@ fn escaped_quotes_evaluate() {
     assert!(!fires_on(r"proc.name = 'it\'s \\'x\\''", single));
     assert!(!fires_on(r#"proc.name = "say \\"x\\"""#, double));
 }
+
+/// `list_name_invalid`: a list whose name is not one word (`test list`) loads with a warning
+/// and a condition can still use it, as Falco substitutes list names into the condition text.
+/// Inside a quoted string the name is text, not the list.
+#[test]
+fn list_with_spaces_in_its_name_is_usable() {
+    let text = format!(
+        "- list: shell names\n  items: [sh, bash]\n\
+         - macro: spawned_shell\n  condition: proc.name in (shell names, zsh)\n\
+         - rule: r\n  condition: evt.type = openat and (spawned_shell or proc.pname in (shell names) or proc.cmdline = 'shell names')\n{TAIL}"
+    );
+    let r = load(&[("rules.yaml", &text)]);
+    let rs = r
+        .ruleset
+        .as_ref()
+        .unwrap_or_else(|| panic!("{}", lines(&r).join("\n")));
+    warns(&r, "W_INVALID_NAME", 1, 3, "List has an invalid name");
+    no_warning(&r, "W_UNUSED_LIST");
+    let on = |fields: &[(&str, &str)]| !matching(rs, &event("openat", fields)).is_empty();
+    assert!(on(&[("proc.name", "bash")]));
+    assert!(on(&[("proc.name", "zsh")]));
+    assert!(on(&[("proc.pname", "sh")]));
+    assert!(on(&[("proc.cmdline", "shell names")]));
+    assert!(!on(&[("proc.name", "shell names")]));
+    assert!(!on(&[("proc.name", "fish")]));
+    // A tab inside the name is kept as it is.
+    let text = format!(
+        "- list: \"a\\tb\"\n  items: [x]\n- rule: r\n  condition: \"evt.type = openat and proc.name in (a\\tb)\"\n{TAIL}"
+    );
+    let rs = ruleset(&[("rules.yaml", &text)]);
+    assert!(!matching(&rs, &event("openat", &[("proc.name", "x")])).is_empty());
+}
