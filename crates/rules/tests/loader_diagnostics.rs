@@ -57,7 +57,7 @@ fn unknown_keys_warn() {
             "f.yaml",
             &format!("- rule: r\n  condition: evt.type = open\n  colour: red\n{RULE_TAIL}"),
         )],
-        "W_UNKNOWN_KEY: unknown key `colour` ignored @ 3:3",
+        "W_UNKNOWN_KEY: Unknown key 'colour'. The key will be ignored. @ 3:3",
     );
     assert!(r.ruleset.is_some(), "warnings do not fail the load");
 }
@@ -150,12 +150,12 @@ fn append_to_undefined_items() {
     check(
         &[("f.yaml", text)],
         "W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 3:11
-         E_UNDEFINED_APPEND: list `l` is appended to or overridden but was not defined before @ 1:3
-         E_UNDEFINED_APPEND: macro `m` is appended to or overridden but was not defined before @ 4:3
+         E_UNDEFINED_APPEND: List uses 'append' or 'override.items: append' but no list by that name already exists (`l` was not defined before) @ 1:3
+         E_UNDEFINED_APPEND: Macro uses 'append' or 'override.condition: append' but no macro by that name already exists (`m` was not defined before) @ 4:3
          W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 10:11
-         E_UNDEFINED_APPEND: rule `r` is appended to or overridden but was not defined before @ 8:3
+         E_UNDEFINED_APPEND: Rule uses 'append' or 'override.<key>: append' but no rule by that name already exists (`r` was not defined before) @ 8:3
          W_DEPRECATED: The standalone 'enabled' key usage is deprecated. The correct approach requires also a 'replace' entry under the 'override' key (i.e. 'enabled: replace'). @ 11:3
-         E_UNDEFINED_APPEND: rule `s` is appended to or overridden but was not defined before @ 11:3",
+         E_UNDEFINED_APPEND: Rule uses 'append' or 'override.<key>: append' but no rule by that name already exists (`s` was not defined before) @ 11:3",
     );
 }
 
@@ -169,8 +169,8 @@ fn override_shape_errors() {
     );
     check(
         &[("f.yaml", &text)],
-        "E_SCHEMA: key `output` is not listed in `override` @ 8:3
-         E_SCHEMA: cannot override `priority` with `append` @ 14:15
+        "E_SCHEMA: Unexpected key 'output': no corresponding entry under 'override' is defined. @ 8:3
+         E_SCHEMA: Key 'priority' cannot be appended to, use 'replace' instead @ 14:15
          W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 16:11
          E_SCHEMA: Keys 'override' and 'append: true' cannot be used together. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 18:5",
     );

@@ -840,3 +840,86 @@ fn list_with_spaces_in_its_name_is_usable() {
     let rs = ruleset(&[("rules.yaml", &text)]);
     assert!(!matching(&rs, &event("openat", &[("proc.name", "x")])).is_empty());
 }
+
+/// `rule_unknown_key`, `list_unknown_key`, `macro_unknown_key`,
+/// `list_cross_type_key_priority`: a key an item does not take loads with Falco's warning,
+/// naming the key.
+#[test]
+fn unknown_keys_warn_with_falco_text() {
+    let text = format!(
+        "- list: l\n  items: [sh]\n  typo_field: x\n\
+         - macro: m\n  condition: evt.type = openat\n  typo_field: x\n\
+         - list: l2\n  items: [sh]\n  priority: INFO\n\
+         - rule: r\n  condition: m and proc.name in (l, l2)\n{TAIL}  typo_field: x\n"
+    );
+    let r = load(&[("rules.yaml", &text)]);
+    assert!(r.ruleset.is_some());
+    for (line, key) in [
+        (3, "typo_field"),
+        (6, "typo_field"),
+        (9, "priority"),
+        (15, "typo_field"),
+    ] {
+        warns(
+            &r,
+            "W_UNKNOWN_KEY",
+            line,
+            3,
+            &format!("Unknown key '{key}'"),
+        );
+    }
+    assert_eq!(
+        r.warnings()
+            .find(|d| d.code == "W_UNKNOWN_KEY")
+            .and_then(|d| d.falco_code()),
+        Some("LOAD_UNKNOWN_KEY")
+    );
+}
+
+/// `macro_override_append_before_macro_definition`, `rule_override_append_before_rule_definition`,
+/// `rule_override_replace_before_rule_definition` (and their `append: true` and list
+/// variants): updating an item not defined yet fails with Falco's text for the kind of update.
+#[test]
+fn updates_before_definition_fail_with_falco_text() {
+    for (text, needle) in [
+        (
+            "- macro: m\n  condition: or evt.type = open\n  override:\n    condition: append\n",
+            "Macro uses 'append' or 'override.condition: append' but no macro by that name already exists",
+        ),
+        (
+            "- list: l\n  items: [a]\n  append: true\n",
+            "List uses 'append' or 'override.items: append' but no list by that name already exists",
+        ),
+        (
+            "- rule: r\n  condition: and proc.name = sh\n  override:\n    condition: append\n",
+            "Rule uses 'append' or 'override.<key>: append' but no rule by that name already exists",
+        ),
+        (
+            "- rule: r\n  condition: proc.name = sh\n  override:\n    condition: replace\n",
+            "An 'override.<key>: replace' to a rule was requested but no rule by that name already exists",
+        ),
+    ] {
+        fails_with(text, "E_UNDEFINED_APPEND", 1, 3, needle);
+    }
+}
+
+/// `rule_incorrect_override_type` and `rule_override_extra_field`: appending to a key that
+/// can only be replaced, or carrying a key `override` does not list, fails with Falco's text.
+#[test]
+fn override_mode_and_extra_key_errors_use_falco_text() {
+    let base = format!("- rule: r\n  condition: evt.type = openat\n{TAIL}");
+    fails_with(
+        &format!("{base}- rule: r\n  priority: WARNING\n  override:\n    priority: append\n"),
+        "E_SCHEMA",
+        9,
+        15,
+        "Key 'priority' cannot be appended to, use 'replace' instead",
+    );
+    fails_with(
+        &format!("{base}- rule: r\n  condition: and proc.name = sh\n  priority: WARNING\n  override:\n    condition: append\n"),
+        "E_SCHEMA",
+        8,
+        3,
+        "Unexpected key 'priority'",
+    );
+}

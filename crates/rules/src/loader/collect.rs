@@ -304,7 +304,7 @@ impl Collected {
             return;
         }
         let Some(i) = self.lists.get(&name) else {
-            undefined(file, item.pos, "list", &name, rep);
+            undefined(file, item.pos, ERROR_NO_PREVIOUS_LIST, &name, rep);
             return;
         };
         let list = &mut self.lists.items[i];
@@ -362,7 +362,7 @@ impl Collected {
             return;
         }
         let Some(i) = self.macros.get(&name) else {
-            undefined(file, item.pos, "macro", &name, rep);
+            undefined(file, item.pos, ERROR_NO_PREVIOUS_MACRO, &name, rep);
             return;
         };
         let m = &mut self.macros.items[i];
@@ -457,7 +457,14 @@ impl Collected {
             return;
         }
         let Some(i) = self.rules.get(&name) else {
-            undefined(file, item.pos, "rule", &name, rep);
+            // Falco appends first, so any `append` entry gives the append text.
+            let replace_only = !only_enabled && modes.values().all(|m| *m == Mode::Replace);
+            let message = if replace_only {
+                ERROR_NO_PREVIOUS_RULE_REPLACE
+            } else {
+                ERROR_NO_PREVIOUS_RULE_APPEND
+            };
+            undefined(file, item.pos, message, &name, rep);
             return;
         };
         let rule = &mut self.rules.items[i];
@@ -759,7 +766,10 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
                 file,
                 k.pos,
                 Some(rule),
-                format!("unknown exception key `{}`", k.as_str().unwrap_or("?")),
+                format!(
+                    "Unknown key '{}'. The key will be ignored. (in an exception)",
+                    k.as_str().unwrap_or("?")
+                ),
             );
         }
     }
@@ -1011,7 +1021,7 @@ fn warn_unknown_keys(file: usize, item: &Node, known: &[&str], name: &str, rep: 
                     file,
                     k.pos,
                     Some(name),
-                    format!("unknown key `{key}` ignored"),
+                    format!("Unknown key '{key}'. The key will be ignored."),
                 );
             }
         }
@@ -1092,16 +1102,18 @@ fn modes(
             Some("append") if appendable.contains(&key) => Mode::Append,
             Some("replace") if replaceable.contains(&key) => Mode::Replace,
             other => {
-                rep.error(
-                    "E_SCHEMA",
-                    file,
-                    v.pos,
-                    Some(name),
-                    format!(
-                        "cannot override `{key}` with `{}`",
+                // Falco's texts for the two it names (`rule_incorrect_override_type`).
+                let message = match other {
+                    Some("append") => {
+                        format!("Key '{key}' cannot be appended to, use 'replace' instead")
+                    }
+                    Some("replace") => format!("Key '{key}' cannot be replaced"),
+                    _ => format!(
+                        "cannot override `{key}` with `{}` (expected append or replace)",
                         other.unwrap_or(v.type_name())
                     ),
-                );
+                };
+                rep.error("E_SCHEMA", file, v.pos, Some(name), message);
                 ok = false;
                 continue;
             }
@@ -1138,7 +1150,9 @@ fn modes(
                     file,
                     k.pos,
                     Some(name),
-                    format!("key `{key}` is not listed in `override`"),
+                    format!(
+                        "Unexpected key '{key}': no corresponding entry under 'override' is defined."
+                    ),
                 );
                 ok = false;
             }
@@ -1200,6 +1214,14 @@ fn check_name(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter)
 // Falco's tests match on them.
 const WARNING_APPEND: &str = "'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead.";
 const WARNING_ENABLED: &str = "The standalone 'enabled' key usage is deprecated. The correct approach requires also a 'replace' entry under the 'override' key (i.e. 'enabled: replace').";
+const ERROR_NO_PREVIOUS_MACRO: &str =
+    "Macro uses 'append' or 'override.condition: append' but no macro by that name already exists";
+const ERROR_NO_PREVIOUS_LIST: &str =
+    "List uses 'append' or 'override.items: append' but no list by that name already exists";
+const ERROR_NO_PREVIOUS_RULE_APPEND: &str =
+    "Rule uses 'append' or 'override.<key>: append' but no rule by that name already exists";
+const ERROR_NO_PREVIOUS_RULE_REPLACE: &str =
+    "An 'override.<key>: replace' to a rule was requested but no rule by that name already exists";
 const ERROR_OVERRIDE_APPEND: &str = "Keys 'override' and 'append: true' cannot be used together. Add an 'append' entry (e.g. 'condition: append') under 'override' instead.";
 
 /// Falco's `LOAD_DEPRECATED_ITEM`.
@@ -1207,13 +1229,14 @@ fn deprecated(file: usize, pos: Pos, name: &str, message: String, rep: &mut Repo
     rep.warning("W_DEPRECATED", file, pos, Some(name), message);
 }
 
-fn undefined(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
+/// `E_UNDEFINED_APPEND` with Falco's text for the kind of update (`ERROR_NO_PREVIOUS_*`).
+fn undefined(file: usize, pos: Pos, falco_text: &str, name: &str, rep: &mut Reporter) {
     rep.error(
         "E_UNDEFINED_APPEND",
         file,
         pos,
         Some(name),
-        format!("{kind} `{name}` is appended to or overridden but was not defined before"),
+        format!("{falco_text} (`{name}` was not defined before)"),
     );
 }
 
