@@ -11,6 +11,7 @@
 //! | `E_SCHEMA` | not a sequence of maps, unknown item kind, wrong value type, missing key |
 //! | `E_ENGINE_VERSION` | `required_engine_version` above [`crate::loader::ENGINE_VERSION`] |
 //! | `E_UNDEFINED_APPEND` | `append`/`override`/`enabled` on a rule, macro or list not defined before |
+//! | `E_SOURCE_MISMATCH` | a rule defined again, appended to or overridden with another `source` |
 //! | `E_BAD_PRIORITY` | a priority that is not one of Falco's eight |
 //! | `E_UNKNOWN_MACRO` | a condition names a macro that does not exist |
 //! | `E_MACRO_CYCLE` | macros that reference each other in a cycle |

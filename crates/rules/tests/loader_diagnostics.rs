@@ -188,7 +188,7 @@ fn engine_version() {
     );
     check(
         &[("f.yaml", "- required_engine_version: banana\n")],
-        "E_SCHEMA: invalid required_engine_version `banana` (expected `MAJOR.MINOR.PATCH` or an integer) @ 1:28",
+        "E_SCHEMA: Unable to parse engine version 'banana' (expected `MAJOR.MINOR.PATCH` or an integer) @ 1:28",
     );
     // Old integer versions and lower versions load.
     check(

@@ -378,7 +378,7 @@ fn exception_shape_errors() {
     );
     check(
         &[("f.yaml", &text)],
-        "E_SCHEMA: exception `e5` has values but no `fields` @ 7:7",
+        "E_SCHEMA: Item has no mapping for key 'fields' (exception `e5`) @ 7:7",
     );
 }
 

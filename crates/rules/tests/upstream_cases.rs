@@ -923,3 +923,102 @@ fn override_mode_and_extra_key_errors_use_falco_text() {
         "Unexpected key 'priority'",
     );
 }
+
+/// `redefine_rule_different_source`, `append_across_sources`, `selective_replace_across_sources`:
+/// a rule defined again, appended to or overridden (with its condition) under another explicit
+/// source is refused. Without an explicit source, or with the same one, it is not.
+#[test]
+fn rules_keep_their_source() {
+    let k8s = "- rule: r\n  desc: d\n  condition: ka.verb = GET\n  output: o\n  priority: INFO\n  source: k8s_audit\n";
+    for update in [
+        format!("- rule: r\n  condition: evt.type = openat\n{TAIL}"),
+        "- rule: r\n  condition: and proc.name = sh\n  source: syscall\n  append: true\n".to_string(),
+        "- rule: r\n  condition: proc.name = sh\n  source: syscall\n  override:\n    condition: replace\n".to_string(),
+    ] {
+        fails_with(
+            &format!("{k8s}{update}"),
+            "E_SOURCE_MISMATCH",
+            7,
+            3,
+            "Rule has been re-defined with a different source",
+        );
+    }
+    let r = load(&[(
+        "rules.yaml",
+        &format!("{k8s}- rule: r\n  desc: new words\n  source: syscall\n  override:\n    desc: replace\n"),
+    )]);
+    assert!(r.ruleset.is_some(), "{}", lines(&r).join("\n"));
+}
+
+/// `rule_override_exceptions_required_fields`: an appended exception may leave `fields` out
+/// (its values then take the shape of the exception appended to), a replacing or defining one
+/// may not.
+#[test]
+fn exceptions_need_fields_unless_appended() {
+    let base = format!(
+        "- rule: r\n  condition: evt.type = openat\n{TAIL}  exceptions:\n    - name: ex\n      fields: proc.name\n      values: [cat]\n"
+    );
+    let append = "- rule: r\n  exceptions:\n    - name: ex\n      values: [echo, [id, ls]]\n  override:\n    exceptions: append\n";
+    let rs = ruleset(&[("rules.yaml", &format!("{base}{append}"))]);
+    for (name, excepted) in [("cat", true), ("echo", true), ("ls", true), ("sh", false)] {
+        let fired = !matching(&rs, &event("openat", &[("proc.name", name)])).is_empty();
+        assert_eq!(fired, !excepted, "{name}");
+    }
+    let replace = "- rule: r\n  exceptions:\n    - name: ex\n      values: [id]\n  override:\n    exceptions: replace\n";
+    fails_with(
+        &format!("{base}{replace}"),
+        "E_SCHEMA",
+        12,
+        7,
+        "Item has no mapping for key 'fields'",
+    );
+}
+
+/// `exceptions_modifier_op_invalid_base_operator_scalar_field` (and Falco's rule for a single
+/// field): with one field (not a list), `comps` must be `in`, `pmatch`, `intersects` or a
+/// modifier operator.
+#[test]
+fn single_field_exception_comps() {
+    for comp in ["=", "startswith", "frobulate oneof"] {
+        let text = format!(
+            "- rule: r\n  condition: evt.type = openat\n{TAIL}  exceptions:\n    - name: ex\n      fields: proc.name\n      comps: {comp}\n      values: [a]\n"
+        );
+        fails_with(
+            &text,
+            "E_SCHEMA",
+            9,
+            14,
+            "When fields is a single value, comps must be one of",
+        );
+    }
+    for comp in ["in", "pmatch", "intersects", "startswith oneof"] {
+        let text = format!(
+            "- rule: r\n  condition: evt.type = openat\n{TAIL}  exceptions:\n    - name: ex\n      fields: proc.name\n      comps: {comp}\n      values: [a]\n"
+        );
+        ruleset(&[("rules.yaml", &text)]);
+    }
+}
+
+/// `required_engine_version_invalid` (and `_semver`, `_not_semver`): a version that is neither
+/// `x.y.z` nor an integer fails with Falco's text; both forms load without warnings.
+#[test]
+fn engine_version_forms() {
+    fails_with(
+        "- required_engine_version: seven\n",
+        "E_SCHEMA",
+        1,
+        28,
+        "Unable to parse engine version",
+    );
+    for v in ["0.26.0", "26"] {
+        let text = format!(
+            "- required_engine_version: {v}\n- rule: r\n  condition: evt.type = openat\n{TAIL}"
+        );
+        let r = load(&[("rules.yaml", &text)]);
+        assert!(
+            r.ruleset.is_some() && r.warnings().next().is_none(),
+            "{}",
+            lines(&r).join("\n")
+        );
+    }
+}

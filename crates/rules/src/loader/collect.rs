@@ -64,6 +64,11 @@ pub struct ExceptionDef {
     pub values: Vec<(Vec<ExValue>, Pos)>,
     /// The item had a `values` key (Falco warns when an appended exception has none).
     pub has_values: bool,
+    /// The item had a `fields` key. Without one (allowed only when appending to an existing
+    /// exception) the values' shape is not known yet: `loose` says, per value, whether it was
+    /// written as a sequence (see [`append_exceptions`]).
+    pub has_fields: bool,
+    pub loose: Vec<bool>,
     pub file: usize,
     pub pos: Pos,
 }
@@ -436,6 +441,7 @@ impl Collected {
                 return;
             }
             counts.rules += 1;
+            let exceptions = require_fields(fields.exceptions.unwrap_or_default(), &name, rep);
             let def = RuleDef {
                 name: name.clone(),
                 condition: fields.condition.into_iter().collect(),
@@ -445,7 +451,7 @@ impl Collected {
                 tags: fields.tags.unwrap_or_default(),
                 enabled: fields.enabled.unwrap_or(true),
                 source: fields.source.unwrap_or_else(|| "syscall".to_string()),
-                exceptions: fields.exceptions.unwrap_or_default(),
+                exceptions,
                 skip_if_unknown_filter: fields.skip_if_unknown_filter.unwrap_or(false),
                 warn_evttypes: fields.warn_evttypes.unwrap_or(true),
                 capture: fields.capture.unwrap_or(false),
@@ -453,6 +459,12 @@ impl Collected {
                 file,
                 pos: item.pos,
             };
+            if let Some(i) = self.rules.get(&name) {
+                if self.rules.items[i].source != def.source {
+                    source_mismatch(file, item, &name, rep);
+                    return;
+                }
+            }
             self.rules.define(&name, def);
             return;
         }
@@ -467,6 +479,19 @@ impl Collected {
             undefined(file, item.pos, message, &name, rep);
             return;
         };
+        // Falco compares an update's source only when the update says one: always for
+        // `append: true`, for `override` only when it carries the condition.
+        let says_source = legacy_append || modes.contains_key("condition");
+        let explicit_source = item
+            .get("source")
+            .and_then(Node::as_str)
+            .filter(|s| !s.is_empty());
+        if let Some(src) = explicit_source.filter(|_| says_source) {
+            if src != self.rules.items[i].source {
+                source_mismatch(file, item, &name, rep);
+                return;
+            }
+        }
         let rule = &mut self.rules.items[i];
         // Keys without an override mode: `enabled` alone, or keys next to a legacy append.
         let mode_of = |key: &str| modes.get(key).copied().unwrap_or(Mode::Replace);
@@ -512,7 +537,7 @@ impl Collected {
                 }
                 append_exceptions(&mut rule.exceptions, exceptions, &name, rep);
             } else {
-                rule.exceptions = exceptions;
+                rule.exceptions = require_fields(exceptions, &name, rep);
             }
         }
         if let Some(p) = fields.priority {
@@ -671,6 +696,34 @@ fn join_piece(pieces: &mut Vec<Piece>, piece: Piece, mode: Mode) {
     }
 }
 
+/// Exceptions that define (a rule's own, or replacing its exceptions) must name their
+/// `fields`; Falco's reader refuses them otherwise (falco `test_rule_loader.cpp`:
+/// `rule_override_exceptions_required_fields`). Those without are reported and dropped.
+fn require_fields(
+    exceptions: Vec<ExceptionDef>,
+    rule: &str,
+    rep: &mut Reporter,
+) -> Vec<ExceptionDef> {
+    exceptions
+        .into_iter()
+        .filter(|ex| {
+            if !ex.has_fields {
+                rep.error(
+                    "E_SCHEMA",
+                    ex.file,
+                    ex.pos,
+                    Some(rule),
+                    format!(
+                        "Item has no mapping for key 'fields' (exception `{}`)",
+                        ex.name
+                    ),
+                );
+            }
+            ex.has_fields
+        })
+        .collect()
+}
+
 /// Appends exceptions: values of an exception with a known name are added to it; new names
 /// are added whole (they must carry `fields`, checked when read).
 fn append_exceptions(
@@ -682,7 +735,33 @@ fn append_exceptions(
     for ex in new {
         match existing.iter_mut().find(|e| e.name == ex.name) {
             Some(old) => {
-                for (tuple, pos) in ex.values {
+                let mut values = ex.values;
+                if !ex.has_fields && old.single {
+                    // A value written as a sequence is a list of values for a single field.
+                    for ((tuple, pos), &seq) in values.iter_mut().zip(&ex.loose) {
+                        if !seq {
+                            continue;
+                        }
+                        let mut list = Vec::new();
+                        for v in tuple.drain(..) {
+                            match v {
+                                ExValue::Scalar(s) => list.push(s),
+                                ExValue::List(_) => rep.error(
+                                    "E_SCHEMA",
+                                    ex.file,
+                                    *pos,
+                                    Some(rule),
+                                    format!(
+                                        "exception `{}` has one field: a value is a string or a sequence of strings",
+                                        old.name
+                                    ),
+                                ),
+                            }
+                        }
+                        *tuple = vec![ExValue::List(list)];
+                    }
+                }
+                for (tuple, pos) in values {
                     if tuple.len() != old.fields.len() {
                         rep.error(
                             "E_SCHEMA",
@@ -813,6 +892,27 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
     let mut comps = Vec::new();
     for (text, pos) in &comp_texts {
         match parse_cmp(text) {
+            // Falco's collector: a single field takes a list operator or a modifier.
+            Some((op, None)) if single && !op.takes_list() => {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    *pos,
+                    Some(rule),
+                    format!("When fields is a single value, comps must be one of (in, pmatch, intersects) or a modifier operator (e.g. startswith oneof), not '{text}' (exception `{name}`)"),
+                );
+                return None;
+            }
+            None if single => {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    *pos,
+                    Some(rule),
+                    format!("When fields is a single value, comps must be one of (in, pmatch, intersects) or a modifier operator (e.g. startswith oneof); '{text}' is not a supported comparison operator (exception `{name}`)"),
+                );
+                return None;
+            }
             Some(op) => comps.push(op),
             None => {
                 rep.error(
@@ -841,6 +941,7 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
         return None;
     }
     let mut values = Vec::new();
+    let mut loose = Vec::new();
     if let Some(n) = item.get("values") {
         let Kind::Seq(tuples) = &n.kind else {
             type_error(file, n, "values", "a sequence", rule, rep);
@@ -849,6 +950,25 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
         for t in tuples {
             if single {
                 values.push((vec![ex_value(file, t, rule, rep)?], t.pos));
+                continue;
+            }
+            if item.get("fields").is_none() {
+                // Shape decided by the exception appended to: a scalar is one value, a
+                // sequence a tuple (or, for a single-field exception, a list of values).
+                match &t.kind {
+                    Kind::Seq(parts) => {
+                        let mut tuple = Vec::new();
+                        for p in parts {
+                            tuple.push(ex_value(file, p, rule, rep)?);
+                        }
+                        values.push((tuple, t.pos));
+                        loose.push(true);
+                    }
+                    _ => {
+                        values.push((vec![ex_value(file, t, rule, rep)?], t.pos));
+                        loose.push(false);
+                    }
+                }
                 continue;
             }
             let Kind::Seq(parts) = &t.kind else {
@@ -884,6 +1004,8 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
         comps,
         values,
         has_values: item.get("values").is_some(),
+        has_fields: item.get("fields").is_some(),
+        loose,
         file,
         pos: item.pos,
     })
@@ -931,7 +1053,7 @@ fn check_engine_version(file: usize, item: &Node, rep: &mut Reporter) {
             file,
             node.pos,
             None,
-            format!("invalid required_engine_version `{text}` (expected `MAJOR.MINOR.PATCH` or an integer)"),
+            format!("Unable to parse engine version '{text}' (expected `MAJOR.MINOR.PATCH` or an integer)"),
         );
         return;
     };
@@ -1227,6 +1349,19 @@ const ERROR_OVERRIDE_APPEND: &str = "Keys 'override' and 'append: true' cannot b
 /// Falco's `LOAD_DEPRECATED_ITEM`.
 fn deprecated(file: usize, pos: Pos, name: &str, message: String, rep: &mut Reporter) {
     rep.warning("W_DEPRECATED", file, pos, Some(name), message);
+}
+
+/// Falco's collector refuses a rule defined again, appended to or overridden with another
+/// explicit source (falco `test_rule_loader.cpp`: `redefine_rule_different_source`,
+/// `append_across_sources`, `selective_replace_across_sources`).
+fn source_mismatch(file: usize, item: &Node, name: &str, rep: &mut Reporter) {
+    rep.error(
+        "E_SOURCE_MISMATCH",
+        file,
+        item.pos,
+        Some(name),
+        format!("Rule has been re-defined with a different source (`{name}`)"),
+    );
 }
 
 /// `E_UNDEFINED_APPEND` with Falco's text for the kind of update (`ERROR_NO_PREVIOUS_*`).
