@@ -479,10 +479,9 @@ impl<'s> Parser<'s> {
                 return Err(self.unexpected("a field name"));
             };
             let word = &self.src[start..end];
-            let mut look = self.pos;
-            while self.bytes.get(look).copied().is_some_and(is_ws) {
-                look += 1;
-            }
+            // libsinsp lexes `toupper(` as one token: no whitespace before the `(`
+            // (libs `filter_parser.ut.cpp`: `parse_transformers_left_hand`).
+            let look = self.pos;
             let paren_follows = self.bytes.get(look) == Some(&b'(');
             if let Some(t) = transformer_named(word).filter(|_| paren_follows) {
                 if depth + transformers.len() >= MAX_DEPTH {
@@ -610,11 +609,7 @@ impl<'s> Parser<'s> {
         let save = self.pos;
         if let Some((start, end)) = self.name() {
             let word = &self.src[start..end];
-            let mut look = self.pos;
-            while self.bytes.get(look).copied().is_some_and(is_ws) {
-                look += 1;
-            }
-            let call = self.bytes.get(look) == Some(&b'(');
+            let call = self.bytes.get(self.pos) == Some(&b'(');
             let is_operand = word.contains('.')
                 || (call
                     && (transformer_named(word).is_some() || MultiFn::from_text(word).is_some()));
@@ -1063,7 +1058,7 @@ mod tests {
         ),
         ("join('-', ()) = a", "join(\"-\", ()) = a"),
         (
-            "toupper( concat (proc.name , fd.name, concat(\"a\", 'b')) ) exists",
+            "toupper( concat(proc.name , fd.name, concat(\"a\", 'b')) ) exists",
             "toupper(concat(proc.name, fd.name, concat(\"a\", \"b\"))) exists",
         ),
         (

@@ -503,6 +503,20 @@ fn transformer_arguments() {
     }
 }
 
+/// `parse_transformers_left_hand`: a transformer's `(` follows its name directly.
+#[test]
+fn transformer_name_and_paren_are_one_token() {
+    assert!(parses("b64(proc.name) exists"));
+    assert!(parses("toupper( proc.name ) = X"));
+    for bad in [
+        "b64 (proc.name) exists",
+        "toupper\n(proc.name) = X",
+        "proc.name = concat (fd.name, \"x\")",
+    ] {
+        assert!(!parses(bad), "{bad}");
+    }
+}
+
 /// `parse_transformers_right_hand` and libs `filter_compiler.ut.cpp` `filter_val_transformer`:
 /// `val()` takes a field, not a transformer; a transformer on the right stands on its own.
 #[test]
