@@ -8,7 +8,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | `E_YAML_PARSE` | malformed YAML, or YAML nested deeper than the reader allows |
-//! | `E_SCHEMA` | not a sequence of maps, unknown item kind, wrong value type, missing key |
+//! | `E_SCHEMA` | not a sequence of maps, an item of two kinds, wrong value type, missing key |
 //! | `E_ENGINE_VERSION` | `required_engine_version` above [`crate::loader::ENGINE_VERSION`] |
 //! | `E_UNDEFINED_APPEND` | `append`/`override`/`enabled` on a rule, macro or list not defined before |
 //! | `E_SOURCE_MISMATCH` | a rule defined again, appended to or overridden with another `source` |
@@ -22,6 +22,7 @@
 //! | `E_TRANSFORMER_ARGS` | `join`/`concat`/`getopt` with the wrong number or kind of arguments |
 //! | `W_FIELD_NO_VALUE` | a field Falco has that never has a value in Vigil (`thread.cpu`, `thread.cpu.user`, `thread.cpu.system`) |
 //! | `W_UNKNOWN_KEY` | a key the loader does not know (ignored) |
+//! | `W_UNKNOWN_ITEM` | a top-level item of a kind the loader does not know (ignored) |
 //! | `W_SOURCE_SKIPPED` | a rule for a source other than `syscall` (counted, not compiled) |
 //! | `W_SKIPPED_UNKNOWN_FILTER` | a rule with `skip-if-unknown-filter: true` that uses an unknown field |
 //! | `W_UNUSED_MACRO`, `W_UNUSED_LIST` | defined but referenced by no rule, macro or list |
@@ -93,6 +94,7 @@ impl Diagnostic {
             // libsinsp's compiler warnings reach Falco's load result as this code.
             "W_FIELD_AS_VALUE" | "W_REGEX_SIMPLE" => "LOAD_COMPILE_CONDITION",
             "W_UNKNOWN_KEY" => "LOAD_UNKNOWN_KEY",
+            "W_UNKNOWN_ITEM" => "LOAD_UNKNOWN_ITEM",
             "W_SOURCE_SKIPPED" => "LOAD_UNKNOWN_SOURCE",
             _ => return None,
         })

@@ -31,7 +31,7 @@ fn schema_errors_name_the_problem() {
             "- just a string\n- frobnicate: x\n- rule: r\n  macro: m\n- list: l\n  items: {a: b}\n- macro: m\n  condition: [a]\n",
         )],
         "E_SCHEMA: an item must be a map, found a scalar @ 1:3
-         E_SCHEMA: unknown item with keys `frobnicate` @ 2:3
+         W_UNKNOWN_ITEM: Unknown top level item (keys `frobnicate`); ignored @ 2:3
          E_SCHEMA: an item must have one kind, found `rule`, `macro` @ 3:3
          E_SCHEMA: `items` must be a sequence of strings, found a map @ 6:10
          E_SCHEMA: `condition` must be a string, found a sequence @ 8:14",

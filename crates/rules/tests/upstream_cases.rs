@@ -1036,3 +1036,17 @@ fn engine_version_forms() {
         );
     }
 }
+
+/// Falco's reader (`rule_loader_reader.cpp`, `LOAD_UNKNOWN_ITEM`): a top-level item of a kind
+/// it does not know is skipped with a warning, so a file from a newer Falco still loads.
+#[test]
+fn unknown_top_level_items_are_skipped() {
+    let text = format!("- future_item: x\n- rule: r\n  condition: evt.type = openat\n{TAIL}");
+    let r = load(&[("rules.yaml", &text)]);
+    assert!(r.ruleset.is_some());
+    warns(&r, "W_UNKNOWN_ITEM", 1, 3, "Unknown top level item");
+    assert_eq!(
+        r.warnings().next().and_then(|d| d.falco_code()),
+        Some("LOAD_UNKNOWN_ITEM")
+    );
+}

@@ -242,13 +242,18 @@ impl Collected {
             ["required_engine_version"] => check_engine_version(file, item, rep),
             ["required_plugin_versions"] => check_plugin_versions(file, item, rep),
             [] => {
+                // Falco's reader skips an item of a kind it does not know, with
+                // `LOAD_UNKNOWN_ITEM` (`rule_loader_reader.cpp`), so newer files still load.
                 let keys: Vec<&str> = entries.iter().filter_map(|(k, _)| k.as_str()).collect();
-                rep.error(
-                    "E_SCHEMA",
+                rep.warning(
+                    "W_UNKNOWN_ITEM",
                     file,
                     item.pos,
                     None,
-                    format!("unknown item with keys `{}`", keys.join("`, `")),
+                    format!(
+                        "Unknown top level item (keys `{}`); ignored",
+                        keys.join("`, `")
+                    ),
                 );
             }
             many => rep.error(
