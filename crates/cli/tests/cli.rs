@@ -746,7 +746,7 @@ fn evt_cpu_replays_the_recorded_cpu_and_thread_cpu_never_matches() {
   priority: NOTICE
 - rule: Busy thread
   desc: t
-  condition: evt.type = close and (thread.cpu > 0.5 or thread.cpu.user >= 1 or thread.cpu.system exists)
+  condition: evt.type = close and (thread.cpu > 0 or thread.cpu.user >= 1 or thread.cpu.system exists)
   output: "C cpu=%thread.cpu"
   priority: NOTICE
 "#,

@@ -1099,7 +1099,13 @@ impl<'c> Compiler<'c> {
                     CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => Test::StrCmp(op, bytes()),
                 })
             }
-            FieldType::I64 | FieldType::U64 | FieldType::AbsTime | FieldType::RelTime => {
+            // A DOUBLE compares with integer literals only, as in libsinsp
+            // (`operators_field_types_compatibility`: `thread.cpu = 1.0` is refused).
+            FieldType::I64
+            | FieldType::U64
+            | FieldType::AbsTime
+            | FieldType::RelTime
+            | FieldType::Double => {
                 let what = format!("a number ({})", ty.name());
                 let parse = |l: &Literal| parse_number(&l.text).ok_or_else(|| bad_value(l, &what));
                 match op {
@@ -1969,17 +1975,24 @@ mod tests {
     #[test]
     fn fields_without_values_warn_and_never_match() {
         let cat = FakeCatalog::new();
-        // Falco's `thread.cpu` is a DOUBLE: a fractional literal loads too.
-        let f = compile_one(&cat, "proc.name = bash and thread.cpu > 0.5").unwrap();
+        // Falco's `thread.cpu` is a DOUBLE, compared with integers only (as libsinsp).
+        let f = compile_one(&cat, "proc.name = bash and thread.cpu > 0").unwrap();
         let codes: Vec<(&str, u32)> = f
             .warnings()
             .iter()
             .map(|w| (w.code, w.span.start))
             .collect();
         assert_eq!(codes, [("W_FIELD_NO_VALUE", 21)]);
-        assert!(!eval("thread.cpu > 0.5", &FakeEvent::default()));
+        assert!(!eval("thread.cpu > 0", &FakeEvent::default()));
         assert!(!eval("thread.cpu exists", &FakeEvent::default()));
-        assert!(eval("not thread.cpu > 0.5", &FakeEvent::default()));
+        assert!(eval("not thread.cpu > 0", &FakeEvent::default()));
+        for refused in [
+            "thread.cpu > 0.5",
+            "thread.cpu contains 1",
+            "thread.cpu glob 1*",
+        ] {
+            assert!(compile_one(&cat, refused).is_err(), "{refused}");
+        }
         // A field that can have a value (`evt.cpu`) loads without the warning.
         let f = compile_one(&cat, "evt.cpu >= 0").unwrap();
         assert!(f.warnings().is_empty(), "{:?}", f.warnings());

@@ -549,7 +549,8 @@ fn compiles(condition: &str) -> bool {
 /// `operators_field_types_compatibility`: which operators each field type takes. Every
 /// operator is tried on one field of each type; the ones listed compile, the others are
 /// refused. In particular `bcontains`/`bstartswith` take only a byte buffer (not a string),
-/// and the byte buffer takes no `icontains`, `glob`, `iglob`, `pmatch` or `regex`.
+/// the byte buffer takes no `icontains`, `glob`, `iglob`, `pmatch` or `regex`, and a DOUBLE
+/// (`thread.cpu`) compares only with integers.
 #[test]
 fn operators_by_field_type() {
     // (field, a value of its type, operators that must compile)
@@ -612,6 +613,12 @@ fn operators_by_field_type() {
             &["=", "!=", "<", "<=", ">", ">=", "in", "intersects"],
         ),
         ("evt.is_open_read", "true", &["=", "!=", "in", "intersects"]),
+        // DOUBLE: numeric operators with integer literals (a float literal is refused below).
+        (
+            "thread.cpu",
+            "1",
+            &["=", "!=", "<", "<=", ">", ">=", "in", "intersects"],
+        ),
         ("fd.ip", "127.0.0.1", &["=", "!=", "in", "intersects"]),
         ("fd.net", "127.0.0.0/8", &["=", "!=", "in", "intersects"]),
     ];
@@ -655,6 +662,10 @@ fn operators_by_field_type() {
         wrong.is_empty(),
         "decided otherwise than libsinsp:\n{}",
         wrong.join("\n")
+    );
+    assert!(
+        !compiles("thread.cpu = 1.0"),
+        "floating-point literals are not supported"
     );
     // With a modifier, addresses and networks take only `=` and `!=`.
     assert!(compiles("fd.ip = anyof (127.0.0.1)"));
