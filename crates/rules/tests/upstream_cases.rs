@@ -858,6 +858,13 @@ fn list_with_spaces_in_its_name_is_usable() {
     assert!(on(&[("proc.cmdline", "shell names")]));
     assert!(!on(&[("proc.name", "shell names")]));
     assert!(!on(&[("proc.name", "fish")]));
+    // Names that start with a multi-byte character, and conditions full of them.
+    let text = format!(
+        "- list: é l\n  items: [x]\n- rule: r\n  condition: evt.type = openat and proc.name in (é l, ééé) and proc.cmdline != 'é l'\n{TAIL}"
+    );
+    let rs = ruleset(&[("rules.yaml", &text)]);
+    let ev = event("openat", &[("proc.name", "x"), ("proc.cmdline", "y")]);
+    assert!(!matching(&rs, &ev).is_empty());
     // A tab inside the name is kept as it is.
     let text = format!(
         "- list: \"a\\tb\"\n  items: [x]\n- rule: r\n  condition: \"evt.type = openat and proc.name in (a\\tb)\"\n{TAIL}"

@@ -105,7 +105,7 @@ impl<'a> Resolver<'a> {
                 .iter()
                 .enumerate()
                 .filter(|(_, l)| {
-                    l.name.bytes().any(|b| is_falco_delim(b) || b == 0x01)
+                    l.name.bytes().any(is_falco_delim)
                         && !l.name.bytes().any(|b| matches!(b, b'"' | b'\''))
                 })
                 .map(|(i, _)| i)
@@ -741,7 +741,8 @@ fn mask_list_names(
         while let Some(at) = text[from..].find(col.lists.items[j].name.as_str()) {
             let start = from + at;
             let end = start + name.len();
-            from = start + 1;
+            // The next search starts at the next character (not byte: `text` is UTF-8).
+            from = start + text[start..].chars().next().map_or(1, char::len_utf8);
             let bounded = (start == 0 || is_falco_delim(bytes[start - 1]))
                 && (end == bytes.len() || is_falco_delim(bytes[end]));
             if !bounded || quoted[start..end].iter().any(|&q| q) {
