@@ -78,6 +78,50 @@ const FALCO_ONLY_TOP: &[&str] = &[
     "json_include_output_fields_property_deprecated",
 ];
 
+/// The shape Falco reads an ignored top-level key with: a value of another shape makes Falco
+/// refuse the file (falco `test_configuration_schema.cpp`: `schema_wrong_type`,
+/// `falco_libs: 512`), so Vigil refuses it too rather than ignore it. A key left empty is
+/// accepted.
+fn falco_only_shape(ctx: &Ctx<'_>, v: &Node, path: &str) -> Result<(), ConfigError> {
+    const MAPS: &[&str] = &[
+        "engine",
+        "libs_logger",
+        "outputs",
+        "grpc",
+        "grpc_output",
+        "syscall_event_timeouts",
+        "syscall_event_drops",
+        "base_syscalls",
+        "falco_libs",
+        "container_engines",
+        "container",
+        "metadata_download",
+        "modern_bpf",
+        "capture",
+        "static_fields",
+    ];
+    const SEQS: &[&str] = &["config_files", "load_plugins", "plugins"];
+    const BOOLS: &[&str] = &[
+        "buffer_format_base64",
+        "log_stderr",
+        "log_syslog",
+        "plugins_hostinfo",
+        "syscall_drop_failed_exit",
+    ];
+    match (&v.kind, path) {
+        (Kind::Null, _) => Ok(()),
+        (Kind::Map(_), p) if MAPS.contains(&p) => Ok(()),
+        (_, p) if MAPS.contains(&p) => Err(ctx.expected(v, path, "a mapping")),
+        (Kind::Seq(_), p) if SEQS.contains(&p) => Ok(()),
+        (_, p) if SEQS.contains(&p) => Err(ctx.expected(v, path, "a sequence")),
+        (_, p) if BOOLS.contains(&p) => ctx.bool(v, path).map(|_| ()),
+        (Kind::Map(_) | Kind::Seq(_), "log_level" | "output_timeout") => {
+            Err(ctx.expected(v, path, "a scalar"))
+        }
+        _ => Ok(()),
+    }
+}
+
 const WEBSERVER_FALCO_ONLY: &[&str] = &["threadiness"];
 const METRICS_FALCO_ONLY: &[&str] = &[
     "kernel_event_counters_per_cpu_enabled",
@@ -547,7 +591,10 @@ fn build(ctx: &mut Ctx<'_>, root: &Node) -> Result<Config, ConfigError> {
             "webserver" => webserver_section(ctx, v, &p, &mut c.webserver)?,
             "metrics" => metrics_section(ctx, v, &p, &mut c.metrics)?,
             "drop_alert" => drop_alert_section(ctx, v, &p, &mut c.drop_alert)?,
-            other if FALCO_ONLY_TOP.contains(&other) => ctx.warn_ignored(k, &p),
+            other if FALCO_ONLY_TOP.contains(&other) => {
+                falco_only_shape(ctx, v, &p)?;
+                ctx.warn_ignored(k, &p)
+            }
             other => ctx.warn_unknown(k, &p, other, TOP_KEYS),
         }
     }
@@ -620,13 +667,24 @@ impl Config {
             .split_once('=')
             .ok_or_else(|| bad("expected `key.path=value`".to_owned()))?;
         let segments = parse_key_path(key.trim()).map_err(bad)?;
-        let value = if value.trim().is_empty() {
+        let trimmed = value.trim();
+        let value = if trimmed.is_empty() {
             Node::new(Kind::Str(String::new()))
         } else {
-            let mut v =
-                tree::parse(value).map_err(|e| bad(format!("value is not valid YAML: {e}")))?;
-            strip_positions(&mut v);
-            v
+            // Falco reads a value as YAML only when it is a `{…}` map (Vigil also takes a
+            // `[…]` list); anything else is one scalar, typed as YAML types a plain scalar
+            // (`true`, `8765`), so `webserver.listen_address=::` is the string `::`, not a
+            // YAML map (falco `test_configuration.cpp`: `configuration_webserver_ip`).
+            let flow = (trimmed.starts_with('{') && trimmed.ends_with('}'))
+                || (trimmed.starts_with('[') && trimmed.ends_with(']'));
+            match tree::parse(value) {
+                Ok(mut v) if flow || !matches!(v.kind, Kind::Map(_) | Kind::Seq(_)) => {
+                    strip_positions(&mut v);
+                    v
+                }
+                Err(e) if flow => return Err(bad(format!("value is not valid YAML: {e}"))),
+                _ => Node::new(Kind::Str(value.to_owned())),
+            }
         };
         let mut root = parse_tree(&self.to_yaml(), "effective configuration")?;
         strip_positions(&mut root);
@@ -774,6 +832,50 @@ mod tests {
         match Config::from_yaml_str(text, "config.yaml") {
             Ok(l) => panic!("expected an error for:\n{text}\ngot {l:?}"),
             Err(e) => e.to_string(),
+        }
+    }
+
+    /// Falco's `schema_wrong_type`: a Falco-only section of the wrong shape is refused,
+    /// naming the key; the right shape (or an empty key) is still ignored with a warning.
+    #[test]
+    fn falco_only_keys_of_the_wrong_shape_are_refused() {
+        for (text, key) in [
+            (
+                "falco_libs: 512\n",
+                "`falco_libs`: expected a mapping, found",
+            ),
+            (
+                "engine: modern_ebpf\n",
+                "`engine`: expected a mapping, found",
+            ),
+            (
+                "load_plugins: json\n",
+                "`load_plugins`: expected a sequence, found",
+            ),
+            (
+                "log_stderr: sometimes\n",
+                "`log_stderr`: expected a boolean, found",
+            ),
+            (
+                "log_level: [info]\n",
+                "`log_level`: expected a scalar, found",
+            ),
+        ] {
+            let e = Config::from_yaml_str(text, "config.yaml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{text:?}: {e}");
+        }
+        for text in [
+            "falco_libs:\n  thread_table_size: 262144\n",
+            "falco_libs:\n",
+            "load_plugins: []\n",
+            "log_stderr: true\n",
+            "log_level: info\n",
+        ] {
+            let loaded = Config::from_yaml_str(text, "config.yaml")
+                .unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert_eq!(loaded.warnings.len(), 1, "{text:?}: {:?}", loaded.warnings);
         }
     }
 
@@ -1149,8 +1251,10 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
             "{:?}",
             l.warnings
         );
+        // (An empty key fits every shape; a wrong shape is an error, see
+        // `falco_only_keys_of_the_wrong_shape_are_refused`.)
         for key in FALCO_ONLY_TOP {
-            let l = load(&format!("{key}: 1\n"));
+            let l = load(&format!("{key}:\n"));
             assert_eq!(l.warnings.len(), 1, "{key}");
             assert!(
                 l.warnings[0].contains(&format!("`{key}`")),
@@ -1395,6 +1499,38 @@ container_engines:
         );
         c.apply_override("rules_files[1]=/appended.yaml").unwrap();
         assert_eq!(c.rules_files[1], PathBuf::from("/appended.yaml"));
+        // Falco's `configuration_webserver_ip`: every IPv4/IPv6 spelling is kept as written
+        // (`::` is an address, not a YAML map); anything else is refused.
+        for address in [
+            "::",
+            "::1",
+            "0.0.0.0",
+            "10.20.30.40",
+            "fe80::2:b3ff:fe1e:8329",
+            "ABCD:0000:12:0:0:FF:1:2",
+            "2001:db8::0:1",
+        ] {
+            let mut w = Config::default();
+            w.apply_override(&format!("webserver.listen_address={address}"))
+                .unwrap_or_else(|e| panic!("{address}: {e}"));
+            assert_eq!(w.webserver.listen_address, address);
+        }
+        for address in [
+            "256.1.1.1",
+            "10.20 .30.40",
+            "10.20.30. 40",
+            "#10.20.30.40",
+            "fe80: 2::1",
+            "fe80::2:b3ff:fe1e:832g",
+            "ABCD:0000:12:O:0:FF:1:2",
+        ] {
+            let mut w = Config::default();
+            assert!(
+                w.apply_override(&format!("webserver.listen_address={address}"))
+                    .is_err(),
+                "{address}"
+            );
+        }
         c.apply_override("rules_files=[/only.yaml]").unwrap();
         assert_eq!(c.rules_files, vec![PathBuf::from("/only.yaml")]);
         c.apply_override("webserver.listen_port=9999").unwrap();
@@ -1478,7 +1614,12 @@ container_engines:
                 "`http_output.url`: expected a string, found a sequence",
             ),
             ("priority=loud", "`priority`: unknown priority `loud`"),
-            ("json_output=[", "value is not valid YAML"),
+            // Not a `{…}`/`[…]` collection: one string, which is not a boolean.
+            (
+                "json_output=[",
+                "`json_output`: expected a boolean, found a string",
+            ),
+            ("json_output={a: [}", "value is not valid YAML"),
             (
                 &format!("{}=1", ["a"; 1000].join(".")),
                 "is nested too deeply",

@@ -38,6 +38,10 @@ pub enum FieldType {
     RelTime,
     /// A raw byte buffer (Falco `BYTEBUF`), e.g. `evt.buffer`.
     Buffer,
+    /// A floating-point number (Falco `DOUBLE`, e.g. `thread.cpu`). Conditions compare it
+    /// with integers only, as libsinsp does ("floating point values still not supported");
+    /// no field of this type has values in Vigil yet, and [`crate::Value`] has no float.
+    Double,
 }
 
 impl FieldType {
@@ -53,6 +57,7 @@ impl FieldType {
             FieldType::AbsTime => "ABSTIME",
             FieldType::RelTime => "RELTIME",
             FieldType::Buffer => "BYTEBUF",
+            FieldType::Double => "DOUBLE",
         }
     }
 
@@ -60,7 +65,11 @@ impl FieldType {
     pub fn is_numeric(self) -> bool {
         matches!(
             self,
-            FieldType::I64 | FieldType::U64 | FieldType::AbsTime | FieldType::RelTime
+            FieldType::I64
+                | FieldType::U64
+                | FieldType::AbsTime
+                | FieldType::RelTime
+                | FieldType::Double
         )
     }
 }

@@ -128,6 +128,13 @@ impl CmpOp {
     pub fn takes_list(self) -> bool {
         matches!(self, CmpOp::In | CmpOp::Intersects | CmpOp::Pmatch)
     }
+
+    /// Whether a list modifier (`oneof`, `anyof`, `allof`) may follow: only libsinsp's string
+    /// operators take one, not the numeric `<`, `<=`, `>`, `>=` nor the list operators
+    /// (libs `parser.cpp`: `s_binary_str_ops`).
+    pub fn takes_modifier(self) -> bool {
+        !self.takes_list() && !matches!(self, CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge)
+    }
 }
 
 /// A list modifier after a scalar comparison operator (Falco 0.44, libs 0.25):
@@ -384,7 +391,7 @@ const MAX_PRINT_DEPTH: usize = 2000;
 
 /// Prints the condition in a canonical form that parses back to the same tree (without
 /// spans): `and`/`or` groups nested in each other and `not` operands that are groups are
-/// parenthesised, quoted literals keep their quotes (with `\\`, `\"`, `\n`, `\t`, `\r`, `\xHH`
+/// parenthesised, quoted literals keep their quotes (with `\x5c` for a backslash, `\"`, `\n`, `\t`, `\r`, `\xHH`
 /// escapes), `val()` is explicit.
 impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -533,7 +540,9 @@ fn write_quoted(text: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     f.write_str("\"")?;
     for c in text.chars() {
         match c {
-            '\\' => f.write_str("\\\\")?,
+            // Not `\\`: libsinsp's lexer ends a string only at a quote not preceded by a
+            // backslash, so `"a\\"` would not end there.
+            '\\' => f.write_str("\\x5c")?,
             '"' => f.write_str("\\\"")?,
             '\n' => f.write_str("\\n")?,
             '\t' => f.write_str("\\t")?,
@@ -555,7 +564,11 @@ impl fmt::Display for Rhs {
                 write!(f, "{} ", m.as_str())?;
                 write_list(items, f)
             }
-            Rhs::Field(operand) => write!(f, "val({operand})"),
+            // libsinsp's `val()` takes only a field; a transformer stands on its own.
+            Rhs::Field(operand) if operand.transformers.is_empty() && operand.call.is_none() => {
+                write!(f, "val({operand})")
+            }
+            Rhs::Field(operand) => write!(f, "{operand}"),
         }
     }
 }

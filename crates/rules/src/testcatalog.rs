@@ -41,6 +41,7 @@ pub const FIELDS: &[FieldDef] = &[
     f("evt.is_open_write", Bool, NoArg, false),
     f("evt.is_open_exec", Bool, NoArg, false),
     f("evt.time", AbsTime, NoArg, false),
+    f("thread.cpu", FieldType::Double, NoArg, false),
     f("proc.name", Str, NoArg, false),
     f("proc.pname", Str, NoArg, false),
     f("proc.aname", Str, OptionalIndex, false),

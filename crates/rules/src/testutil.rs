@@ -59,7 +59,7 @@ static FIELDS: &[FieldDef] = &[
     def("evt.rawres", FieldType::I64, ArgKind::None, false),
     def("evt.failed", FieldType::Bool, ArgKind::None, false),
     def("evt.cpu", FieldType::I64, ArgKind::None, false),
-    def("thread.cpu", FieldType::Str, ArgKind::None, false),
+    def("thread.cpu", FieldType::Double, ArgKind::None, false),
 ];
 
 pub(crate) struct FakeCatalog;

@@ -31,7 +31,7 @@ fn schema_errors_name_the_problem() {
             "- just a string\n- frobnicate: x\n- rule: r\n  macro: m\n- list: l\n  items: {a: b}\n- macro: m\n  condition: [a]\n",
         )],
         "E_SCHEMA: an item must be a map, found a scalar @ 1:3
-         E_SCHEMA: unknown item with keys `frobnicate` @ 2:3
+         W_UNKNOWN_ITEM: Unknown top level item (keys `frobnicate`); ignored @ 2:3
          E_SCHEMA: an item must have one kind, found `rule`, `macro` @ 3:3
          E_SCHEMA: `items` must be a sequence of strings, found a map @ 6:10
          E_SCHEMA: `condition` must be a string, found a sequence @ 8:14",
@@ -57,7 +57,7 @@ fn unknown_keys_warn() {
             "f.yaml",
             &format!("- rule: r\n  condition: evt.type = open\n  colour: red\n{RULE_TAIL}"),
         )],
-        "W_UNKNOWN_KEY: unknown key `colour` ignored @ 3:3",
+        "W_UNKNOWN_KEY: Unknown key 'colour'. The key will be ignored. @ 3:3",
     );
     assert!(r.ruleset.is_some(), "warnings do not fail the load");
 }
@@ -149,13 +149,13 @@ fn append_to_undefined_items() {
                 - rule: s\n  enabled: false\n";
     check(
         &[("f.yaml", text)],
-        "W_DEPRECATED: `append` is deprecated; use `override` (`override: { condition: append }`) @ 3:11
-         E_UNDEFINED_APPEND: list `l` is appended to or overridden but was not defined before @ 1:3
-         E_UNDEFINED_APPEND: macro `m` is appended to or overridden but was not defined before @ 4:3
-         W_DEPRECATED: `append` is deprecated; use `override` (`override: { condition: append }`) @ 10:11
-         E_UNDEFINED_APPEND: rule `r` is appended to or overridden but was not defined before @ 8:3
-         W_DEPRECATED: a standalone `enabled` is deprecated; add `override: { enabled: replace }` @ 11:3
-         E_UNDEFINED_APPEND: rule `s` is appended to or overridden but was not defined before @ 11:3",
+        "W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 3:11
+         E_UNDEFINED_APPEND: List uses 'append' or 'override.items: append' but no list by that name already exists (`l` was not defined before) @ 1:3
+         E_UNDEFINED_APPEND: Macro uses 'append' or 'override.condition: append' but no macro by that name already exists (`m` was not defined before) @ 4:3
+         W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 10:11
+         E_UNDEFINED_APPEND: Rule uses 'append' or 'override.<key>: append' but no rule by that name already exists (`r` was not defined before) @ 8:3
+         W_DEPRECATED: The standalone 'enabled' key usage is deprecated. The correct approach requires also a 'replace' entry under the 'override' key (i.e. 'enabled: replace'). @ 11:3
+         E_UNDEFINED_APPEND: Rule uses 'append' or 'override.<key>: append' but no rule by that name already exists (`s` was not defined before) @ 11:3",
     );
 }
 
@@ -169,9 +169,10 @@ fn override_shape_errors() {
     );
     check(
         &[("f.yaml", &text)],
-        "E_SCHEMA: key `output` is not listed in `override` @ 8:3
-         E_SCHEMA: cannot override `priority` with `append` @ 14:15
-         E_SCHEMA: `append` and `override` cannot be used together @ 18:5",
+        "E_SCHEMA: Unexpected key 'output': no corresponding entry under 'override' is defined. @ 8:3
+         E_SCHEMA: Key 'priority' cannot be appended to, use 'replace' instead @ 14:15
+         W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 16:11
+         E_SCHEMA: Keys 'override' and 'append: true' cannot be used together. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 18:5",
     );
 }
 
@@ -187,7 +188,7 @@ fn engine_version() {
     );
     check(
         &[("f.yaml", "- required_engine_version: banana\n")],
-        "E_SCHEMA: invalid required_engine_version `banana` (expected `MAJOR.MINOR.PATCH` or an integer) @ 1:28",
+        "E_SCHEMA: Unable to parse engine version 'banana' (expected `MAJOR.MINOR.PATCH` or an integer) @ 1:28",
     );
     // Old integer versions and lower versions load.
     check(
@@ -235,8 +236,8 @@ fn falco_lenient_loader_cases_load_with_warnings() {
     );
     let r = check(
         &[("f.yaml", &text)],
-        "W_INVALID_NAME: list name `my list` is not an identifier ([a-zA-Z_][a-zA-Z0-9_]*): conditions cannot refer to it @ 1:3
-         W_DEPRECATED: `append` is deprecated; use `override` (`override: { condition: append }`) @ 20:11
+        "W_INVALID_NAME: List has an invalid name. List names should match a regular expression: ([^()\"'[:space:]=,]+) (`my list`) @ 1:3
+         W_DEPRECATED: 'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead. @ 20:11
          W_IGNORED_KEY: `enabled` in an `append` entry is ignored @ 19:12
          W_OVERRIDE_IGNORED: `source` cannot be overridden; the `override` entry is ignored @ 27:5
          W_IGNORED_KEY: `capture` must be true or false, found a scalar; ignored @ 30:12",
@@ -287,7 +288,7 @@ fn warnings_unused_no_evttype_source_skip_and_unknown_filter() {
                 - rule: future\n  condition: evt.type = open and proc.future_field = 1\n  desc: d\n  output: o\n  priority: INFO\n  skip-if-unknown-filter: true\n";
     let r = check(
         &[("f.yaml", text)],
-        "W_NO_EVTTYPE: rule `everywhere` does not restrict evt.type and is evaluated for every event @ 5:3
+        "W_NO_EVTTYPE: Rule matches too many evt.type values. This has a significant performance penalty. (rule `everywhere` is evaluated for every event) @ 5:3
          W_SOURCE_SKIPPED: rule `k8s` is for source `k8s_audit`; only `syscall` rules are loaded @ 16:3
          W_SKIPPED_UNKNOWN_FILTER: rule `future` uses a field this engine does not know; skipped (skip-if-unknown-filter) @ 22:3
          W_UNUSED_MACRO: macro `unused_m` is not used @ 3:3
@@ -430,8 +431,8 @@ fn falco_warnings_are_warnings() {
     );
     let r = check(
         &[("f.yaml", &text)],
-        "W_EXCEPTION_NOT_UNIQUE: multiple definitions of exception `e` in rule `r` @ 12:7
-         W_FIELD_AS_VALUE: `proc.pname` may be a valid field misused as a const string value; write `val(proc.pname)` to compare with the field @ 4:46
+        "W_EXCEPTION_NOT_UNIQUE: Multiple definitions of exception 'e' in the same rule (`r`) @ 12:7
+         W_FIELD_AS_VALUE: 'proc.pname' may be a valid field misused as a const string value (write `val(proc.pname)` to compare with the field) @ 4:46
          W_DEPRECATED: `evt.dir` is deprecated: every event is a completed (exit) event @ 16:39",
     );
     assert!(r.ruleset.is_some());

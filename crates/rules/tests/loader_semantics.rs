@@ -361,7 +361,7 @@ fn exception_shape_errors() {
         &[("f.yaml", &text)],
         "E_SCHEMA: exception `e1` has 2 fields but 1 comps @ 7:7
          E_SCHEMA: exception `e2` value has 2 items but the exception has 1 fields @ 13:11
-         E_SCHEMA: exception `e3` has an invalid comparison operator `like` @ 16:15",
+         E_SCHEMA: 'like' is not a supported comparison operator (exception `e3`) @ 16:15",
     );
     let text = format!(
         "- rule: r\n  condition: evt.type = openat\n{TAIL}  exceptions:\n\
@@ -378,7 +378,7 @@ fn exception_shape_errors() {
     );
     check(
         &[("f.yaml", &text)],
-        "E_SCHEMA: exception `e5` has values but no `fields` @ 7:7",
+        "E_SCHEMA: Item has no mapping for key 'fields' (exception `e5`) @ 7:7",
     );
 }
 

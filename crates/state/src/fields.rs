@@ -135,9 +135,9 @@ fields! {
     ThreadCapInheritable = "thread.cap_inheritable", Str, None, false, "inheritable capabilities, names separated by spaces";
     ThreadCapEffective = "thread.cap_effective", Str, None, false, "effective capabilities, names separated by spaces";
     ThreadCgroups = "thread.cgroups", Str, None, false, "the cgroup path(s) of the thread";
-    ThreadCpu = "thread.cpu", Str, None, false, "Falco's CPU used by the thread in the last second (DOUBLE): never has a value (no driver samples CPU time; typed as a string, as Vigil has no floating-point type)";
-    ThreadCpuUser = "thread.cpu.user", Str, None, false, "Falco's user CPU used by the thread in the last second (DOUBLE): never has a value, as thread.cpu";
-    ThreadCpuSystem = "thread.cpu.system", Str, None, false, "Falco's system CPU used by the thread in the last second (DOUBLE): never has a value, as thread.cpu";
+    ThreadCpu = "thread.cpu", Double, None, false, "CPU used by the thread in the last second: never has a value (no driver samples CPU time); compares with integers only, as in Falco";
+    ThreadCpuUser = "thread.cpu.user", Double, None, false, "user CPU used by the thread in the last second: never has a value, as thread.cpu";
+    ThreadCpuSystem = "thread.cpu.system", Double, None, false, "system CPU used by the thread in the last second: never has a value, as thread.cpu";
     // ----- user / group -----
     UserUid = "user.uid", U64, None, false, "effective user id";
     UserName = "user.name", Str, None, false, "effective user name";

@@ -9,7 +9,8 @@
 //!   earlier definition, otherwise `E_UNDEFINED_APPEND` — except `override: {items|condition:
 //!   replace}` on a list or macro, which defines it (Falco's reader treats it as a definition);
 //!   appended conditions and outputs are joined with a space; an `override` entry for a key
-//!   that cannot be overridden, or without a value, is ignored with `W_OVERRIDE_IGNORED`;
+//!   that cannot be overridden is ignored with `W_OVERRIDE_IGNORED`, one for a key the item
+//!   does not carry is an error (as in Falco's reader);
 //! - `- rule: X` with only `enabled` toggles an existing rule (`W_DEPRECATED`: Falco wants
 //!   `override: {enabled: replace}`); `enabled` in an `append: true` entry is ignored;
 //! - list and macro names that are not identifiers load with `W_INVALID_NAME`;
@@ -61,6 +62,13 @@ pub struct ExceptionDef {
     pub comps: Vec<(CmpOp, Option<Modifier>)>,
     /// Value tuples with the position of each tuple; for a single field, one-element tuples.
     pub values: Vec<(Vec<ExValue>, Pos)>,
+    /// The item had a `values` key (Falco warns when an appended exception has none).
+    pub has_values: bool,
+    /// The item had a `fields` key. Without one (allowed only when appending to an existing
+    /// exception) the values' shape is not known yet: `loose` says, per value, whether it was
+    /// written as a sequence (see [`append_exceptions`]).
+    pub has_fields: bool,
+    pub loose: Vec<bool>,
     pub file: usize,
     pub pos: Pos,
 }
@@ -234,13 +242,18 @@ impl Collected {
             ["required_engine_version"] => check_engine_version(file, item, rep),
             ["required_plugin_versions"] => check_plugin_versions(file, item, rep),
             [] => {
+                // Falco's reader skips an item of a kind it does not know, with
+                // `LOAD_UNKNOWN_ITEM` (`rule_loader_reader.cpp`), so newer files still load.
                 let keys: Vec<&str> = entries.iter().filter_map(|(k, _)| k.as_str()).collect();
-                rep.error(
-                    "E_SCHEMA",
+                rep.warning(
+                    "W_UNKNOWN_ITEM",
                     file,
                     item.pos,
                     None,
-                    format!("unknown item with keys `{}`", keys.join("`, `")),
+                    format!(
+                        "Unknown top level item (keys `{}`); ignored",
+                        keys.join("`, `")
+                    ),
                 );
             }
             many => rep.error(
@@ -279,7 +292,7 @@ impl Collected {
             mode = Mode::Define;
         }
         if mode == Mode::Define {
-            check_identifier(file, item.pos, "list", &name, rep);
+            check_name(file, item.pos, "list", &name, rep);
             let Some(items) = items else {
                 rep.error(
                     "E_SCHEMA",
@@ -301,7 +314,7 @@ impl Collected {
             return;
         }
         let Some(i) = self.lists.get(&name) else {
-            undefined(file, item.pos, "list", &name, rep);
+            undefined(file, item.pos, ERROR_NO_PREVIOUS_LIST, &name, rep);
             return;
         };
         let list = &mut self.lists.items[i];
@@ -337,7 +350,7 @@ impl Collected {
             mode = Mode::Define;
         }
         if mode == Mode::Define {
-            check_identifier(file, item.pos, "macro", &name, rep);
+            check_name(file, item.pos, "macro", &name, rep);
             let Some(condition) = condition else {
                 rep.error(
                     "E_SCHEMA",
@@ -359,7 +372,7 @@ impl Collected {
             return;
         }
         let Some(i) = self.macros.get(&name) else {
-            undefined(file, item.pos, "macro", &name, rep);
+            undefined(file, item.pos, ERROR_NO_PREVIOUS_MACRO, &name, rep);
             return;
         };
         let m = &mut self.macros.items[i];
@@ -412,13 +425,7 @@ impl Collected {
                 _ => false,
             };
         if only_enabled {
-            deprecated(
-                file,
-                item.pos,
-                &name,
-                "a standalone `enabled` is deprecated; add `override: { enabled: replace }`".into(),
-                rep,
-            );
+            deprecated(file, item.pos, &name, WARNING_ENABLED.into(), rep);
         }
         let is_update = only_enabled || modes.values().any(|m| *m != Mode::Define);
         if !is_update {
@@ -439,6 +446,7 @@ impl Collected {
                 return;
             }
             counts.rules += 1;
+            let exceptions = require_fields(fields.exceptions.unwrap_or_default(), &name, rep);
             let def = RuleDef {
                 name: name.clone(),
                 condition: fields.condition.into_iter().collect(),
@@ -448,7 +456,7 @@ impl Collected {
                 tags: fields.tags.unwrap_or_default(),
                 enabled: fields.enabled.unwrap_or(true),
                 source: fields.source.unwrap_or_else(|| "syscall".to_string()),
-                exceptions: fields.exceptions.unwrap_or_default(),
+                exceptions,
                 skip_if_unknown_filter: fields.skip_if_unknown_filter.unwrap_or(false),
                 warn_evttypes: fields.warn_evttypes.unwrap_or(true),
                 capture: fields.capture.unwrap_or(false),
@@ -456,13 +464,39 @@ impl Collected {
                 file,
                 pos: item.pos,
             };
+            if let Some(i) = self.rules.get(&name) {
+                if self.rules.items[i].source != def.source {
+                    source_mismatch(file, item, &name, rep);
+                    return;
+                }
+            }
             self.rules.define(&name, def);
             return;
         }
         let Some(i) = self.rules.get(&name) else {
-            undefined(file, item.pos, "rule", &name, rep);
+            // Falco appends first, so any `append` entry gives the append text.
+            let replace_only = !only_enabled && modes.values().all(|m| *m == Mode::Replace);
+            let message = if replace_only {
+                ERROR_NO_PREVIOUS_RULE_REPLACE
+            } else {
+                ERROR_NO_PREVIOUS_RULE_APPEND
+            };
+            undefined(file, item.pos, message, &name, rep);
             return;
         };
+        // Falco compares an update's source only when the update says one: always for
+        // `append: true`, for `override` only when it carries the condition.
+        let says_source = legacy_append || modes.contains_key("condition");
+        let explicit_source = item
+            .get("source")
+            .and_then(Node::as_str)
+            .filter(|s| !s.is_empty());
+        if let Some(src) = explicit_source.filter(|_| says_source) {
+            if src != self.rules.items[i].source {
+                source_mismatch(file, item, &name, rep);
+                return;
+            }
+        }
         let rule = &mut self.rules.items[i];
         // Keys without an override mode: `enabled` alone, or keys next to a legacy append.
         let mode_of = |key: &str| modes.get(key).copied().unwrap_or(Mode::Replace);
@@ -493,9 +527,22 @@ impl Collected {
         }
         if let Some(exceptions) = fields.exceptions {
             if mode_of("exceptions") == Mode::Append {
+                for ex in exceptions.iter().filter(|e| !e.has_values) {
+                    // Falco's LOAD_APPEND_NO_VALUES (`exceptions_append_no_values`).
+                    rep.warning(
+                        "W_APPEND_NO_VALUES",
+                        ex.file,
+                        ex.pos,
+                        Some(&name),
+                        format!(
+                            "Overriding/appending exception with no values (exception `{}`)",
+                            ex.name
+                        ),
+                    );
+                }
                 append_exceptions(&mut rule.exceptions, exceptions, &name, rep);
             } else {
-                rule.exceptions = exceptions;
+                rule.exceptions = require_fields(exceptions, &name, rep);
             }
         }
         if let Some(p) = fields.priority {
@@ -654,6 +701,34 @@ fn join_piece(pieces: &mut Vec<Piece>, piece: Piece, mode: Mode) {
     }
 }
 
+/// Exceptions that define (a rule's own, or replacing its exceptions) must name their
+/// `fields`; Falco's reader refuses them otherwise (falco `test_rule_loader.cpp`:
+/// `rule_override_exceptions_required_fields`). Those without are reported and dropped.
+fn require_fields(
+    exceptions: Vec<ExceptionDef>,
+    rule: &str,
+    rep: &mut Reporter,
+) -> Vec<ExceptionDef> {
+    exceptions
+        .into_iter()
+        .filter(|ex| {
+            if !ex.has_fields {
+                rep.error(
+                    "E_SCHEMA",
+                    ex.file,
+                    ex.pos,
+                    Some(rule),
+                    format!(
+                        "Item has no mapping for key 'fields' (exception `{}`)",
+                        ex.name
+                    ),
+                );
+            }
+            ex.has_fields
+        })
+        .collect()
+}
+
 /// Appends exceptions: values of an exception with a known name are added to it; new names
 /// are added whole (they must carry `fields`, checked when read).
 fn append_exceptions(
@@ -665,7 +740,33 @@ fn append_exceptions(
     for ex in new {
         match existing.iter_mut().find(|e| e.name == ex.name) {
             Some(old) => {
-                for (tuple, pos) in ex.values {
+                let mut values = ex.values;
+                if !ex.has_fields && old.single {
+                    // A value written as a sequence is a list of values for a single field.
+                    for ((tuple, pos), &seq) in values.iter_mut().zip(&ex.loose) {
+                        if !seq {
+                            continue;
+                        }
+                        let mut list = Vec::new();
+                        for v in tuple.drain(..) {
+                            match v {
+                                ExValue::Scalar(s) => list.push(s),
+                                ExValue::List(_) => rep.error(
+                                    "E_SCHEMA",
+                                    ex.file,
+                                    *pos,
+                                    Some(rule),
+                                    format!(
+                                        "exception `{}` has one field: a value is a string or a sequence of strings",
+                                        old.name
+                                    ),
+                                ),
+                            }
+                        }
+                        *tuple = vec![ExValue::List(list)];
+                    }
+                }
+                for (tuple, pos) in values {
                     if tuple.len() != old.fields.len() {
                         rep.error(
                             "E_SCHEMA",
@@ -724,7 +825,7 @@ fn exceptions(
                         e.pos,
                         Some(rule),
                         format!(
-                            "multiple definitions of exception `{}` in rule `{rule}`",
+                            "Multiple definitions of exception '{}' in the same rule (`{rule}`)",
                             e.name
                         ),
                     );
@@ -749,7 +850,10 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
                 file,
                 k.pos,
                 Some(rule),
-                format!("unknown exception key `{}`", k.as_str().unwrap_or("?")),
+                format!(
+                    "Unknown key '{}'. The key will be ignored. (in an exception)",
+                    k.as_str().unwrap_or("?")
+                ),
             );
         }
     }
@@ -793,6 +897,27 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
     let mut comps = Vec::new();
     for (text, pos) in &comp_texts {
         match parse_cmp(text) {
+            // Falco's collector: a single field takes a list operator or a modifier.
+            Some((op, None)) if single && !op.takes_list() => {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    *pos,
+                    Some(rule),
+                    format!("When fields is a single value, comps must be one of (in, pmatch, intersects) or a modifier operator (e.g. startswith oneof), not '{text}' (exception `{name}`)"),
+                );
+                return None;
+            }
+            None if single => {
+                rep.error(
+                    "E_SCHEMA",
+                    file,
+                    *pos,
+                    Some(rule),
+                    format!("When fields is a single value, comps must be one of (in, pmatch, intersects) or a modifier operator (e.g. startswith oneof); '{text}' is not a supported comparison operator (exception `{name}`)"),
+                );
+                return None;
+            }
             Some(op) => comps.push(op),
             None => {
                 rep.error(
@@ -800,7 +925,7 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
                     file,
                     *pos,
                     Some(rule),
-                    format!("exception `{name}` has an invalid comparison operator `{text}`"),
+                    format!("'{text}' is not a supported comparison operator (exception `{name}`)"),
                 );
                 return None;
             }
@@ -821,6 +946,7 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
         return None;
     }
     let mut values = Vec::new();
+    let mut loose = Vec::new();
     if let Some(n) = item.get("values") {
         let Kind::Seq(tuples) = &n.kind else {
             type_error(file, n, "values", "a sequence", rule, rep);
@@ -829,6 +955,25 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
         for t in tuples {
             if single {
                 values.push((vec![ex_value(file, t, rule, rep)?], t.pos));
+                continue;
+            }
+            if item.get("fields").is_none() {
+                // Shape decided by the exception appended to: a scalar is one value, a
+                // sequence a tuple (or, for a single-field exception, a list of values).
+                match &t.kind {
+                    Kind::Seq(parts) => {
+                        let mut tuple = Vec::new();
+                        for p in parts {
+                            tuple.push(ex_value(file, p, rule, rep)?);
+                        }
+                        values.push((tuple, t.pos));
+                        loose.push(true);
+                    }
+                    _ => {
+                        values.push((vec![ex_value(file, t, rule, rep)?], t.pos));
+                        loose.push(false);
+                    }
+                }
                 continue;
             }
             let Kind::Seq(parts) = &t.kind else {
@@ -863,6 +1008,9 @@ fn exception(file: usize, item: &Node, rule: &str, rep: &mut Reporter) -> Option
         single,
         comps,
         values,
+        has_values: item.get("values").is_some(),
+        has_fields: item.get("fields").is_some(),
+        loose,
         file,
         pos: item.pos,
     })
@@ -876,14 +1024,14 @@ fn ex_value(file: usize, node: &Node, rule: &str, rep: &mut Reporter) -> Option<
 }
 
 /// Parses a comparison operator as written in exceptions' `comps`: an operator, optionally
-/// followed by a list modifier (`startswith oneof`, `=  anyof`, any whitespace between). The
-/// list operators (`in`, `intersects`, `pmatch`) take no modifier.
+/// followed by a list modifier (`startswith oneof`, `=  anyof`, any whitespace between). Only
+/// string operators take a modifier ([`CmpOp::takes_modifier`]).
 pub fn parse_cmp(text: &str) -> Option<(CmpOp, Option<Modifier>)> {
     let mut words = text.split_whitespace();
     let op = CmpOp::from_text(words.next()?)?;
     let modifier = match words.next() {
         None => None,
-        Some(w) if !op.takes_list() => Some(Modifier::from_text(w)?),
+        Some(w) if op.takes_modifier() => Some(Modifier::from_text(w)?),
         Some(_) => return None,
     };
     words.next().is_none().then_some((op, modifier))
@@ -910,7 +1058,7 @@ fn check_engine_version(file: usize, item: &Node, rep: &mut Reporter) {
             file,
             node.pos,
             None,
-            format!("invalid required_engine_version `{text}` (expected `MAJOR.MINOR.PATCH` or an integer)"),
+            format!("Unable to parse engine version '{text}' (expected `MAJOR.MINOR.PATCH` or an integer)"),
         );
         return;
     };
@@ -1000,7 +1148,7 @@ fn warn_unknown_keys(file: usize, item: &Node, known: &[&str], name: &str, rep: 
                     file,
                     k.pos,
                     Some(name),
-                    format!("unknown key `{key}` ignored"),
+                    format!("Unknown key '{key}'. The key will be ignored."),
                 );
             }
         }
@@ -1022,15 +1170,19 @@ fn modes(
         Some(n) => boolean(file, n, "append", name, rep)?,
         None => false,
     };
+    if append {
+        // Falco warns about the deprecated flag before it looks at `override`, so the warning
+        // comes with the error below too (`rule_incorrect_append_override`).
+        deprecated(
+            file,
+            item.get("append").map_or(item.pos, |n| n.pos),
+            name,
+            WARNING_APPEND.into(),
+            rep,
+        );
+    }
     let Some(ov) = item.get("override") else {
         if append {
-            deprecated(
-                file,
-                item.get("append").map_or(item.pos, |n| n.pos),
-                name,
-                "`append` is deprecated; use `override` (`override: { condition: append }`)".into(),
-                rep,
-            );
             for key in appendable {
                 if item.get(key).is_some() {
                     out.insert((*key).to_string(), Mode::Append);
@@ -1043,13 +1195,14 @@ fn modes(
         }
         return Some(out);
     };
-    if item.get("append").is_some() {
+    if append {
+        // Falco's ERROR_OVERRIDE_APPEND (`append: false` next to `override` is accepted).
         rep.error(
             "E_SCHEMA",
             file,
             ov.pos,
             Some(name),
-            "`append` and `override` cannot be used together".into(),
+            ERROR_OVERRIDE_APPEND.into(),
         );
         return None;
     }
@@ -1076,29 +1229,41 @@ fn modes(
             Some("append") if appendable.contains(&key) => Mode::Append,
             Some("replace") if replaceable.contains(&key) => Mode::Replace,
             other => {
-                rep.error(
-                    "E_SCHEMA",
-                    file,
-                    v.pos,
-                    Some(name),
-                    format!(
-                        "cannot override `{key}` with `{}`",
+                // Falco's texts for the two it names (`rule_incorrect_override_type`).
+                let message = match other {
+                    Some("append") => {
+                        format!("Key '{key}' cannot be appended to, use 'replace' instead")
+                    }
+                    Some("replace") => format!("Key '{key}' cannot be replaced"),
+                    _ => format!(
+                        "cannot override `{key}` with `{}` (expected append or replace)",
                         other.unwrap_or(v.type_name())
                     ),
-                );
+                };
+                rep.error("E_SCHEMA", file, v.pos, Some(name), message);
                 ok = false;
                 continue;
             }
         };
         if item.get(key).is_none() {
-            rep.warning(
-                "W_OVERRIDE_IGNORED",
+            // Falco's reader refuses this (`rule_override_without_field`,
+            // `missing_enabled_key_with_override` in its test_rule_loader.cpp).
+            let article = if mode == Mode::Append { "An" } else { "A" };
+            let mode_text = if mode == Mode::Append {
+                "append"
+            } else {
+                "replace"
+            };
+            rep.error(
+                "E_SCHEMA",
                 file,
                 k.pos,
                 Some(name),
-                format!("override of `{key}` without a `{key}` value is ignored"),
+                format!(
+                    "{article} {mode_text} override for '{key}' was specified but '{key}' is not defined"
+                ),
             );
-            ignored = true;
+            ok = false;
             continue;
         }
         out.insert(key.to_string(), mode);
@@ -1112,7 +1277,9 @@ fn modes(
                     file,
                     k.pos,
                     Some(name),
-                    format!("key `{key}` is not listed in `override`"),
+                    format!(
+                        "Unexpected key '{key}': no corresponding entry under 'override' is defined."
+                    ),
                 );
                 ok = false;
             }
@@ -1136,39 +1303,80 @@ fn modes(
     ok.then_some(out)
 }
 
-/// Falco's `LOAD_INVALID_MACRO_NAME` / `LOAD_INVALID_LIST_NAME`: a name a condition cannot
-/// refer to (only `[a-zA-Z_][a-zA-Z0-9_]*` is an identifier there) still loads.
-fn check_identifier(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
-    let mut bytes = name.bytes();
-    let valid = bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
+/// Falco's `LOAD_INVALID_MACRO_NAME` / `LOAD_INVALID_LIST_NAME`, with its texts and its
+/// patterns (falco `rule_loader_reader.cpp`): a macro name must be an identifier
+/// (`[a-zA-Z]+[a-zA-Z0-9_]*`), a list name a bare string (`[^()"'[:space:]=,]+`, so `a-b` is
+/// fine). Either way the item still loads.
+fn check_name(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
+    let (valid, message) = if kind == "macro" {
+        let mut bytes = name.bytes();
+        let valid = bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+            && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        (
+            valid,
+            "Macro has an invalid name. Macro names should match a regular expression: ([a-zA-Z]+[a-zA-Z0-9_]*)",
+        )
+    } else {
+        let valid = !name.is_empty()
+            && name.bytes().all(|b| {
+                !matches!(b, b'(' | b')' | b'"' | b'\'' | b'=' | b',') && !crate::parser::is_ws(b)
+            });
+        (
+            valid,
+            "List has an invalid name. List names should match a regular expression: ([^()\"'[:space:]=,]+)",
+        )
+    };
     if !valid {
         rep.warning(
             "W_INVALID_NAME",
             file,
             pos,
             Some(name),
-            format!(
-                "{kind} name `{name}` is not an identifier ([a-zA-Z_][a-zA-Z0-9_]*): conditions cannot refer to it"
-            ),
+            format!("{message} (`{name}`)"),
         );
     }
 }
+
+// Falco's own texts (its `rule_loading_messages.h`), kept word for word because tools and
+// Falco's tests match on them.
+const WARNING_APPEND: &str = "'append' key is deprecated. Add an 'append' entry (e.g. 'condition: append') under 'override' instead.";
+const WARNING_ENABLED: &str = "The standalone 'enabled' key usage is deprecated. The correct approach requires also a 'replace' entry under the 'override' key (i.e. 'enabled: replace').";
+const ERROR_NO_PREVIOUS_MACRO: &str =
+    "Macro uses 'append' or 'override.condition: append' but no macro by that name already exists";
+const ERROR_NO_PREVIOUS_LIST: &str =
+    "List uses 'append' or 'override.items: append' but no list by that name already exists";
+const ERROR_NO_PREVIOUS_RULE_APPEND: &str =
+    "Rule uses 'append' or 'override.<key>: append' but no rule by that name already exists";
+const ERROR_NO_PREVIOUS_RULE_REPLACE: &str =
+    "An 'override.<key>: replace' to a rule was requested but no rule by that name already exists";
+const ERROR_OVERRIDE_APPEND: &str = "Keys 'override' and 'append: true' cannot be used together. Add an 'append' entry (e.g. 'condition: append') under 'override' instead.";
 
 /// Falco's `LOAD_DEPRECATED_ITEM`.
 fn deprecated(file: usize, pos: Pos, name: &str, message: String, rep: &mut Reporter) {
     rep.warning("W_DEPRECATED", file, pos, Some(name), message);
 }
 
-fn undefined(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter) {
+/// Falco's collector refuses a rule defined again, appended to or overridden with another
+/// explicit source (falco `test_rule_loader.cpp`: `redefine_rule_different_source`,
+/// `append_across_sources`, `selective_replace_across_sources`).
+fn source_mismatch(file: usize, item: &Node, name: &str, rep: &mut Reporter) {
+    rep.error(
+        "E_SOURCE_MISMATCH",
+        file,
+        item.pos,
+        Some(name),
+        format!("Rule has been re-defined with a different source (`{name}`)"),
+    );
+}
+
+/// `E_UNDEFINED_APPEND` with Falco's text for the kind of update (`ERROR_NO_PREVIOUS_*`).
+fn undefined(file: usize, pos: Pos, falco_text: &str, name: &str, rep: &mut Reporter) {
     rep.error(
         "E_UNDEFINED_APPEND",
         file,
         pos,
         Some(name),
-        format!("{kind} `{name}` is appended to or overridden but was not defined before"),
+        format!("{falco_text} (`{name}` was not defined before)"),
     );
 }
 

@@ -15,6 +15,7 @@
 //! exact for plain, quoted and block (`>`/`|`) scalars, best-effort for scalars using escapes.
 
 mod collect;
+mod invariant;
 mod resolve;
 pub mod text;
 pub mod yaml;
@@ -158,6 +159,9 @@ impl RulesLoader {
             // Compile even after expansion problems (they became `false` constants) so that
             // the rule's other errors are reported too; such a rule is never kept.
             let mut usable = matches!(expanded, Some((_, true)));
+            let never_true = expanded
+                .as_ref()
+                .is_some_and(|(expr, _)| invariant::truth(expr) == invariant::Truth::False);
             let filter = match expanded.map(|(expr, _)| compiler.compile(&expr)) {
                 Some(Ok(f)) => {
                     rep.compile_errors(&texts, 0, f.warnings(), &def.name);
@@ -190,8 +194,11 @@ impl RulesLoader {
             let Some((base, output_text)) = output_text else {
                 continue;
             };
-            let output = match compiler.compile_template(&output_text) {
-                Ok(t) => Some(t),
+            let output = match compiler.compile_template_warn(&output_text) {
+                Ok((t, warnings)) => {
+                    rep.compile_errors(&texts, base, &warnings, &def.name);
+                    Some(t)
+                }
                 Err(errors) => {
                     rep.compile_errors(&texts, base, &errors, &def.name);
                     None
@@ -201,14 +208,15 @@ impl RulesLoader {
                 continue;
             };
             let event_types = filter.event_types();
-            if event_types.is_none() && def.warn_evttypes {
+            // A condition that can never hold matches no event type: no warning (Falco).
+            if event_types.is_none() && def.warn_evttypes && !never_true {
                 rep.warning(
                     "W_NO_EVTTYPE",
                     def.file,
                     def.pos,
                     Some(&def.name),
                     format!(
-                        "rule `{}` does not restrict evt.type and is evaluated for every event",
+                        "Rule matches too many evt.type values. This has a significant performance penalty. (rule `{}` is evaluated for every event)",
                         def.name
                     ),
                 );

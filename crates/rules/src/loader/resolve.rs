@@ -75,6 +75,9 @@ pub struct Resolver<'a> {
     budget: usize,
     budget_reported: bool,
     pub problems: Vec<Problem>,
+    /// Lists whose names are not one bare word (`my list`): conditions reach them only by
+    /// Falco's textual substitution (see [`mask_list_names`]).
+    odd_lists: Vec<usize>,
 }
 
 impl<'a> Resolver<'a> {
@@ -96,6 +99,17 @@ impl<'a> Resolver<'a> {
             budget: 0,
             budget_reported: false,
             problems: Vec::new(),
+            odd_lists: col
+                .lists
+                .items
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| {
+                    l.name.bytes().any(is_falco_delim)
+                        && !l.name.bytes().any(|b| matches!(b, b'"' | b'\''))
+                })
+                .map(|(i, _)| i)
+                .collect(),
         };
         for m in &col.macros.items {
             let state = match r.parse(texts, m.condition.clone(), &m.name) {
@@ -141,8 +155,12 @@ impl<'a> Resolver<'a> {
             return None;
         };
         let base = text.base;
-        match parse_condition(text.text) {
+        let masked = mask_list_names(text.text, self.col, &self.odd_lists);
+        match parse_condition(masked.as_ref().map_or(text.text, |(m, _)| m.as_str())) {
             Ok(mut expr) => {
+                if let Some((_, names)) = &masked {
+                    unmask_list_names(&mut expr, names);
+                }
                 shift(&mut expr, base);
                 if depth(&expr) > MAX_DEPTH {
                     self.problems.push(Problem {
@@ -300,11 +318,11 @@ impl<'a> Resolver<'a> {
                             ExValue::Scalar(s) => s.clone(),
                             ExValue::List(items) => items.join(" "),
                         };
-                        Rhs::Value(Literal {
+                        transformer_value(&text, span).unwrap_or(Rhs::Value(Literal {
                             text,
                             quoted: true,
                             span,
-                        })
+                        }))
                     };
                     tests.push(Expr::Compare {
                         lhs: lhs.clone(),
@@ -648,6 +666,128 @@ fn push_values(items: &mut Vec<Literal>, v: &ExValue, span: Span) {
     match v {
         ExValue::Scalar(s) => items.push(lit(s)),
         ExValue::List(values) => items.extend(values.iter().map(|s| lit(s))),
+    }
+}
+
+/// An exception value written as a transformer call without whitespace
+/// (`toupper(proc.pname)`, `val(proc.pname)`) compares with that transformed field, as in
+/// Falco, which pastes such a value into the condition text unquoted (falco
+/// `test_rule_loader.cpp`: `exceptions_values_rhs_transformer`,
+/// `exceptions_values_transformer_value_quoted`). With whitespace it stays a string, as Falco
+/// quotes it (`exceptions_values_transformer_space`); the compiler then warns
+/// (`W_FIELD_AS_VALUE`). Every span of the result is `span`.
+fn transformer_value(text: &str, span: Span) -> Option<Rhs> {
+    if text.is_empty() || text.bytes().any(crate::parser::is_ws) || !text.ends_with(')') {
+        return None;
+    }
+    match parse_condition(&format!("evt.num = {text}")) {
+        Ok(Expr::Compare {
+            rhs: Rhs::Field(mut operand),
+            ..
+        }) => {
+            operand.spans_mut(&mut |s| *s = span);
+            Some(Rhs::Field(operand))
+        }
+        _ => None,
+    }
+}
+
+/// Falco's delimiters around a list name it substitutes (`rule_loader_compiler.cpp`,
+/// `resolve_list`): blanks, `(`, `)`, `,`, `=`.
+fn is_falco_delim(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'(' | b')' | b',' | b'=')
+}
+
+/// Falco substitutes list names into the condition *text* before parsing, so a list whose
+/// name is not one bare word (`test list`) can still be used: `evt.type in (test list)` loads
+/// (falco `test_rule_loader.cpp`: `list_name_invalid`). Vigil expands lists on the parsed
+/// tree, so such a name is first masked in the text: outside quoted strings, each occurrence
+/// delimited as Falco delimits it has its delimiter bytes replaced by `\x01`, which keeps
+/// the text's length (so positions stay right) and makes it one bare word. Returns the
+/// masked text and the masked names with the real ones, or `None` when nothing was masked.
+fn mask_list_names(
+    text: &str,
+    col: &Collected,
+    odd_lists: &[usize],
+) -> Option<(String, Vec<(String, String)>)> {
+    if odd_lists.is_empty() {
+        return None;
+    }
+    // Bytes inside quoted strings (libsinsp's rule: a quote after a backslash does not
+    // close), which are never masked.
+    let bytes = text.as_bytes();
+    let mut quoted = vec![false; bytes.len()];
+    let mut open: Option<u8> = None;
+    for (i, &b) in bytes.iter().enumerate() {
+        match open {
+            Some(q) => {
+                quoted[i] = true;
+                if b == q && bytes[i - 1] != b'\\' {
+                    open = None;
+                }
+            }
+            None if b == b'"' || b == b'\'' => {
+                quoted[i] = true;
+                open = Some(b);
+            }
+            None => {}
+        }
+    }
+    let mut out = bytes.to_vec();
+    let mut names = Vec::new();
+    for &j in odd_lists {
+        let name = col.lists.items[j].name.as_bytes();
+        let mut from = 0;
+        while let Some(at) = text[from..].find(col.lists.items[j].name.as_str()) {
+            let start = from + at;
+            let end = start + name.len();
+            // The next search starts at the next character (not byte: `text` is UTF-8).
+            from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+            let bounded = (start == 0 || is_falco_delim(bytes[start - 1]))
+                && (end == bytes.len() || is_falco_delim(bytes[end]));
+            if !bounded || quoted[start..end].iter().any(|&q| q) {
+                continue;
+            }
+            for (k, &b) in name.iter().enumerate() {
+                if is_falco_delim(b) {
+                    out[start + k] = 0x01;
+                }
+            }
+            let masked = String::from_utf8_lossy(&out[start..end]).into_owned();
+            if !names.iter().any(|(m, _)| *m == masked) {
+                names.push((masked, col.lists.items[j].name.clone()));
+            }
+        }
+    }
+    if names.is_empty() {
+        return None;
+    }
+    // Only ASCII delimiters were replaced by an ASCII byte: still valid UTF-8.
+    let masked = String::from_utf8(out).expect("ASCII bytes replaced by ASCII bytes");
+    Some((masked, names))
+}
+
+/// Puts the real list names back in place of the masked ones (see [`mask_list_names`]).
+fn unmask_list_names(expr: &mut Expr, names: &[(String, String)]) {
+    let mut stack = vec![expr];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::And(v) | Expr::Or(v) => stack.extend(v.iter_mut()),
+            Expr::Not(b) => stack.push(b),
+            Expr::Compare { rhs, .. } => {
+                let items: &mut [Literal] = match rhs {
+                    Rhs::List(items) | Rhs::Modified(_, items) => items,
+                    Rhs::Value(lit) => std::slice::from_mut(lit),
+                    Rhs::Field(_) => &mut [],
+                };
+                for lit in items.iter_mut().filter(|l| !l.quoted) {
+                    if let Some((_, real)) = names.iter().find(|(m, _)| *m == lit.text) {
+                        lit.text.clone_from(real);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }
 
