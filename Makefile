@@ -7,27 +7,37 @@ VIGIL := target/release/vigil
 HOST_TRIPLE := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 STATIC_VIGIL := target/$(HOST_TRIPLE)/release/vigil
 # Debian packages the build needs (clang, llvm, libelf, zlib: the eBPF programs and libbpf;
-# libelf-dev and zlib1g-dev also ship the archives the static build links; strace, runc,
-# debootstrap, openssl, curl, bpftool, sudo, logrotate and rsyslog: tests; buildah: the image
-# and its test; qemu-system-x86, cpio and busybox-static: the kernel matrix,
-# crates/cli/tests/kernels.rs).
-APT_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev strace runc debootstrap \
-  openssl curl bpftool sudo logrotate rsyslog buildah qemu-system-x86 cpio \
-  busybox-static
+# libelf-dev and zlib1g-dev also ship the archives the static build links). `make run` installs
+# these alone.
+BUILD_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev
+# What the tests need besides (strace, runc, debootstrap, openssl, curl, bpftool, sudo,
+# logrotate, rsyslog; buildah: the image and its test; qemu-system-x86, cpio and
+# busybox-static: the kernel matrix, crates/cli/tests/kernels.rs).
+TEST_PACKAGES := strace runc debootstrap openssl curl bpftool sudo logrotate rsyslog buildah \
+  qemu-system-x86 cpio busybox-static
 RUST_COMPONENTS := rustfmt clippy
 
-.PHONY: all deps build static image run test lint fmt bench fuzz clean
+.PHONY: all deps test-deps build static image run test lint fmt bench fuzz clean
 
 all: build
 
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+# Installs the Debian packages of $(1) that are missing.
+define apt_install
+	@missing=""; for p in $(1); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; fi
+endef
+
+deps:
+	$(call apt_install,$(BUILD_PACKAGES))
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust from https://rustup.rs"; exit 1; }
+
+# The tests' tools: Debian packages, rustfmt and clippy, helm.
+test-deps: deps
+	$(call apt_install,$(TEST_PACKAGES))
 	@if command -v rustup >/dev/null; then \
 	  for c in $(RUST_COMPONENTS); do rustup component list --installed | grep -q "^$$c" || rustup component add $$c; done; fi
 
@@ -36,7 +46,7 @@ deps:
 HELM_VERSION := v3.22.0
 HELM := target/tools/bin/helm
 GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
-deps: $(HELM)
+test-deps: $(HELM)
 $(HELM):
 	@if [ -x "$(GO)" ]; then \
 	  echo "installing helm $(HELM_VERSION) into $(@D)"; \
@@ -56,6 +66,7 @@ static: deps
 # `buildah push vigil:<version> docker://REGISTRY/vigil:<version>`. The Containerfile builds the
 # same image, compiling in a builder stage.
 image: static
+	$(call apt_install,buildah)
 	scripts/build-image.sh -b $(STATIC_VIGIL)
 
 # Starts the agent: `vigil watch` on its embedded default ruleset (host-wide, eBPF; root and a
@@ -63,7 +74,7 @@ image: static
 run: build
 	$(VIGIL) watch
 
-lint: deps
+lint: test-deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
