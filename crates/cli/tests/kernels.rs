@@ -125,7 +125,7 @@ fn initramfs() -> &'static Path {
         }
         let dir = matrix_dir();
         std::fs::create_dir_all(&dir).expect("create target/kernels");
-        let image = dir.join(format!("initramfs-{}.cpio", std::process::id()));
+        let image = dir.join("initramfs.cpio");
         run(Command::new("sh")
             .arg(workspace().join("scripts/kernels/initramfs.sh"))
             .arg(rootfs_dir.join("rootfs"))
