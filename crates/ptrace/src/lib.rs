@@ -36,6 +36,55 @@ mod sys;
 mod tracer;
 
 pub use filter::ArgIn;
+pub use sys::MemoryAccess;
+
+impl MemoryAccess {
+    /// The name the start-up line and `--memory-access` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryAccess::VmReadv => "process_vm_readv",
+            MemoryAccess::Ptrace => "ptrace",
+            MemoryAccess::ProcMem => "proc-mem",
+        }
+    }
+}
+
+/// What the start-up probe found: the method chosen to read the workload's memory, and why
+/// each cheaper one was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryProbe {
+    pub chosen: MemoryAccess,
+    /// `(method, error)` of each method tried before the chosen one.
+    pub refused: Vec<(MemoryAccess, String)>,
+}
+
+impl MemoryProbe {
+    /// `ptrace (process_vm_readv: operation not permitted)`.
+    pub fn describe(&self) -> String {
+        if self.refused.is_empty() {
+            return self.chosen.name().to_owned();
+        }
+        format!(
+            "{} ({})",
+            self.chosen.name(),
+            describe_refusals(&self.refused)
+        )
+    }
+}
+
+fn describe_refusals(refused: &[(MemoryAccess, String)]) -> String {
+    refused
+        .iter()
+        .map(|(m, e)| format!("{}: {e}", m.name()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Failed reads of the workload's memory so far in this process (an argument left empty):
+/// what a handler raises its read-fault alert from while the run goes on.
+pub fn read_faults() -> u64 {
+    sys::read_faults()
+}
 
 /// The process table of this process and its ancestors (no descriptors): what a workload
 /// started from here inherits, e.g. its container, before it exists.
@@ -77,6 +126,15 @@ pub struct RunSpec {
     /// [`privs::TRACER`] and set `no_new_privs` ([`privs::drop_to`]; the process must still
     /// be single-threaded then). The workload keeps the privileges it was forked with.
     pub drop_privileges: bool,
+    /// How to read the workload's memory; `None`: the first of `process_vm_readv`, ptrace
+    /// (`PTRACE_PEEKDATA`), `/proc/PID/mem` that works, found by a probe before the workload
+    /// runs (the user-notify mechanism has no ptrace attachment to read through).
+    pub memory: Option<MemoryAccess>,
+    /// Start the workload without `no_new_privs`, so setuid/setgid programs and file
+    /// capabilities take effect as without Vigil. Installing a seccomp filter without it
+    /// needs `CAP_SYS_ADMIN`, and the kernel lets a traced exec gain privileges only when the
+    /// tracer had `CAP_SYS_PTRACE` when it attached ([`privs::may_allow_privilege_gain`]).
+    pub allow_privilege_gain: bool,
     /// Call [`Handler::idle`] after each such period without a ptrace stop, so the
     /// handler's periodic work (statistics, metrics) also runs while the workload is idle.
     /// Costs the workload nothing: a helper thread wakes the tracer's wait with a signal
@@ -122,6 +180,11 @@ pub trait Handler {
     /// [`Handler::start`]: the place to start threads, which inherit the reduced privileges.
     /// An error kills the workload before it runs and ends [`run`] with
     /// [`RunError::Handler`].
+    /// Once the workload is attached, before [`Handler::attached`]: how its memory will be
+    /// read ([`RunSpec::memory`]).
+    fn memory_access(&mut self, probe: &MemoryProbe) {
+        let _ = probe;
+    }
     fn attached(&mut self, privileges: Option<&privs::Dropped>) -> Result<(), String> {
         let _ = privileges;
         Ok(())
@@ -188,7 +251,7 @@ pub struct RunStats {
     /// make a rule match ([`Handler::wants_result`]); they produce no event. Also execs
     /// whose failure could not matter (a success is still reported).
     pub skipped_exits: u64,
-    /// Argument reads that failed (the parameter is left empty).
+    /// Reads of the workload's memory that failed (the parameter is left empty).
     pub read_faults: u64,
     /// Processes given the full filter on entering new namespaces ([`RunSpec::in_place`]),
     /// and the attempts that failed (see [`Handler::widening_failed`]).
@@ -227,6 +290,12 @@ pub enum RunError {
     Idle(#[source] std::io::Error),
     #[error("the tracer cannot drop its privileges")]
     Privileges(#[source] privs::PrivError),
+    #[error(
+        "cannot read the workload's memory ({0}); give Vigil CAP_SYS_PTRACE (docker run \
+         --cap-add SYS_PTRACE, a task definition's linuxParameters.capabilities.add) or allow \
+         process_vm_readv or ptrace in the seccomp profile"
+    )]
+    Memory(String),
     #[error("{0}")]
     Handler(String),
 }
@@ -344,6 +413,7 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
         gate_read,
         gate_write,
         notify: notify.then(|| (filter::notify_only(&notified), report_write)),
+        no_new_privs: !spec.allow_privilege_gain,
     };
     let child = sys::spawn_gated(&plan);
     sys::close(gate_read);
@@ -372,7 +442,7 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
         let _ = sys::wait_any();
         return Err(RunError::Attach(e));
     }
-    if let Err(e) = prepare(spec, handler) {
+    if let Err(e) = prepare(spec, handler, child, true) {
         // Killed while waiting at the gate (PTRACE_O_EXITKILL would do it too, later).
         let _ = sys::kill(child, libc::SIGKILL);
         sys::close(gate_write);
@@ -401,6 +471,7 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
     handler.start(&snapshot);
     // Release the child: it installs the filters and execs.
     sys::close(gate_write);
+    let faults_before = sys::read_faults();
     let mut tracer = tracer::Tracer::new(child, spec, handler);
     tracer.widening = widening;
     let waker = waker.map(|(waker, activity)| {
@@ -414,7 +485,8 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
     let status = status?;
     let mut used: Vec<u16> = tracer.used.iter().copied().collect();
     used.sort_unstable();
-    let stats = tracer.stats.clone();
+    let mut stats = tracer.stats.clone();
+    stats.read_faults = sys::read_faults() - faults_before;
     Ok(Outcome {
         status: status.ok_or(RunError::NoStatus)?,
         stats,
@@ -423,16 +495,84 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
 }
 
 /// With the workload attached and waiting at its gate: drops the tracer's privileges (when
-/// asked) and lets the handler start what it needs ([`Handler::attached`]).
-fn prepare(spec: &RunSpec, handler: &mut dyn Handler) -> Result<(), RunError> {
+/// asked), finds how to read the workload's memory with what is left ([`probe_memory`]) and
+/// lets the handler start what it needs ([`Handler::attached`]).
+fn prepare(
+    spec: &RunSpec,
+    handler: &mut dyn Handler,
+    child: i32,
+    ptrace: bool,
+) -> Result<(), RunError> {
     let dropped = if spec.drop_privileges {
-        Some(privs::drop_to(privs::TRACER).map_err(RunError::Privileges)?)
+        Some(privs::drop_to(&privs::tracer_keeps()).map_err(RunError::Privileges)?)
     } else {
         None
     };
+    let probe = probe_memory(child, spec.memory, ptrace)?;
+    sys::set_memory_access(probe.chosen);
+    handler.memory_access(&probe);
     handler
         .attached(dropped.as_ref())
         .map_err(RunError::Handler)
+}
+
+/// Bytes the probe reads back from the workload: the child is a fork of this process, so
+/// this static sits at the same address, with the same contents, in both.
+static PROBE: [u8; 16] = *b"vigil memory ok\0";
+
+/// Tries each way of reading the workload's memory (only `forced` when given), cheapest
+/// first, on the child waiting at its gate; the first that reads [`PROBE`] back is chosen.
+/// Through ptrace the child must be in a ptrace-stop: it is interrupted for the probe
+/// (`PTRACE_INTERRUPT`; its `read` of the gate restarts) and resumed after. `ptrace` is
+/// `false` for the user-notify mechanism, which has no attachment to read through.
+fn probe_memory(
+    child: i32,
+    forced: Option<MemoryAccess>,
+    ptrace: bool,
+) -> Result<MemoryProbe, RunError> {
+    let candidates: Vec<MemoryAccess> = match forced {
+        Some(m) => vec![m],
+        None => sys::MEMORY_ACCESS
+            .iter()
+            .copied()
+            .filter(|m| ptrace || *m != MemoryAccess::Ptrace)
+            .collect(),
+    };
+    let mut refused = Vec::new();
+    if !ptrace && candidates.contains(&MemoryAccess::Ptrace) {
+        return Err(RunError::Memory(
+            "ptrace: the user-notify mechanism has no ptrace attachment".into(),
+        ));
+    }
+    if ptrace {
+        sys::interrupt(child).map_err(RunError::Attach)?;
+        let st = sys::wait_tid(child).map_err(RunError::Wait)?;
+        if !sys::status::stopped(st) {
+            return Err(RunError::Spawn(std::io::Error::other(
+                "the workload ended before it was released",
+            )));
+        }
+    }
+    let address = PROBE.as_ptr() as u64;
+    let mut chosen = None;
+    for method in candidates {
+        let mut buf = [0u8; 16];
+        match sys::read_mem_with(method, child, address, &mut buf) {
+            Ok(16) if buf == PROBE => {
+                chosen = Some(method);
+                break;
+            }
+            Ok(n) => refused.push((method, format!("read {n} wrong or missing bytes"))),
+            Err(e) => refused.push((method, e.to_string().to_lowercase())),
+        }
+    }
+    if ptrace {
+        sys::cont(child, 0).map_err(RunError::Attach)?;
+    }
+    match chosen {
+        Some(chosen) => Ok(MemoryProbe { chosen, refused }),
+        None => Err(RunError::Memory(describe_refusals(&refused))),
+    }
 }
 
 fn run_notify(
@@ -460,7 +600,7 @@ fn run_notify(
             return Err(RunError::Attach(e));
         }
     };
-    if let Err(e) = prepare(spec, handler) {
+    if let Err(e) = prepare(spec, handler, child, false) {
         let _ = sys::kill(child, libc::SIGKILL);
         sys::close(gate_write);
         sys::close(listener);
@@ -489,12 +629,15 @@ fn run_notify(
         flags(&spec.judged),
         handler,
     );
+    let faults_before = sys::read_faults();
     let status = sup.run();
     sys::close(listener);
     sys::close(pidfd);
+    let mut stats = sup.stats.clone();
+    stats.read_faults = sys::read_faults() - faults_before;
     Ok(Outcome {
         status: status?,
-        stats: sup.stats.clone(),
+        stats,
         used_syscalls: Vec::new(),
     })
 }

@@ -50,10 +50,14 @@ pub struct ChildPlan {
     /// child writes to `report_write` before waiting at the gate (the parent fetches the fd
     /// with `pidfd_getfd`). The child then runs no ptrace gate first.
     pub notify: Option<(Vec<libc::sock_filter>, i32)>,
+    /// Set `PR_SET_NO_NEW_PRIVS` before installing the filters (needed unless the child has
+    /// `CAP_SYS_ADMIN`; it stops setuid/setgid bits and file capabilities from working).
+    pub no_new_privs: bool,
 }
 
 /// Forks a child that waits until the parent closes the gate pipe, then sets
-/// `PR_SET_NO_NEW_PRIVS`, installs the filters and execs the program. Returns the child's pid.
+/// `PR_SET_NO_NEW_PRIVS` (when [`ChildPlan::no_new_privs`]), installs the filters and execs
+/// the program. Returns the child's pid.
 /// A child that cannot exec prints the reason and exits 127 (as shells do for "not found").
 pub fn spawn_gated(plan: &ChildPlan) -> io::Result<i32> {
     let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
@@ -105,7 +109,7 @@ pub fn spawn_gated(plan: &ChildPlan) -> io::Result<i32> {
         }
         // Rust ignores SIGPIPE in its own process; the workload gets the default back.
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+        if plan.no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             libc::write(2, msg_filter.as_ptr().cast(), msg_filter.len());
             libc::_exit(126);
         }
@@ -353,11 +357,182 @@ pub fn wake(tid: i32) -> io::Result<()> {
     check(rc).map(|_| ())
 }
 
-/// Reads tracee memory at `addr` into `buf`; returns how many bytes were read (short at an
-/// unmapped page).
+/// How the tracer reads (and writes) the workload's memory. Chosen once per run by a probe
+/// ([`set_memory_access`]); `process_vm_readv` is the default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryAccess {
+    /// `process_vm_readv`/`process_vm_writev`: one syscall per contiguous range.
+    VmReadv,
+    /// `PTRACE_PEEKDATA`/`PTRACE_POKEDATA` through the tracer's own attachment: one syscall
+    /// per 8-byte word, only for a tracee in a ptrace-stop, only from the tracer's thread.
+    Ptrace,
+    /// `pread`/`pwrite` of `/proc/TID/mem` (opened and closed per transfer).
+    ProcMem,
+}
+
+/// The chosen [`MemoryAccess`], as its index in [`MEMORY_ACCESS`].
+static MEMORY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// Failed reads of tracee memory since the process started (every method).
+static READ_FAULTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Every method, in the order the probe tries them (cheapest first).
+pub const MEMORY_ACCESS: [MemoryAccess; 3] = [
+    MemoryAccess::VmReadv,
+    MemoryAccess::Ptrace,
+    MemoryAccess::ProcMem,
+];
+
+/// Makes [`read_mem`] and [`write_mem`] use `method` from now on.
+pub fn set_memory_access(method: MemoryAccess) {
+    let index = MEMORY_ACCESS.iter().position(|m| *m == method).unwrap_or(0);
+    MEMORY.store(index as u8, Ordering::Relaxed);
+}
+
+/// The method [`read_mem`] uses.
+pub fn memory_access() -> MemoryAccess {
+    MEMORY_ACCESS
+        .get(usize::from(MEMORY.load(Ordering::Relaxed)))
+        .copied()
+        .unwrap_or(MemoryAccess::VmReadv)
+}
+
+/// Failed reads of tracee memory so far (see [`read_mem`]).
+pub fn read_faults() -> u64 {
+    READ_FAULTS.load(Ordering::Relaxed)
+}
+
+/// Reads tracee memory at `addr` into `buf` with the chosen [`MemoryAccess`]; returns how
+/// many bytes were read (short at an unmapped page). A failure is counted in
+/// [`read_faults`].
 pub fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is valid and writable for its length.
-    unsafe { vm_transfer(pid, addr, buf.as_mut_ptr(), buf.len(), false) }
+    let got = read_mem_with(memory_access(), pid, addr, buf);
+    if got.is_err() {
+        READ_FAULTS.fetch_add(1, Ordering::Relaxed);
+    }
+    got
+}
+
+/// [`read_mem`] with a given method, uncounted (the start-up probe).
+pub fn read_mem_with(
+    method: MemoryAccess,
+    pid: i32,
+    addr: u64,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    match method {
+        // SAFETY: `buf` is valid and writable for its length.
+        MemoryAccess::VmReadv => unsafe {
+            vm_transfer(pid, addr, buf.as_mut_ptr(), buf.len(), false)
+        },
+        MemoryAccess::Ptrace => peek(pid, addr, buf),
+        MemoryAccess::ProcMem => proc_mem(pid, addr, Transfer::Read(buf)),
+    }
+}
+
+/// `PTRACE_PEEKDATA` of one aligned word.
+fn peek_word(tid: i32, addr: u64) -> io::Result<[u8; 8]> {
+    // SAFETY: PEEKDATA returns the word (or -1 with errno set); errno is cleared first so a
+    // word that is -1 is told apart from an error. No pointer is passed.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let word = libc::ptrace(
+            libc::PTRACE_PEEKDATA,
+            tid,
+            addr as usize as *mut libc::c_void,
+            std::ptr::null_mut::<libc::c_void>(),
+        );
+        if word == -1 && *libc::__errno_location() != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(word.to_ne_bytes())
+    }
+}
+
+/// Reads through the tracer's attachment, word by word; short at the first unreadable word
+/// (an error only when nothing was read).
+fn peek(tid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let at = addr.wrapping_add(done as u64);
+        let aligned = at & !7;
+        let skip = (at - aligned) as usize;
+        let word = match peek_word(tid, aligned) {
+            Ok(w) => w,
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => break,
+        };
+        let n = (8 - skip).min(buf.len() - done);
+        buf[done..done + n].copy_from_slice(&word[skip..skip + n]);
+        done += n;
+    }
+    Ok(done)
+}
+
+/// Writes through the tracer's attachment, word by word (a partial first or last word is
+/// read first and merged).
+fn poke(tid: i32, addr: u64, data: &[u8]) -> io::Result<usize> {
+    let mut done = 0usize;
+    while done < data.len() {
+        let at = addr.wrapping_add(done as u64);
+        let aligned = at & !7;
+        let skip = (at - aligned) as usize;
+        let n = (8 - skip).min(data.len() - done);
+        let mut word = if n == 8 {
+            [0u8; 8]
+        } else {
+            match peek_word(tid, aligned) {
+                Ok(w) => w,
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        };
+        word[skip..skip + n].copy_from_slice(&data[done..done + n]);
+        let value = i64::from_ne_bytes(word);
+        // SAFETY: POKEDATA takes the word by value; no pointer of this process is passed.
+        let ret = unsafe {
+            libc::ptrace(
+                libc::PTRACE_POKEDATA,
+                tid,
+                aligned as usize as *mut libc::c_void,
+                value as usize as *mut libc::c_void,
+            )
+        };
+        if let Err(e) = check(ret) {
+            if done == 0 {
+                return Err(e);
+            }
+            break;
+        }
+        done += n;
+    }
+    Ok(done)
+}
+
+enum Transfer<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+}
+
+/// `pread`/`pwrite` of `/proc/TID/mem` at `addr`.
+fn proc_mem(tid: i32, addr: u64, transfer: Transfer<'_>) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let path = format!("/proc/{tid}/mem");
+    let write = matches!(transfer, Transfer::Write(_));
+    let file = std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .open(path)?;
+    match transfer {
+        Transfer::Read(buf) if buf.is_empty() => Ok(0),
+        Transfer::Read(buf) => file.read_at(buf, addr),
+        Transfer::Write(data) => file.write_at(data, addr),
+    }
+}
+
+/// Stops a running tracee (`PTRACE_INTERRUPT`); the stop is a `PTRACE_EVENT_STOP` to wait
+/// for.
+pub fn interrupt(tid: i32) -> io::Result<()> {
+    request(libc::PTRACE_INTERRUPT, tid, 0)
 }
 
 /// `process_vm_readv` (into) or `process_vm_writev` (from) the `len` bytes at `local`, one
@@ -413,11 +588,17 @@ unsafe fn vm_transfer(
     }
 }
 
-/// Writes `data` into process `pid`'s memory at `addr` (`process_vm_writev`); returns how
-/// many bytes were written.
+/// Writes `data` into process `pid`'s memory at `addr` with the chosen [`MemoryAccess`];
+/// returns how many bytes were written.
 pub fn write_mem(pid: i32, addr: u64, data: &[u8]) -> io::Result<usize> {
-    // SAFETY: `data` is valid for reads for its length, and a write only reads it.
-    unsafe { vm_transfer(pid, addr, data.as_ptr().cast_mut(), data.len(), true) }
+    match memory_access() {
+        // SAFETY: `data` is valid for reads for its length, and a write only reads it.
+        MemoryAccess::VmReadv => unsafe {
+            vm_transfer(pid, addr, data.as_ptr().cast_mut(), data.len(), true)
+        },
+        MemoryAccess::Ptrace => poke(pid, addr, data),
+        MemoryAccess::ProcMem => proc_mem(pid, addr, Transfer::Write(data)),
+    }
 }
 
 /// `waitpid(tid, __WALL)`, retried on `EINTR`: the next status change of that one tracee.

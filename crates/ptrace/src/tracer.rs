@@ -606,12 +606,10 @@ impl<'a> Tracer<'a> {
         let spec = etype.spec();
         let n_head = spec.params.len() - 23;
         let mut head = Vec::with_capacity(n_head);
-        let mut path_arg = |i: usize| match decode::read_cstr(tid, decode::arg(regs, i)) {
+        // An unreadable name is counted by `sys::read_mem` (`read_faults`).
+        let path_arg = |i: usize| match decode::read_cstr(tid, decode::arg(regs, i)) {
             Some((s, _)) => Param::Bytes(s),
-            None => {
-                self.stats.read_faults += 1;
-                Param::None
-            }
+            None => Param::None,
         };
         if spec.name == "execveat" {
             let dirfd = Param::Int(i64::from(decode::arg(regs, 0) as u32 as i32));
