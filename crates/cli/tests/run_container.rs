@@ -1,0 +1,286 @@
+//! `vigil run` in containers with no added capability (root, runc, the debootstrap root
+//! filesystem of `scripts/mk-rootfs.sh`, cached in `$VIGIL_ROOTFS` or `/var/tmp/vigil-rootfs`;
+//! strict in CI). Each container runs `/vigil run --stats -- cat /etc/shadow` (the vigil
+//! binary bind-mounted) under the essential effect of Docker's default seccomp profile
+//! written into the bundle's `linux.seccomp`: without `CAP_SYS_PTRACE`, `process_vm_readv`,
+//! `process_vm_writev`, `pidfd_getfd` and `kcmp` fail with `EPERM` (moby's
+//! `profiles/seccomp/default.json` allows them only with that capability; `ptrace` itself is
+//! allowed on kernels ≥ 4.8). With `noNewPrivileges: false`, as Docker starts containers:
+//!
+//! - root with Docker's default capabilities, root with none (`--cap-drop ALL`), and user
+//!   1000 (in group `shadow`, which may read `/etc/shadow` on Debian): each alerts on the
+//!   read with the file, the program and its path (read from `/proc`), reads the workload's
+//!   memory through ptrace, says so at start, and has no read fault;
+//! - root with Docker's default capabilities and no profile: `process_vm_readv` is chosen;
+//! - a profile that also refuses `PTRACE_PEEKDATA` and `preadv` (so `/proc/PID/mem`
+//!   cannot be read either): `vigil run` exits with one line naming the cause and the fix,
+//!   and the workload never runs.
+#![allow(clippy::print_stderr)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+use vigil_generator::runc::{self, ContainerRun, ContainerSpec};
+use vigil_generator::Context;
+
+#[path = "support/live.rs"]
+mod live;
+use live::{nix_is_root, strict};
+
+const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
+
+/// Docker's default capabilities (moby `oci/caps/defaults.go`).
+const DOCKER_CAPS: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FSETID",
+    "CAP_FOWNER",
+    "CAP_MKNOD",
+    "CAP_NET_RAW",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETFCAP",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_KILL",
+    "CAP_AUDIT_WRITE",
+];
+
+/// The `shadow` group of Debian's base passwd (`/etc/group`): may read `/etc/shadow`.
+const SHADOW_GID: u32 = 42;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn skip(test: &str, why: &str) {
+    assert!(!strict(), "{test}: VIGIL_TEST_STRICT=1 but {why}");
+    eprintln!("skipping {test}: {why}");
+}
+
+/// Builds the root filesystem if it is missing (downloads from the Debian mirror once).
+fn ensure_rootfs(ctx: &Context) -> Result<(), String> {
+    if ctx.rootfs_dir.join("rootfs/etc/debian_version").is_file() {
+        return Ok(());
+    }
+    let script = workspace().join("scripts/mk-rootfs.sh");
+    let status = Command::new("sh")
+        .arg(&script)
+        .arg(&ctx.rootfs_dir)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{} failed ({status})", script.display()))
+    }
+}
+
+fn context(test: &str) -> Option<Context> {
+    if !nix_is_root() {
+        skip(test, "not root (runc containers need root)");
+        return None;
+    }
+    let ctx = Context::from_env();
+    if let Err(e) = ensure_rootfs(&ctx) {
+        skip(test, &e);
+        return None;
+    }
+    if let Some(why) = runc::unavailable(&ctx) {
+        skip(test, &why);
+        return None;
+    }
+    Some(ctx)
+}
+
+/// The essential effect of Docker's default profile for a container without
+/// `CAP_SYS_PTRACE`, plus `extra` refused entries.
+fn docker_profile(extra: &[Value]) -> Value {
+    let mut syscalls = vec![json!({
+        "names": ["process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp"],
+        "action": "SCMP_ACT_ERRNO",
+        "errnoRet": 1
+    })];
+    syscalls.extend(extra.iter().cloned());
+    json!({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "architectures": ["SCMP_ARCH_X86_64"],
+        "syscalls": syscalls
+    })
+}
+
+struct Container<'a> {
+    caps: &'a [&'a str],
+    /// `(uid, gid, additional gids)`.
+    user: (u32, u32, &'a [u32]),
+    seccomp: Option<Value>,
+}
+
+/// Runs `vigil run --stats -- cat /etc/shadow` in a container as described.
+fn run_in(ctx: &Context, c: &Container<'_>) -> ContainerRun {
+    let id = runc::random_id().expect("random id");
+    let spec = ContainerSpec {
+        name: format!("vigil-run-{}", &id[..6]),
+        id,
+        args: ["/vigil", "run", "--stats", "--", "cat", "/etc/shadow"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        bind_exe: Some(PathBuf::from(VIGIL)),
+        tty: false,
+        linger: false,
+    };
+    runc::run_spec_with(ctx, &spec, |config| {
+        let process = &mut config["process"];
+        process["noNewPrivileges"] = Value::Bool(false);
+        let caps: Vec<Value> = c.caps.iter().map(|s| json!(s)).collect();
+        process["capabilities"] = json!({
+            "bounding": caps, "effective": caps, "permitted": caps, "inheritable": caps
+        });
+        let (uid, gid, more) = c.user;
+        process["user"] = json!({ "uid": uid, "gid": gid, "additionalGids": more });
+        if let Some(env) = process["env"].as_array_mut() {
+            env.push(json!("VIGIL_LOG=info"));
+        }
+        if let Some(profile) = &c.seccomp {
+            config["linux"]["seccomp"] = profile.clone();
+        }
+    })
+    .unwrap_or_else(|e| panic!("runc: {e}"))
+}
+
+/// The alert on `/etc/shadow`, the method named at start and in the counters, no fault.
+fn assert_alerts(what: &str, run: &ContainerRun, method: &str) {
+    let out = &run.output;
+    assert!(run.success, "{what}: the workload's status: {out}");
+    let alert = out
+        .lines()
+        .find(|l| l.contains("Credential file opened for reading"))
+        .unwrap_or_else(|| panic!("{what}: no alert on /etc/shadow in: {out}"));
+    for want in ["file=/etc/shadow", "process=cat", "proc_exepath=/usr/bin/cat"] {
+        assert!(alert.contains(want), "{what}: `{want}` in {alert}");
+    }
+    assert!(
+        out.lines().any(|l| l.contains("vigil: info: reading the workload's memory with")
+            && l.contains(&format!("with {method}"))),
+        "{what}: the start-up line names {method}: {out}"
+    );
+    let stats = out
+        .lines()
+        .find(|l| l.contains("read_faults="))
+        .unwrap_or_else(|| panic!("{what}: no --stats line: {out}"));
+    assert!(stats.contains("read_faults=0 "), "{what}: {stats}");
+    assert!(
+        stats.contains(&format!("memory_access={method} ")),
+        "{what}: {stats}"
+    );
+}
+
+#[test]
+fn alerts_without_added_capabilities_under_dockers_profile() {
+    const TEST: &str = "alerts_without_added_capabilities_under_dockers_profile";
+    let Some(ctx) = context(TEST) else {
+        return;
+    };
+    let cases: [(&str, Container<'_>); 3] = [
+        (
+            "root, Docker's default capabilities",
+            Container {
+                caps: DOCKER_CAPS,
+                user: (0, 0, &[]),
+                seccomp: Some(docker_profile(&[])),
+            },
+        ),
+        (
+            "root, --cap-drop ALL",
+            Container {
+                caps: &[],
+                user: (0, 0, &[]),
+                seccomp: Some(docker_profile(&[])),
+            },
+        ),
+        (
+            "user 1000 in group shadow",
+            Container {
+                caps: DOCKER_CAPS,
+                user: (1000, 1000, &[SHADOW_GID]),
+                seccomp: Some(docker_profile(&[])),
+            },
+        ),
+    ];
+    for (what, container) in &cases {
+        let run = run_in(&ctx, container);
+        assert_alerts(what, &run, "ptrace");
+        let denied = run
+            .output
+            .lines()
+            .find(|l| l.contains("reading the workload's memory with"))
+            .unwrap_or_default();
+        assert!(
+            denied.contains("process_vm_readv: operation not permitted"),
+            "{what}: why the fast path was not taken: {denied}"
+        );
+    }
+}
+
+#[test]
+fn takes_process_vm_readv_where_it_is_allowed() {
+    const TEST: &str = "takes_process_vm_readv_where_it_is_allowed";
+    let Some(ctx) = context(TEST) else {
+        return;
+    };
+    let run = run_in(
+        &ctx,
+        &Container {
+            caps: DOCKER_CAPS,
+            user: (0, 0, &[]),
+            seccomp: None,
+        },
+    );
+    assert_alerts("root, default capabilities, no profile", &run, "process_vm_readv");
+}
+
+#[test]
+fn exits_before_the_workload_when_no_read_works() {
+    const TEST: &str = "exits_before_the_workload_when_no_read_works";
+    let Some(ctx) = context(TEST) else {
+        return;
+    };
+    // PTRACE_PEEKDATA is request 2; /proc/PID/mem is read with preadv (pread64, which the
+    // dynamic loader uses too, stays allowed).
+    let profile = docker_profile(&[
+        json!({
+            "names": ["ptrace"],
+            "action": "SCMP_ACT_ERRNO",
+            "errnoRet": 1,
+            "args": [{ "index": 0, "value": 2, "op": "SCMP_CMP_EQ" }]
+        }),
+        json!({ "names": ["preadv"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1 }),
+    ]);
+    let run = run_in(
+        &ctx,
+        &Container {
+            caps: DOCKER_CAPS,
+            user: (0, 0, &[]),
+            seccomp: Some(profile),
+        },
+    );
+    let out = &run.output;
+    assert!(!run.success, "vigil run must fail: {out}");
+    assert!(!out.contains("root:"), "the workload never ran: {out}");
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("cannot read the workload's memory"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line with the cause: {out}");
+    for want in [
+        "process_vm_readv: operation not permitted",
+        "ptrace: operation not permitted",
+        "proc-mem: operation not permitted",
+        "CAP_SYS_PTRACE",
+    ] {
+        assert!(lines[0].contains(want), "`{want}` in {}", lines[0]);
+    }
+}
