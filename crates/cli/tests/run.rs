@@ -163,7 +163,107 @@ fn no_alerts_means_a_quiet_vigil() {
     let out = vigil(&["run", "--", "echo", "hello"]);
     assert!(out.status.success());
     assert_eq!(text(&out.stdout), "hello\n");
-    assert_eq!(text(&out.stderr), "", "nothing but the workload's output");
+    let err = text(&out.stderr);
+    // Started without CAP_SYS_ADMIN and CAP_SYS_PTRACE, the one documented warning.
+    let rest: Vec<&str> = err
+        .lines()
+        .filter(|l| is_root() || !l.contains("will not gain privileges"))
+        .collect();
+    assert!(rest.is_empty(), "nothing but the workload's output: {err}");
+}
+
+#[test]
+fn every_memory_access_method_reads_the_arguments() {
+    const TEST: &str = "every_memory_access_method_reads_the_arguments";
+    if !can_trace(TEST) {
+        return;
+    }
+    if !is_root() {
+        return skip(TEST, "reading /etc/shadow needs root");
+    }
+    let Some(rules) = upstream_rules(TEST) else {
+        return;
+    };
+    for method in ["process_vm_readv", "ptrace", "proc-mem"] {
+        // A path and an argv read from memory (Falco's rule prints the command line).
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "--json",
+            "-r",
+            rules.to_str().unwrap(),
+            "--memory-access",
+            method,
+            "--",
+            "sh",
+            "-c",
+            "cat /etc/shadow > /dev/null",
+        ]);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{method}: {err}");
+        let alert: serde_json::Value = err
+            .lines()
+            .find(|l| l.contains("Read sensitive file untrusted"))
+            .map(|l| serde_json::from_str(l).expect("JSON alert"))
+            .unwrap_or_else(|| panic!("{method}: no alert: {err}"));
+        assert_eq!(alert["output_fields"]["fd.name"], "/etc/shadow", "{method}");
+        assert_eq!(
+            alert["output_fields"]["proc.cmdline"], "cat /etc/shadow",
+            "{method}"
+        );
+        assert_eq!(run_stat(&err, "read_faults"), 0, "{method}: {err}");
+        assert!(
+            err.contains(&format!("memory_access={method} ")),
+            "{method}: {err}"
+        );
+    }
+}
+
+#[test]
+fn unreadable_arguments_raise_the_read_fault_alert() {
+    const TEST: &str = "unreadable_arguments_raise_the_read_fault_alert";
+    if !can_trace(TEST) {
+        return;
+    }
+    if !Path::new("/usr/bin/perl").exists() {
+        return skip(TEST, "/usr/bin/perl is missing");
+    }
+    // open(2) of the address 1: nothing is mapped there, so its path cannot be read.
+    for method in ["process_vm_readv", "ptrace", "proc-mem"] {
+        let out = vigil(&[
+            "run",
+            "--json",
+            "--stats",
+            "--memory-access",
+            method,
+            "--",
+            "perl",
+            "-e",
+            "syscall(2, 1, 0)",
+        ]);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{method}: {err}");
+        let alert: serde_json::Value = err
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON alert"))
+            .find(|a| a["rule"] == "Vigil could not read workload memory")
+            .unwrap_or_else(|| panic!("{method}: no read-fault alert: {err}"));
+        assert_eq!(alert["source"], "internal", "{alert}");
+        assert_eq!(alert["output_fields"]["vigil.memory_access"], method);
+        assert!(
+            alert["output_fields"]["vigil.read_faults_total"]
+                .as_u64()
+                .is_some_and(|n| n >= 1),
+            "{alert}"
+        );
+        assert!(run_stat(&err, "read_faults") >= 1, "{method}: {err}");
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("vigil: warn: Vigil could not read the workload's memory")),
+            "{method}: a warning line too: {err}"
+        );
+    }
 }
 
 const GUARD_RULES: &str = r#"

@@ -159,12 +159,18 @@ fn assert_alerts(what: &str, run: &ContainerRun, method: &str) {
         .lines()
         .find(|l| l.contains("Credential file opened for reading"))
         .unwrap_or_else(|| panic!("{what}: no alert on /etc/shadow in: {out}"));
-    for want in ["file=/etc/shadow", "process=cat", "proc_exepath=/usr/bin/cat"] {
+    for want in [
+        "file=/etc/shadow",
+        "process=cat",
+        "proc_exepath=/usr/bin/cat",
+    ] {
         assert!(alert.contains(want), "{what}: `{want}` in {alert}");
     }
     assert!(
-        out.lines().any(|l| l.contains("vigil: info: reading the workload's memory with")
-            && l.contains(&format!("with {method}"))),
+        out.lines().any(
+            |l| l.contains("vigil: info: reading the workload's memory with")
+                && l.contains(&format!("with {method}"))
+        ),
         "{what}: the start-up line names {method}: {out}"
     );
     let stats = out
@@ -239,7 +245,11 @@ fn takes_process_vm_readv_where_it_is_allowed() {
             seccomp: None,
         },
     );
-    assert_alerts("root, default capabilities, no profile", &run, "process_vm_readv");
+    assert_alerts(
+        "root, default capabilities, no profile",
+        &run,
+        "process_vm_readv",
+    );
 }
 
 #[test]
