@@ -82,9 +82,10 @@ pub struct RunArgs {
     /// Write a capture of the events (`.jsonl`/`.json`: JSON lines; otherwise binary).
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     write: Option<PathBuf>,
-    /// Interception mechanism: ptrace (default), or the seccomp user-notify prototype (no
+    /// Interception mechanism: `auto` is ptrace, or seccomp user notification where ptrace
+    /// is refused (with a warning); `ptrace` alone; `notify`, the user-notify mechanism (no
     /// syscall results, no learning; see crates/ptrace/README.md).
-    #[arg(long, value_enum, default_value = "ptrace")]
+    #[arg(long, value_enum, default_value = "auto")]
     mechanism: MechanismArg,
     /// How to read the workload's memory: `auto` probes process_vm_readv, then ptrace
     /// (PTRACE_PEEKDATA, no capability needed), then /proc/PID/mem, and takes the first that
@@ -132,6 +133,7 @@ enum LearnFor {
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum MechanismArg {
+    Auto,
     Ptrace,
     Notify,
 }
@@ -245,6 +247,14 @@ impl Pipeline {
 }
 
 impl Handler for Pipeline {
+    fn fallback(&mut self, why: &str) {
+        log::warn!(
+            "{why}: running the workload under seccomp user notification instead (no syscall \
+             results, no failed calls, processes seen at their first watched syscall; see \
+             crates/ptrace/README.md)"
+        );
+    }
+
     fn memory_access(&mut self, probe: &vigil_ptrace::MemoryProbe) {
         log::info!("reading the workload's memory with {}", probe.describe());
         self.memory = Some(probe.chosen);
@@ -620,9 +630,10 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         learn: args.learn.is_some(),
         profile,
         mechanism: match args.mechanism {
-            MechanismArg::Ptrace => Mechanism::Ptrace,
+            MechanismArg::Auto | MechanismArg::Ptrace => Mechanism::Ptrace,
             MechanismArg::Notify => Mechanism::Notify,
         },
+        notify_fallback: args.mechanism == MechanismArg::Auto,
         drop_privileges: true,
         memory: match args.memory_access {
             MemoryAccessArg::Auto => None,

@@ -14,7 +14,10 @@
 //! - root with Docker's default capabilities and no profile: `process_vm_readv` is chosen;
 //! - a profile that also refuses `PTRACE_PEEKDATA` and `preadv` (so `/proc/PID/mem`
 //!   cannot be read either): `vigil run` exits with one line naming the cause and the fix,
-//!   and the workload never runs.
+//!   and the workload never runs;
+//! - a profile that refuses `ptrace` itself: `vigil run` says so in one line and runs the
+//!   workload under seccomp user notification, which alerts (memory read through
+//!   `/proc/PID/mem`); with `--mechanism ptrace` it exits with one line instead.
 #![allow(clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
@@ -120,14 +123,19 @@ struct Container<'a> {
 
 /// Runs `vigil run --stats -- cat /etc/shadow` in a container as described.
 fn run_in(ctx: &Context, c: &Container<'_>) -> ContainerRun {
+    run_with(ctx, c, &[])
+}
+
+/// [`run_in`] with more `vigil run` options.
+fn run_with(ctx: &Context, c: &Container<'_>, options: &[&str]) -> ContainerRun {
     let id = runc::random_id().expect("random id");
+    let mut args = vec!["/vigil", "run", "--stats"];
+    args.extend(options);
+    args.extend(["--", "cat", "/etc/shadow"]);
     let spec = ContainerSpec {
         name: format!("vigil-run-{}", &id[..6]),
         id,
-        args: ["/vigil", "run", "--stats", "--", "cat", "/etc/shadow"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+        args: args.iter().map(|s| s.to_string()).collect(),
         bind_exe: Some(PathBuf::from(VIGIL)),
         tty: false,
         linger: false,
@@ -293,4 +301,50 @@ fn exits_before_the_workload_when_no_read_works() {
     ] {
         assert!(lines[0].contains(want), "`{want}` in {}", lines[0]);
     }
+}
+
+#[test]
+fn falls_back_to_user_notification_where_ptrace_is_refused() {
+    const TEST: &str = "falls_back_to_user_notification_where_ptrace_is_refused";
+    let Some(ctx) = context(TEST) else {
+        return;
+    };
+    // A policy that refuses ptrace altogether, on top of Docker's.
+    let refused = || {
+        Some(docker_profile(&[json!({
+            "names": ["ptrace"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1
+        })]))
+    };
+    let container = Container {
+        caps: DOCKER_CAPS,
+        user: (0, 0, &[]),
+        seccomp: refused(),
+    };
+    let run = run_in(&ctx, &container);
+    let out = &run.output;
+    let warnings: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("ptrace is refused"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one line says why: {out}");
+    assert!(
+        warnings[0].contains("operation not permitted")
+            && warnings[0].contains("seccomp user notification"),
+        "{}",
+        warnings[0]
+    );
+    // process_vm_readv is refused too (no CAP_SYS_PTRACE): /proc/PID/mem is what is left.
+    assert_alerts("ptrace refused", &run, "proc-mem");
+
+    // Asked for ptrace alone: one line with the cause, and the workload never runs.
+    let run = run_with(&ctx, &container, &["--mechanism", "ptrace"]);
+    let out = &run.output;
+    assert!(!run.success, "{out}");
+    assert!(!out.contains("root:"), "the workload never ran: {out}");
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("cannot trace the workload"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    assert!(lines[0].contains("not permitted"), "{}", lines[0]);
 }

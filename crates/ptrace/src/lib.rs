@@ -122,6 +122,11 @@ pub struct RunSpec {
     pub profile: Option<Profile>,
     /// How syscalls are intercepted.
     pub mechanism: Mechanism,
+    /// With [`Mechanism::Ptrace`]: when the kernel refuses to let Vigil trace the workload
+    /// (`PTRACE_SEIZE` fails: a seccomp policy denying `ptrace`, Yama `ptrace_scope` 3), run
+    /// it under [`Mechanism::Notify`] instead ([`Handler::fallback`] says why). Not when
+    /// learning.
+    pub notify_fallback: bool,
     /// Once the workload is forked and attached (before it runs), reduce the tracer to
     /// [`privs::TRACER`] and set `no_new_privs` ([`privs::drop_to`]; the process must still
     /// be single-threaded then). The workload keeps the privileges it was forked with.
@@ -180,6 +185,11 @@ pub trait Handler {
     /// [`Handler::start`]: the place to start threads, which inherit the reduced privileges.
     /// An error kills the workload before it runs and ends [`run`] with
     /// [`RunError::Handler`].
+    /// ptrace was refused (`why`); the workload is started again, under the user-notify
+    /// mechanism ([`RunSpec::notify_fallback`]). Nothing of the first attempt ran.
+    fn fallback(&mut self, why: &str) {
+        let _ = why;
+    }
     /// Once the workload is attached, before [`Handler::attached`]: how its memory will be
     /// read ([`RunSpec::memory`]).
     fn memory_access(&mut self, probe: &MemoryProbe) {
@@ -352,6 +362,26 @@ fn traced_set(report: &[u16], judged: &[u16]) -> Vec<u16> {
 /// Returns when every traced task has exited (orphaned descendants included), with the status
 /// of the process it started.
 pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunError> {
+    match run_once(spec, handler) {
+        // The workload was killed at its gate: it never ran.
+        Err(RunError::Attach(e))
+            if spec.notify_fallback && spec.mechanism == Mechanism::Ptrace && !spec.learn =>
+        {
+            handler.fallback(&format!(
+                "ptrace is refused ({})",
+                e.to_string().to_lowercase()
+            ));
+            let notify = RunSpec {
+                mechanism: Mechanism::Notify,
+                ..spec.clone()
+            };
+            run_once(&notify, handler)
+        }
+        other => other,
+    }
+}
+
+fn run_once(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunError> {
     if !sys::is_x86_64() {
         return Err(RunError::Architecture);
     }
@@ -394,7 +424,7 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
     }
     let (gate_read, gate_write) = sys::pipe().map_err(RunError::Spawn)?;
     let (report_read, report_write) = if notify {
-        sys::pipe().map_err(RunError::Spawn)?
+        sys::socketpair().map_err(RunError::Spawn)?
     } else {
         (-1, -1)
     };
@@ -583,14 +613,15 @@ fn run_notify(
     report_read: i32,
     notified: &[u16],
 ) -> Result<Outcome, RunError> {
-    let remote_fd = sys::read_i32(report_read);
+    let received = sys::recv_fd(report_read);
     sys::close(report_read);
-    let listener = remote_fd
-        .ok_or_else(|| std::io::Error::other("the workload did not report its listener"))
-        .and_then(|fd| {
-            let pidfd = sys::pidfd_open(child)?;
-            Ok((pidfd, sys::pidfd_getfd(pidfd, fd)?))
-        });
+    let listener = received.and_then(|listener| match sys::pidfd_open(child) {
+        Ok(pidfd) => Ok((pidfd, listener)),
+        Err(e) => {
+            sys::close(listener);
+            Err(e)
+        }
+    });
     let (pidfd, listener) = match listener {
         Ok(v) => v,
         Err(e) => {

@@ -46,9 +46,10 @@ pub struct ChildPlan {
     /// The read end of the pipe the parent closes once it has attached.
     pub gate_read: i32,
     pub gate_write: i32,
-    /// Seccomp user-notify mode: this filter is installed with a listener whose fd number the
-    /// child writes to `report_write` before waiting at the gate (the parent fetches the fd
-    /// with `pidfd_getfd`). The child then runs no ptrace gate first.
+    /// Seccomp user-notify mode: this filter is installed with a listener that the child
+    /// sends over the Unix socket `report` ([`socketpair`], `SCM_RIGHTS`: no capability
+    /// needed, unlike `pidfd_getfd`, which Docker's default seccomp profile allows only with
+    /// `CAP_SYS_PTRACE`) before waiting at the gate. The child then runs no ptrace gate first.
     pub notify: Option<(Vec<libc::sock_filter>, i32)>,
     /// Set `PR_SET_NO_NEW_PRIVS` before installing the filters (needed unless the child has
     /// `CAP_SYS_ADMIN`; it stops setuid/setgid bits and file capabilities from working).
@@ -137,7 +138,7 @@ pub fn spawn_gated(plan: &ChildPlan) -> io::Result<i32> {
                 libc::write(2, msg_filter.as_ptr().cast(), msg_filter.len());
                 libc::_exit(126);
             }
-            libc::write(*report, std::ptr::addr_of!(fd).cast(), 4);
+            send_fd(*report, fd);
             libc::close(*report);
             wait_gate();
             libc::close(fd);
@@ -150,6 +151,99 @@ pub fn spawn_gated(plan: &ChildPlan) -> io::Result<i32> {
         libc::write(2, b"\n".as_ptr().cast(), 1);
         libc::_exit(if err == libc::ENOENT { 127 } else { 126 });
     }
+}
+
+/// Sends descriptor `fd` over Unix socket `sock` (`SCM_RIGHTS`, one data byte). Allocates
+/// nothing: safe between `fork` and `exec`.
+///
+/// # Safety
+/// Only async-signal-safe calls; `sock` and `fd` are the caller's descriptors.
+unsafe fn send_fd(sock: i32, fd: i32) {
+    // Room for one cmsghdr (16 bytes) and one int, 8-byte aligned (CMSG_SPACE(4) = 24).
+    let mut control = [0u64; 4];
+    let mut byte = 0u8;
+    let mut iov = libc::iovec {
+        iov_base: std::ptr::addr_of_mut!(byte).cast(),
+        iov_len: 1,
+    };
+    // SAFETY: plain data; all-zero is a valid msghdr, filled below with pointers to locals
+    // that outlive the sendmsg call.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = std::ptr::addr_of_mut!(iov);
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
+        let cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
+        if cmsg.is_null() {
+            return;
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(4) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), fd);
+        libc::sendmsg(sock, std::ptr::addr_of!(msg), 0);
+    }
+}
+
+/// Receives a descriptor sent with `SCM_RIGHTS` over Unix socket `sock` (close-on-exec).
+pub fn recv_fd(sock: i32) -> io::Result<i32> {
+    let mut control = [0u64; 4];
+    let mut byte = 0u8;
+    let mut iov = libc::iovec {
+        iov_base: std::ptr::addr_of_mut!(byte).cast(),
+        iov_len: 1,
+    };
+    // SAFETY: all-zero is a valid msghdr; it points to locals alive during the call, and the
+    // control buffer is read only within the length the kernel reports.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = std::ptr::addr_of_mut!(iov);
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
+        loop {
+            let n = libc::recvmsg(sock, std::ptr::addr_of_mut!(msg), libc::MSG_CMSG_CLOEXEC);
+            if n > 0 {
+                break;
+            }
+            if n == 0 {
+                return Err(io::Error::other("the workload closed its socket"));
+            }
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINTR) {
+                return Err(err);
+            }
+        }
+        let cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
+            return Err(io::Error::other("no descriptor in the workload's message"));
+        }
+        Ok(std::ptr::read_unaligned(
+            libc::CMSG_DATA(cmsg).cast::<i32>(),
+        ))
+    }
+}
+
+/// A connected pair of Unix stream sockets, both close-on-exec.
+pub fn socketpair() -> io::Result<(i32, i32)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid array of two ints.
+    check(
+        unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        }
+        .into(),
+    )?;
+    Ok((fds[0], fds[1]))
 }
 
 /// A pipe with both ends close-on-exec: `(read, write)`.
@@ -870,22 +964,6 @@ pub fn listen_queue(pid: i32, fd: i32) -> io::Result<Option<(u32, u32)>> {
     }
     let word = |i: usize| u32::from_ne_bytes([info[i], info[i + 1], info[i + 2], info[i + 3]]);
     Ok(Some((word(24), word(28))))
-}
-
-/// Reads exactly 4 bytes (a descriptor number) from a pipe; `None` at EOF.
-pub fn read_i32(fd: i32) -> Option<i32> {
-    let mut v = 0i32;
-    loop {
-        // SAFETY: `v` is a valid, writable 4-byte buffer.
-        let n = unsafe { libc::read(fd, std::ptr::addr_of_mut!(v).cast(), 4) };
-        if n == 4 {
-            return Some(v);
-        }
-        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        return None;
-    }
 }
 
 /// Polls `fds` for input; returns each one's `revents`.
