@@ -591,6 +591,83 @@ fn notify_mechanism_blocks_and_leaves_ptrace_to_the_workload() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// The events of `-w FILE.jsonl` of the given types, as `(type, tid, res, args)`.
+fn lifecycle(capture: &Path) -> Vec<(String, i64, i64, serde_json::Value)> {
+    fs::read_to_string(capture)
+        .expect("read the capture")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| matches!(e["type"].as_str(), Some("fork" | "execve" | "procexit")))
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or_default().to_owned(),
+                e["tid"].as_i64().unwrap_or(-1),
+                e["res"].as_i64().unwrap_or(-1),
+                e["args"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn notify_mechanism_sees_forks_execs_and_exits() {
+    const TEST: &str = "notify_mechanism_sees_forks_execs_and_exits";
+    if !can_trace(TEST) {
+        return;
+    }
+    let dir = scratch("notify-lifecycle");
+    let capture = dir.join("events.jsonl");
+    let c = capture.to_str().unwrap();
+    // A fork and an exec in the child, then an exit status.
+    let out = vigil(&[
+        "run",
+        "--mechanism",
+        "notify",
+        "-w",
+        c,
+        "--",
+        "sh",
+        "-c",
+        "cat /etc/hostname > /dev/null; exit 4",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    let events = lifecycle(&capture);
+    let kinds: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["execve", "fork", "execve", "procexit", "procexit"],
+        "{events:?}"
+    );
+    let (sh, cat) = (events[0].1, events[1].2);
+    assert_eq!(events[0].3["exe"], "sh", "{events:?}");
+    assert_eq!(events[1].1, sh, "the fork is the shell's: {events:?}");
+    assert_eq!(events[2].1, cat, "{events:?}");
+    assert_eq!(events[2].3["exe"], "cat", "{events:?}");
+    assert_eq!((events[3].1, events[3].3["ret"].as_i64()), (cat, Some(0)));
+    assert_eq!((events[4].1, events[4].3["ret"].as_i64()), (sh, Some(4)));
+    // An exec without a fork: the new image, reported once.
+    let out = vigil(&[
+        "run",
+        "--mechanism",
+        "notify",
+        "-w",
+        c,
+        "--",
+        "sh",
+        "-c",
+        "exec cat /etc/hostname",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let events = lifecycle(&capture);
+    let images: Vec<String> = events
+        .iter()
+        .filter(|e| e.0 == "execve")
+        .map(|e| e.3["exe"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(images, ["sh", "cat"], "{events:?}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn connect_events_carry_both_ends() {
     if !can_trace("connect") {

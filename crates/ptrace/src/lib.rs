@@ -8,8 +8,9 @@
 //! It knows nothing about rules, alerts or outputs: events go to a caller's [`Handler`],
 //! which may also veto a syscall before it runs ([`Verdict`]).
 //!
-//! A second, prototype mechanism ([`Mechanism::Notify`]) uses seccomp user notification
-//! instead of ptrace (no results, no process events; see `README.md`).
+//! A second mechanism ([`Mechanism::Notify`]) uses seccomp user notification instead of
+//! ptrace (no results; the process lifecycle rebuilt from notifications and `/proc`; see
+//! `README.md`); it is the fallback where ptrace is refused ([`RunSpec::notify_fallback`]).
 //!
 //! Needs no privilege beyond being allowed to ptrace its own child (`CAP_SYS_PTRACE` in some
 //! containers, e.g. on Fargate), and works as root too. With [`RunSpec::drop_privileges`] the
@@ -160,9 +161,10 @@ pub enum Mechanism {
     /// `SECCOMP_RET_TRACE` + ptrace: results, process events, full transparency.
     #[default]
     Ptrace,
-    /// Prototype: `SECCOMP_RET_USER_NOTIF`. One notification per traced syscall, no results
-    /// (events carry the predicted result), processes described from `/proc` when first seen,
-    /// no learning mode, `read`/`write`/`close` never notified. Leaves ptrace to the workload.
+    /// `SECCOMP_RET_USER_NOTIF`. One notification per traced syscall, no results (events
+    /// carry the predicted result), the lifecycle from exec/exit notifications and `/proc`
+    /// (forks and images seen at a process's next notification), no learning mode,
+    /// `read`/`write`/`close` never notified. Leaves ptrace to the workload.
     Notify,
 }
 
@@ -428,7 +430,7 @@ fn run_once(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErr
     } else {
         (-1, -1)
     };
-    let notified: Vec<u16> = traced
+    let mut notified: Vec<u16> = traced
         .iter()
         .copied()
         .filter(|nr| {
@@ -436,6 +438,13 @@ fn run_once(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErr
                 && (!EVENT_SYSCALLS.contains(nr) || spec.judged.contains(nr))
         })
         .collect();
+    if notify {
+        // Exec and exit, which ptrace reports as events: the process's new image is read
+        // at its next notification, its end at the exit call.
+        notified.extend(notify::LIFECYCLE);
+        notified.sort_unstable();
+        notified.dedup();
+    }
     let plan = sys::ChildPlan {
         program,
         argv,
