@@ -13,6 +13,7 @@
 //!   changes nothing);
 //! - `exit`/`exit_group` give a `procexit` with the status the call passes (a death by signal
 //!   is seen only for the process Vigil started, through its pidfd).
+//!
 //! Arguments are read while the task waits, but other threads of the same process could
 //! change them before the syscall runs (the usual user-notify TOCTOU caveat).
 //! It leaves ptrace free for the workload's own debuggers.

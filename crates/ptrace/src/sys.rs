@@ -232,17 +232,15 @@ pub fn recv_fd(sock: i32) -> io::Result<i32> {
 pub fn socketpair() -> io::Result<(i32, i32)> {
     let mut fds = [0i32; 2];
     // SAFETY: `fds` is a valid array of two ints.
-    check(
-        unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                0,
-                fds.as_mut_ptr(),
-            )
-        }
-        .into(),
-    )?;
+    let ret = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    check(ret.into())?;
     Ok((fds[0], fds[1]))
 }
 
