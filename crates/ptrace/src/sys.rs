@@ -1104,3 +1104,31 @@ pub fn bpf_jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 }
 
 pub use libc::sock_filter as SockFilter;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static BYTES: [u8; 40] = *b"0123456789abcdefghijklmnopqrstuvwxyzABCD";
+
+    /// `process_vm_readv` and `/proc/PID/mem` of this very process (ptrace needs a tracee:
+    /// `crates/cli/tests/run.rs` covers it), at unaligned offsets and lengths, and a read
+    /// that runs into an unmapped page comes back short.
+    #[test]
+    fn reads_without_ptrace_at_any_offset() {
+        let me = i32::try_from(std::process::id()).expect("pid fits");
+        for method in [MemoryAccess::VmReadv, MemoryAccess::ProcMem] {
+            for (start, len) in [(0, 40), (3, 11), (7, 1), (9, 30)] {
+                let mut buf = vec![0u8; len];
+                let addr = BYTES.as_ptr() as u64 + start as u64;
+                let n = read_mem_with(method, me, addr, &mut buf).expect("own memory");
+                assert_eq!(n, len, "{method:?} {start}+{len}");
+                assert_eq!(buf, BYTES[start..start + len], "{method:?} {start}+{len}");
+            }
+            assert!(
+                read_mem_with(method, me, 8, &mut [0u8; 8]).is_err(),
+                "{method:?}: nothing is mapped at address 8"
+            );
+        }
+    }
+}
