@@ -12,8 +12,9 @@
 //! ptrace (no results; the process lifecycle rebuilt from notifications and `/proc`; see
 //! `README.md`); it is the fallback where ptrace is refused ([`RunSpec::notify_fallback`]).
 //!
-//! Needs no privilege beyond being allowed to ptrace its own child (`CAP_SYS_PTRACE` in some
-//! containers, e.g. on Fargate), and works as root too. With [`RunSpec::drop_privileges`] the
+//! Needs no privilege beyond being allowed to ptrace its own child (no capability under
+//! Docker's default seccomp profile: the workload's memory is then read through the
+//! attachment, see [`MemoryAccess`]), and works as root too. With [`RunSpec::drop_privileges`] the
 //! tracer gives up what it does not need ([`privs::TRACER`]) once the workload is attached;
 //! [`privs`] holds the capability calls for the whole command line.
 
@@ -129,7 +130,7 @@ pub struct RunSpec {
     /// learning.
     pub notify_fallback: bool,
     /// Once the workload is forked and attached (before it runs), reduce the tracer to
-    /// [`privs::TRACER`] and set `no_new_privs` ([`privs::drop_to`]; the process must still
+    /// [`privs::tracer_keeps`] and set `no_new_privs` ([`privs::drop_to`]; the process must still
     /// be single-threaded then). The workload keeps the privileges it was forked with.
     pub drop_privileges: bool,
     /// How to read the workload's memory; `None`: the first of `process_vm_readv`, ptrace
@@ -182,11 +183,6 @@ pub enum Verdict {
 /// Where the tracer delivers what it sees. Called on the tracer's thread, with the tracee
 /// stopped: time spent here is time the workload waits.
 pub trait Handler {
-    /// Once the workload is attached and the tracer's privileges are dropped (`privileges`
-    /// says what was kept, `None` when [`RunSpec::drop_privileges`] is off), before
-    /// [`Handler::start`]: the place to start threads, which inherit the reduced privileges.
-    /// An error kills the workload before it runs and ends [`run`] with
-    /// [`RunError::Handler`].
     /// ptrace was refused (`why`); the workload is started again, under the user-notify
     /// mechanism ([`RunSpec::notify_fallback`]). Nothing of the first attempt ran.
     fn fallback(&mut self, why: &str) {
@@ -197,6 +193,11 @@ pub trait Handler {
     fn memory_access(&mut self, probe: &MemoryProbe) {
         let _ = probe;
     }
+    /// Once the workload is attached and the tracer's privileges are dropped (`privileges`
+    /// says what was kept, `None` when [`RunSpec::drop_privileges`] is off), before
+    /// [`Handler::start`]: the place to start threads, which inherit the reduced privileges.
+    /// An error kills the workload before it runs and ends [`run`] with
+    /// [`RunError::Handler`].
     fn attached(&mut self, privileges: Option<&privs::Dropped>) -> Result<(), String> {
         let _ = privileges;
         Ok(())
