@@ -14,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 
 #[path = "support/live.rs"]
 mod live;
-use live::{nix_is_root, strict};
+use live::{missing_requirement, nix_is_root, strict, Watch, LIVE};
 
 const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 const SETPRIV: &str = "/usr/bin/setpriv";
@@ -188,6 +188,11 @@ fn sudo_runs_as_natively() {
     assert!(out.starts_with("uid=0(root)"), "{out}");
 }
 
+/// A rule on the exec of `id-suid`, printing the user.
+const SETUID_RULE: &str = "- rule: Setuid Program Ran\n  desc: test\n  \
+     condition: evt.type in (execve, execveat) and proc.name = id-suid\n  \
+     output: setuid exec user=%user.name uid=%user.uid\n  priority: WARNING\n";
+
 #[test]
 fn user_name_after_a_setuid_exec_is_the_new_user() {
     const TEST: &str = "user_name_after_a_setuid_exec_is_the_new_user";
@@ -197,13 +202,7 @@ fn user_name_after_a_setuid_exec_is_the_new_user() {
     let dir = Scratch::new("username");
     let suid = id_copy(&dir.0, "id-suid", "nobody", 0o4755);
     let rules = dir.0.join("rules.yaml");
-    fs::write(
-        &rules,
-        "- rule: Setuid Program Ran\n  desc: test\n  \
-         condition: evt.type in (execve, execveat) and proc.name = id-suid\n  \
-         output: setuid exec user=%user.name uid=%user.uid\n  priority: WARNING\n",
-    )
-    .unwrap();
+    fs::write(&rules, SETUID_RULE).unwrap();
     let out = under_vigil(
         &["--json", "-r", rules.to_str().unwrap()],
         &[suid.to_str().unwrap()],
@@ -252,4 +251,31 @@ fn unprivileged_start_warns_and_keeps_no_new_privs() {
         stdout.starts_with("uid=65534(nobody)") && !stdout.contains("euid="),
         "{stdout}"
     );
+}
+
+#[test]
+fn user_name_after_a_setuid_exec_is_the_new_user_under_watch() {
+    const TEST: &str = "user_name_after_a_setuid_exec_is_the_new_user_under_watch";
+    if let Some(why) = requirement().or_else(missing_requirement) {
+        return skip(TEST, &why);
+    }
+    let _live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Scratch::new("username-watch");
+    let suid = id_copy(&dir.0, "id-suid", "nobody", 0o4755);
+    let rules = dir.0.join("rules.yaml");
+    fs::write(&rules, SETUID_RULE).unwrap();
+    let watch = Watch::start(&[rules]);
+    let from = watch.cursor();
+    let out = native(&[suid.to_str().unwrap()]);
+    if !text(&out.stdout).contains("euid=65534") {
+        return skip(
+            TEST,
+            &format!("{} is on a nosuid filesystem", dir.0.display()),
+        );
+    }
+    let alert = watch
+        .wait_for(from, |a| a["rule"] == "Setuid Program Ran")
+        .unwrap_or_else(|| panic!("no alert; vigil watch stderr:\n{}", watch.stderr()));
+    assert_eq!(alert["output_fields"]["user.name"], "nobody", "{alert}");
+    assert_eq!(alert["output_fields"]["user.uid"], 65534, "{alert}");
 }

@@ -10,7 +10,9 @@
 //! - root with Docker's default capabilities, root with none (`--cap-drop ALL`), and user
 //!   1000 (in group `shadow`, which may read `/etc/shadow` on Debian): each alerts on the
 //!   read with the file, the program and its path (read from `/proc`), reads the workload's
-//!   memory through ptrace, says so at start, and has no read fault;
+//!   memory through `/proc/PID/mem` (ptrace next), says so at start, and has no read fault;
+//! - root dropping to user 1000 before the program (gosu-style): `/proc/PID/mem` of another
+//!   user is refused, the reads go through ptrace, still no read fault;
 //! - root with Docker's default capabilities and no profile: `process_vm_readv` is chosen;
 //! - a profile that also refuses `PTRACE_PEEKDATA` and `preadv` (so `/proc/PID/mem`
 //!   cannot be read either): `vigil run` exits with one line naming the cause and the fix,
@@ -128,10 +130,21 @@ fn run_in(ctx: &Context, c: &Container<'_>) -> ContainerRun {
 
 /// [`run_in`] with more `vigil run` options.
 fn run_with(ctx: &Context, c: &Container<'_>, options: &[&str]) -> ContainerRun {
+    run_command(ctx, c, options, &["cat", "/etc/shadow"])
+}
+
+/// `vigil run --stats OPTIONS -- COMMAND` in a container as described.
+fn run_command(
+    ctx: &Context,
+    c: &Container<'_>,
+    options: &[&str],
+    command: &[&str],
+) -> ContainerRun {
     let id = runc::random_id().expect("random id");
     let mut args = vec!["/vigil", "run", "--stats"];
     args.extend(options);
-    args.extend(["--", "cat", "/etc/shadow"]);
+    args.push("--");
+    args.extend(command);
     let spec = ContainerSpec {
         name: format!("vigil-run-{}", &id[..6]),
         id,
@@ -161,17 +174,18 @@ fn run_with(ctx: &Context, c: &Container<'_>, options: &[&str]) -> ContainerRun 
 
 /// The alert on `/etc/shadow`, the method named at start and in the counters, no fault.
 fn assert_alerts(what: &str, run: &ContainerRun, method: &str) {
+    assert_alerts_with(what, run, method, &["proc_exepath=/usr/bin/cat"]);
+}
+
+/// [`assert_alerts`], with `extra` fields in the alert besides the file and the program.
+fn assert_alerts_with(what: &str, run: &ContainerRun, method: &str, extra: &[&str]) {
     let out = &run.output;
     assert!(run.success, "{what}: the workload's status: {out}");
     let alert = out
         .lines()
         .find(|l| l.contains("Credential file opened for reading"))
         .unwrap_or_else(|| panic!("{what}: no alert on /etc/shadow in: {out}"));
-    for want in [
-        "file=/etc/shadow",
-        "process=cat",
-        "proc_exepath=/usr/bin/cat",
-    ] {
+    for want in ["file=/etc/shadow", "process=cat"].iter().chain(extra) {
         assert!(alert.contains(want), "{what}: `{want}` in {alert}");
     }
     assert!(
@@ -226,7 +240,7 @@ fn alerts_without_added_capabilities_under_dockers_profile() {
     ];
     for (what, container) in &cases {
         let run = run_in(&ctx, container);
-        assert_alerts(what, &run, "ptrace");
+        assert_alerts(what, &run, "proc-mem");
         let denied = run
             .output
             .lines()
@@ -335,6 +349,10 @@ fn falls_back_to_user_notification_where_ptrace_is_refused() {
     );
     // process_vm_readv is refused too (no CAP_SYS_PTRACE): /proc/PID/mem is what is left.
     assert_alerts("ptrace refused", &run, "proc-mem");
+    assert!(
+        out.contains("with proc-mem (process_vm_readv: operation not permitted)"),
+        "no ptrace attachment to read through: {out}"
+    );
 
     // Asked for ptrace alone: one line with the cause, and the workload never runs.
     let run = run_with(&ctx, &container, &["--mechanism", "ptrace"]);
@@ -347,4 +365,40 @@ fn falls_back_to_user_notification_where_ptrace_is_refused() {
         .collect();
     assert_eq!(lines.len(), 1, "{out}");
     assert!(lines[0].contains("not permitted"), "{}", lines[0]);
+}
+
+#[test]
+fn reads_through_ptrace_when_the_workload_changed_user() {
+    const TEST: &str = "reads_through_ptrace_when_the_workload_changed_user";
+    let Some(ctx) = context(TEST) else {
+        return;
+    };
+    // Root with Docker's capabilities drops to user 1000 (group shadow) before the program,
+    // as gosu-style entrypoints do: /proc/PID/mem now wants CAP_SYS_PTRACE (another user),
+    // while the attachment still reads the (dumpable) program's memory.
+    let container = Container {
+        caps: DOCKER_CAPS,
+        user: (0, 0, &[]),
+        seccomp: Some(docker_profile(&[])),
+    };
+    let run = run_command(
+        &ctx,
+        &container,
+        &[],
+        &[
+            "setpriv",
+            "--reuid=1000",
+            "--regid=1000",
+            "--groups=42",
+            "cat",
+            "/etc/shadow",
+        ],
+    );
+    assert_alerts_with("changed user", &run, "proc-mem", &["user_uid=1000"]);
+    assert!(
+        run.output
+            .contains("with proc-mem, then ptrace (process_vm_readv: operation not permitted)"),
+        "{}",
+        run.output
+    );
 }

@@ -51,26 +51,39 @@ impl MemoryAccess {
     }
 }
 
-/// What the start-up probe found: the method chosen to read the workload's memory, and why
-/// each cheaper one was refused.
+/// What the start-up probe found: the method chosen to read the workload's memory (the
+/// cheapest that works), the others that work (tried in turn when it fails for a read), and
+/// why the rest were refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryProbe {
     pub chosen: MemoryAccess,
-    /// `(method, error)` of each method tried before the chosen one.
+    /// Other methods that work, cheapest first.
+    pub also: Vec<MemoryAccess>,
+    /// `(method, error)` of each method that does not.
     pub refused: Vec<(MemoryAccess, String)>,
 }
 
 impl MemoryProbe {
-    /// `ptrace (process_vm_readv: operation not permitted)`.
+    /// `proc-mem, then ptrace (process_vm_readv: operation not permitted)`.
     pub fn describe(&self) -> String {
-        if self.refused.is_empty() {
-            return self.chosen.name().to_owned();
+        let mut text = self.chosen.name().to_owned();
+        for m in &self.also {
+            text.push_str(", then ");
+            text.push_str(m.name());
         }
-        format!(
-            "{} ({})",
-            self.chosen.name(),
-            describe_refusals(&self.refused)
-        )
+        if !self.refused.is_empty() {
+            text.push_str(&format!(" ({})", describe_refusals(&self.refused)));
+        }
+        text
+    }
+}
+
+/// An I/O error as text for a one-line message: lower-case, without `(os error N)`.
+fn describe_io(e: &std::io::Error) -> String {
+    let text = e.to_string().to_lowercase();
+    match text.find(" (os error") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
     }
 }
 
@@ -370,10 +383,7 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
         Err(RunError::Attach(e))
             if spec.notify_fallback && spec.mechanism == Mechanism::Ptrace && !spec.learn =>
         {
-            handler.fallback(&format!(
-                "ptrace is refused ({})",
-                e.to_string().to_lowercase()
-            ));
+            handler.fallback(&format!("ptrace is refused ({})", describe_io(&e)));
             let notify = RunSpec {
                 mechanism: Mechanism::Notify,
                 ..spec.clone()
@@ -549,7 +559,9 @@ fn prepare(
         None
     };
     let probe = probe_memory(child, spec.memory, ptrace)?;
-    sys::set_memory_access(probe.chosen);
+    let mut working = vec![probe.chosen];
+    working.extend(&probe.also);
+    sys::set_memory_access(&working);
     handler.memory_access(&probe);
     handler
         .attached(dropped.as_ref())
@@ -560,8 +572,8 @@ fn prepare(
 /// this static sits at the same address, with the same contents, in both.
 static PROBE: [u8; 16] = *b"vigil memory ok\0";
 
-/// Tries each way of reading the workload's memory (only `forced` when given), cheapest
-/// first, on the child waiting at its gate; the first that reads [`PROBE`] back is chosen.
+/// Tries each way of reading the workload's memory (only `forced` when given) on the child
+/// waiting at its gate; those that read [`PROBE`] back work, and the cheapest is chosen.
 /// Through ptrace the child must be in a ptrace-stop: it is interrupted for the probe
 /// (`PTRACE_INTERRUPT`; its `read` of the gate restarts) and resumed after. `ptrace` is
 /// `false` for the user-notify mechanism, which has no attachment to read through.
@@ -594,23 +606,25 @@ fn probe_memory(
         }
     }
     let address = PROBE.as_ptr() as u64;
-    let mut chosen = None;
+    let mut working = Vec::new();
     for method in candidates {
         let mut buf = [0u8; 16];
         match sys::read_mem_with(method, child, address, &mut buf) {
-            Ok(16) if buf == PROBE => {
-                chosen = Some(method);
-                break;
-            }
+            Ok(16) if buf == PROBE => working.push(method),
             Ok(n) => refused.push((method, format!("read {n} wrong or missing bytes"))),
-            Err(e) => refused.push((method, e.to_string().to_lowercase())),
+            Err(e) => refused.push((method, describe_io(&e))),
         }
     }
     if ptrace {
         sys::cont(child, 0).map_err(RunError::Attach)?;
     }
-    match chosen {
-        Some(chosen) => Ok(MemoryProbe { chosen, refused }),
+    let mut working = working.into_iter();
+    match working.next() {
+        Some(chosen) => Ok(MemoryProbe {
+            chosen,
+            also: working.collect(),
+            refused,
+        }),
         None => Err(RunError::Memory(describe_refusals(&refused))),
     }
 }

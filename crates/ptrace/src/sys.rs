@@ -449,43 +449,58 @@ pub fn wake(tid: i32) -> io::Result<()> {
     check(rc).map(|_| ())
 }
 
-/// How the tracer reads (and writes) the workload's memory. Chosen once per run by a probe
-/// ([`set_memory_access`]); `process_vm_readv` is the default.
+/// How the tracer reads (and writes) the workload's memory. The ones that work are found
+/// once per run by a probe ([`set_memory_access`]); `process_vm_readv` is the default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemoryAccess {
     /// `process_vm_readv`/`process_vm_writev`: one syscall per contiguous range.
     VmReadv,
+    /// `preadv`/`pwritev` of `/proc/TID/mem`: one syscall per range once the file is open
+    /// (kept open per thread, reopened when a read fails: after an exec or a pid reuse).
+    ProcMem,
     /// `PTRACE_PEEKDATA`/`PTRACE_POKEDATA` through the tracer's own attachment: one syscall
     /// per 8-byte word, only for a tracee in a ptrace-stop, only from the tracer's thread.
     Ptrace,
-    /// `pread`/`pwrite` of `/proc/TID/mem` (opened and closed per transfer).
-    ProcMem,
 }
 
-/// The chosen [`MemoryAccess`], as its index in [`MEMORY_ACCESS`].
-static MEMORY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// The methods that work, one bit per index in [`MEMORY_ACCESS`] (bit 0 by default).
+static MEMORY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
 /// Failed reads of tracee memory since the process started (every method).
 static READ_FAULTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Every method, in the order the probe tries them (cheapest first).
+/// Every method, cheapest first (measured: `BENCHMARKS.md`, "vigil run: memory reads").
 pub const MEMORY_ACCESS: [MemoryAccess; 3] = [
     MemoryAccess::VmReadv,
-    MemoryAccess::Ptrace,
     MemoryAccess::ProcMem,
+    MemoryAccess::Ptrace,
 ];
 
-/// Makes [`read_mem`] and [`write_mem`] use `method` from now on.
-pub fn set_memory_access(method: MemoryAccess) {
-    let index = MEMORY_ACCESS.iter().position(|m| *m == method).unwrap_or(0);
-    MEMORY.store(index as u8, Ordering::Relaxed);
+/// Makes [`read_mem`] and [`write_mem`] use `methods` from now on: the cheapest first, the
+/// others when it fails (a workload that changed its identity may refuse one and not
+/// another). Empty: the default.
+pub fn set_memory_access(methods: &[MemoryAccess]) {
+    let mut mask = 0u8;
+    for (i, m) in MEMORY_ACCESS.iter().enumerate() {
+        if methods.contains(m) {
+            mask |= 1 << i;
+        }
+    }
+    MEMORY.store(if mask == 0 { 1 } else { mask }, Ordering::Relaxed);
 }
 
-/// The method [`read_mem`] uses.
-pub fn memory_access() -> MemoryAccess {
+/// The methods [`read_mem`] tries, in order.
+fn memory_methods() -> impl Iterator<Item = MemoryAccess> {
+    let mask = MEMORY.load(Ordering::Relaxed);
     MEMORY_ACCESS
-        .get(usize::from(MEMORY.load(Ordering::Relaxed)))
-        .copied()
-        .unwrap_or(MemoryAccess::VmReadv)
+        .into_iter()
+        .enumerate()
+        .filter(move |(i, _)| mask & (1 << i) != 0)
+        .map(|(_, m)| m)
+}
+
+/// The method [`read_mem`] tries first.
+pub fn memory_access() -> MemoryAccess {
+    memory_methods().next().unwrap_or(MemoryAccess::VmReadv)
 }
 
 /// Failed reads of tracee memory so far (see [`read_mem`]).
@@ -493,15 +508,19 @@ pub fn read_faults() -> u64 {
     READ_FAULTS.load(Ordering::Relaxed)
 }
 
-/// Reads tracee memory at `addr` into `buf` with the chosen [`MemoryAccess`]; returns how
-/// many bytes were read (short at an unmapped page). A failure is counted in
-/// [`read_faults`].
+/// Reads tracee memory at `addr` into `buf` with the first [`MemoryAccess`] that works,
+/// of those [`set_memory_access`] allowed; returns how many bytes were read (short at an
+/// unmapped page). A failure of every one is counted in [`read_faults`].
 pub fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
-    let got = read_mem_with(memory_access(), pid, addr, buf);
-    if got.is_err() {
-        READ_FAULTS.fetch_add(1, Ordering::Relaxed);
+    let mut last = None;
+    for method in memory_methods() {
+        match read_mem_with(method, pid, addr, buf) {
+            Ok(n) => return Ok(n),
+            Err(e) => last = Some(e),
+        }
     }
-    got
+    READ_FAULTS.fetch_add(1, Ordering::Relaxed);
+    Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EFAULT)))
 }
 
 /// [`read_mem`] with a given method, uncounted (the start-up probe).
@@ -605,20 +624,63 @@ enum Transfer<'a> {
     Write(&'a [u8]),
 }
 
+thread_local! {
+    /// `/proc/TID/mem` of the threads read so far, opened for reading (on the tracer's
+    /// thread). A file stays bound to the address space it was opened on: after that
+    /// thread's exec or exit, reads fail, and the file is opened again.
+    static MEM_FILES: std::cell::RefCell<std::collections::HashMap<i32, std::fs::File>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// At most this many `/proc/TID/mem` files stay open; beyond, all are closed.
+const MEM_FILES_MAX: usize = 256;
+
+/// Reads `/proc/TID/mem` at `addr`, through the kept file when there is one (opened again
+/// once if the read through it fails or finds nothing).
+fn proc_mem_read(tid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    MEM_FILES.with(|files| {
+        let mut files = files.borrow_mut();
+        if let Some(file) = files.get(&tid) {
+            if let Ok(n @ 1..) = mem_transfer(file, addr, Transfer::Read(&mut *buf)) {
+                return Ok(n);
+            }
+            files.remove(&tid);
+        }
+        let file = std::fs::File::open(format!("/proc/{tid}/mem"))?;
+        let got = mem_transfer(&file, addr, Transfer::Read(buf));
+        if got.is_ok() {
+            if files.len() >= MEM_FILES_MAX {
+                files.clear();
+            }
+            files.insert(tid, file);
+        }
+        got
+    })
+}
+
 /// `preadv`/`pwritev` of `/proc/TID/mem` at `addr` (one iovec; the vectored calls rather
 /// than `pread64`, which the dynamic loader also uses, so a test's seccomp profile can refuse
-/// this path alone).
+/// this path alone). Writes (rare: the filter injection) open the file each time.
 fn proc_mem(tid: i32, addr: u64, transfer: Transfer<'_>) -> io::Result<usize> {
+    match transfer {
+        Transfer::Read(buf) => proc_mem_read(tid, addr, buf),
+        Transfer::Write(data) => {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(format!("/proc/{tid}/mem"))?;
+            mem_transfer(&file, addr, Transfer::Write(data))
+        }
+    }
+}
+
+fn mem_transfer(file: &std::fs::File, addr: u64, transfer: Transfer<'_>) -> io::Result<usize> {
     use std::os::fd::AsRawFd;
-    let path = format!("/proc/{tid}/mem");
-    let write = matches!(transfer, Transfer::Write(_));
-    let file = std::fs::OpenOptions::new()
-        .read(!write)
-        .write(write)
-        .open(path)?;
-    let (base, len) = match &transfer {
-        Transfer::Read(buf) => (buf.as_ptr().cast_mut(), buf.len()),
-        Transfer::Write(data) => (data.as_ptr().cast_mut(), data.len()),
+    let (base, len, write) = match transfer {
+        Transfer::Read(buf) => (buf.as_mut_ptr(), buf.len(), false),
+        Transfer::Write(data) => (data.as_ptr().cast_mut(), data.len(), true),
     };
     if len == 0 {
         return Ok(0);
@@ -703,17 +765,25 @@ unsafe fn vm_transfer(
     }
 }
 
-/// Writes `data` into process `pid`'s memory at `addr` with the chosen [`MemoryAccess`];
-/// returns how many bytes were written.
+/// Writes `data` into process `pid`'s memory at `addr` with the first [`MemoryAccess`]
+/// that works (as [`read_mem`]); returns how many bytes were written.
 pub fn write_mem(pid: i32, addr: u64, data: &[u8]) -> io::Result<usize> {
-    match memory_access() {
-        // SAFETY: `data` is valid for reads for its length, and a write only reads it.
-        MemoryAccess::VmReadv => unsafe {
-            vm_transfer(pid, addr, data.as_ptr().cast_mut(), data.len(), true)
-        },
-        MemoryAccess::Ptrace => poke(pid, addr, data),
-        MemoryAccess::ProcMem => proc_mem(pid, addr, Transfer::Write(data)),
+    let mut last = None;
+    for method in memory_methods() {
+        let got = match method {
+            // SAFETY: `data` is valid for reads for its length, and a write only reads it.
+            MemoryAccess::VmReadv => unsafe {
+                vm_transfer(pid, addr, data.as_ptr().cast_mut(), data.len(), true)
+            },
+            MemoryAccess::Ptrace => poke(pid, addr, data),
+            MemoryAccess::ProcMem => proc_mem(pid, addr, Transfer::Write(data)),
+        };
+        match got {
+            Ok(n) => return Ok(n),
+            Err(e) => last = Some(e),
+        }
     }
+    Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EFAULT)))
 }
 
 /// `waitpid(tid, __WALL)`, retried on `EINTR`: the next status change of that one tracee.
