@@ -87,9 +87,9 @@ pub struct RunArgs {
     /// syscall results, no learning; see crates/ptrace/README.md).
     #[arg(long, value_enum, default_value = "auto")]
     mechanism: MechanismArg,
-    /// How to read the workload's memory: `auto` probes process_vm_readv, then ptrace
-    /// (PTRACE_PEEKDATA, no capability needed), then /proc/PID/mem, and takes the first that
-    /// works (`VIGIL_LOG=info` names it).
+    /// How to read the workload's memory: `auto` probes process_vm_readv, /proc/PID/mem and
+    /// ptrace (PTRACE_PEEKDATA, no capability needed) and uses the cheapest that works, the
+    /// others as fallbacks (`VIGIL_LOG=info` names them); the others force one.
     #[arg(long, value_enum, value_name = "HOW", default_value = "auto")]
     memory_access: MemoryAccessArg,
     /// Print the tracer's and the pipeline's counters to stderr at the end.

@@ -146,9 +146,10 @@ pub struct RunSpec {
     /// [`privs::tracer_keeps`] and set `no_new_privs` ([`privs::drop_to`]; the process must still
     /// be single-threaded then). The workload keeps the privileges it was forked with.
     pub drop_privileges: bool,
-    /// How to read the workload's memory; `None`: the first of `process_vm_readv`, ptrace
-    /// (`PTRACE_PEEKDATA`), `/proc/PID/mem` that works, found by a probe before the workload
-    /// runs (the user-notify mechanism has no ptrace attachment to read through).
+    /// How to read the workload's memory; `None`: the cheapest of `process_vm_readv`,
+    /// `/proc/PID/mem` and ptrace (`PTRACE_PEEKDATA`) that works, found by a probe before
+    /// the workload runs, the others that work as fallbacks per read (the user-notify
+    /// mechanism has no ptrace attachment to read through).
     pub memory: Option<MemoryAccess>,
     /// Start the workload without `no_new_privs`, so setuid/setgid programs and file
     /// capabilities take effect as without Vigil. Installing a seccomp filter without it
