@@ -309,6 +309,12 @@ impl<'a> Supervisor<'a> {
 
     /// Thread `tid` of process `tgid` calls `exit` (`group`: `exit_group`) with `code`.
     fn exit(&mut self, tid: i32, tgid: i32, code: i32, group: bool) {
+        // Kept `/proc/TID/mem` files stay bound to this process's memory: reused tids must
+        // not read through them.
+        sys::forget_memory(tid);
+        if group {
+            sys::forget_memory(tgid);
+        }
         let procexit = table::by_name("procexit").expect("procexit is in the table");
         let who = if group { tgid } else { tid };
         self.emit(Event {

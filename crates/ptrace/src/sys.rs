@@ -632,6 +632,15 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
+/// Closes the kept `/proc/TID/mem` of thread `tid`, which has ended: the file stays bound to
+/// its process's memory, which another thread of that process keeps alive, so a new thread
+/// reusing the number must not read through it.
+pub fn forget_memory(tid: i32) {
+    MEM_FILES.with(|files| {
+        files.borrow_mut().remove(&tid);
+    });
+}
+
 /// At most this many `/proc/TID/mem` files stay open; beyond, all are closed.
 const MEM_FILES_MAX: usize = 256;
 

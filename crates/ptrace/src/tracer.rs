@@ -361,6 +361,9 @@ impl<'a> Tracer<'a> {
     }
 
     fn task_exit(&mut self, tid: i32, st: i32) {
+        // Its `/proc/TID/mem` stays bound to its process's memory: a reused tid must not
+        // read through it.
+        sys::forget_memory(tid);
         // A held child killed before its clone event (a fatal signal to its whole process).
         self.early.remove(&tid);
         self.widen_at_first_stop.remove(&tid);
