@@ -38,7 +38,7 @@ pub fn read_cstr(pid: i32, addr: u64) -> Option<(Vec<u8>, bool)> {
     let mut at = addr;
     // Through ptrace every 8-byte word is a syscall: read one word at a time and stop at the
     // first NUL, rather than a whole chunk past the string's end.
-    let by_word = sys::memory_access() == sys::MemoryAccess::Ptrace;
+    let by_word = sys::reads_by_word(pid);
     while out.len() < MAX_STR {
         // Never cross a page boundary in one read: the next page may be unmapped.
         let to_page_end = 4096 - (at % 4096) as usize;

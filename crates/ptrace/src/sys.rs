@@ -498,11 +498,6 @@ fn memory_methods() -> impl Iterator<Item = MemoryAccess> {
         .map(|(_, m)| m)
 }
 
-/// The method [`read_mem`] tries first.
-pub fn memory_access() -> MemoryAccess {
-    memory_methods().next().unwrap_or(MemoryAccess::VmReadv)
-}
-
 /// Failed reads of tracee memory so far (see [`read_mem`]).
 pub fn read_faults() -> u64 {
     READ_FAULTS.load(Ordering::Relaxed)
@@ -630,6 +625,19 @@ thread_local! {
     /// thread's exec or exit, reads fail, and the file is opened again.
     static MEM_FILES: std::cell::RefCell<std::collections::HashMap<i32, std::fs::File>> =
         std::cell::RefCell::new(std::collections::HashMap::new());
+    /// Threads whose `/proc/TID/mem` could not be opened (another user's, say): not tried
+    /// again until they exec or end ([`forget_memory`]), the next method is used at once.
+    static MEM_REFUSED: std::cell::RefCell<std::collections::HashSet<i32>> =
+        std::cell::RefCell::new(std::collections::HashSet::new());
+}
+
+/// Whether reads of thread `tid` go through ptrace first (one syscall per 8-byte word, so
+/// a caller reading a string reads it a word at a time).
+pub fn reads_by_word(tid: i32) -> bool {
+    let refused = MEM_REFUSED.with(|r| r.borrow().contains(&tid));
+    memory_methods()
+        .find(|m| !(refused && *m == MemoryAccess::ProcMem))
+        .is_some_and(|m| m == MemoryAccess::Ptrace)
 }
 
 /// Closes the kept `/proc/TID/mem` of thread `tid`, which has ended: the file stays bound to
@@ -638,6 +646,9 @@ thread_local! {
 pub fn forget_memory(tid: i32) {
     MEM_FILES.with(|files| {
         files.borrow_mut().remove(&tid);
+    });
+    MEM_REFUSED.with(|refused| {
+        refused.borrow_mut().remove(&tid);
     });
 }
 
@@ -658,7 +669,24 @@ fn proc_mem_read(tid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
             }
             files.remove(&tid);
         }
-        let file = std::fs::File::open(format!("/proc/{tid}/mem"))?;
+        if MEM_REFUSED.with(|r| r.borrow().contains(&tid)) {
+            return Err(io::Error::from_raw_os_error(libc::EACCES));
+        }
+        let file = match std::fs::File::open(format!("/proc/{tid}/mem")) {
+            Ok(file) => file,
+            Err(e) => {
+                if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
+                    MEM_REFUSED.with(|r| {
+                        let mut r = r.borrow_mut();
+                        if r.len() >= MEM_FILES_MAX {
+                            r.clear();
+                        }
+                        r.insert(tid);
+                    });
+                }
+                return Err(e);
+            }
+        };
         let got = mem_transfer(&file, addr, Transfer::Read(buf));
         if got.is_ok() {
             if files.len() >= MEM_FILES_MAX {

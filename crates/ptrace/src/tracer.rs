@@ -938,6 +938,9 @@ impl<'a> Tracer<'a> {
             .ok()
             .and_then(|m| i32::try_from(m).ok())
             .unwrap_or(tid);
+        // A new image, perhaps new credentials: what worked for its memory is found again.
+        sys::forget_memory(tid);
+        sys::forget_memory(former);
         let mut head = None;
         if former != tid {
             if let Some(t) = self.tasks.remove(&former) {
