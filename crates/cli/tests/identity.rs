@@ -203,18 +203,23 @@ fn user_name_after_a_setuid_exec_is_the_new_user() {
     let suid = id_copy(&dir.0, "id-suid", "nobody", 0o4755);
     let rules = dir.0.join("rules.yaml");
     fs::write(&rules, SETUID_RULE).unwrap();
+    if !text(&native(&[suid.to_str().unwrap()]).stdout).contains("euid=65534") {
+        return skip(
+            TEST,
+            &format!("{} is on a nosuid filesystem", dir.0.display()),
+        );
+    }
     let out = under_vigil(
         &["--json", "-r", rules.to_str().unwrap()],
         &[suid.to_str().unwrap()],
     );
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
-    if !text(&out.stdout).contains("euid=65534") {
-        return skip(
-            TEST,
-            &format!("{} is on a nosuid filesystem", dir.0.display()),
-        );
-    }
+    assert!(
+        text(&out.stdout).contains("euid=65534"),
+        "the setuid bit works under vigil run: {}",
+        text(&out.stdout)
+    );
     let alert: serde_json::Value = err
         .lines()
         .find(|l| l.contains("Setuid Program Ran"))
