@@ -445,6 +445,14 @@ impl Agent {
         self.outputs.emit(alert);
     }
 
+    /// Raises the internal alert for failed reads of a traced workload's memory (`total` so
+    /// far, read with `method`) when there are new ones, rate-limited like the drop alert;
+    /// `last` (at exit) reports whatever is left.
+    pub fn read_faults(&mut self, total: u64, method: &str, last: bool) {
+        self.outputs
+            .check_read_faults(total, method, now_ns(), last);
+    }
+
     /// SIGINT/SIGTERM arrived.
     pub fn stop_requested(&self) -> bool {
         self.signals.stop_requested()

@@ -82,10 +82,16 @@ pub struct RunArgs {
     /// Write a capture of the events (`.jsonl`/`.json`: JSON lines; otherwise binary).
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     write: Option<PathBuf>,
-    /// Interception mechanism: ptrace (default), or the seccomp user-notify prototype (no
+    /// Interception mechanism: `auto` is ptrace, or seccomp user notification where ptrace
+    /// is refused (with a warning); `ptrace` alone; `notify`, the user-notify mechanism (no
     /// syscall results, no learning; see crates/ptrace/README.md).
-    #[arg(long, value_enum, default_value = "ptrace")]
+    #[arg(long, value_enum, default_value = "auto")]
     mechanism: MechanismArg,
+    /// How to read the workload's memory: `auto` probes process_vm_readv, /proc/PID/mem and
+    /// ptrace (PTRACE_PEEKDATA, no capability needed) and uses the cheapest that works, the
+    /// others as fallbacks (`VIGIL_LOG=info` names them); the others force one.
+    #[arg(long, value_enum, value_name = "HOW", default_value = "auto")]
+    memory_access: MemoryAccessArg,
     /// Print the tracer's and the pipeline's counters to stderr at the end.
     #[arg(long)]
     stats: bool,
@@ -127,8 +133,18 @@ enum LearnFor {
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum MechanismArg {
+    Auto,
     Ptrace,
     Notify,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MemoryAccessArg {
+    Auto,
+    #[value(name = "process_vm_readv")]
+    VmReadv,
+    Ptrace,
+    ProcMem,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -160,6 +176,8 @@ struct Pipeline {
     running: Option<RunningFilter>,
     /// Enabled rules of the last reload that the running filter leaves (partly) blind.
     blind_rules: usize,
+    /// How the workload's memory is read (known once attached).
+    memory: Option<vigil_ptrace::MemoryAccess>,
 }
 
 /// The agent's start-up parameters, kept until the tracer is ready for threads.
@@ -187,11 +205,15 @@ impl Pipeline {
         }
     }
 
-    /// The stats file, metrics snapshots and drop alert when due (cheap when not).
+    /// The stats file, metrics snapshots, drop and read-fault alerts when due (cheap when
+    /// not).
     fn housekeeping(&mut self) {
         let Some(agent) = self.agent.as_mut() else {
             return;
         };
+        if let Some(memory) = self.memory {
+            agent.read_faults(vigil_ptrace::read_faults(), memory.name(), false);
+        }
         let configure = &mut self.configure;
         match agent.housekeeping(&mut self.engine, &SourceStats::default, &mut || configure()) {
             Ok(Some(_)) => self.reloaded(),
@@ -225,6 +247,19 @@ impl Pipeline {
 }
 
 impl Handler for Pipeline {
+    fn fallback(&mut self, why: &str) {
+        log::warn!(
+            "{why}: running the workload under seccomp user notification instead (no syscall \
+             results, no failed calls, processes seen at their first watched syscall; see \
+             crates/ptrace/README.md)"
+        );
+    }
+
+    fn memory_access(&mut self, probe: &vigil_ptrace::MemoryProbe) {
+        log::info!("reading the workload's memory with {}", probe.describe());
+        self.memory = Some(probe.chosen);
+    }
+
     fn attached(
         &mut self,
         privileges: Option<&vigil_ptrace::privs::Dropped>,
@@ -473,6 +508,8 @@ fn in_place_interest(
 }
 
 pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
+    // Before the agent starts: the start-up lines come from the tracer first.
+    crate::outputs::init_logging();
     let (config, mut ruleset) = configure(&args.rules)?;
     let hostname = crate::outputs::host_name();
     let folds = identity_is_fixed().is_ok();
@@ -573,7 +610,15 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         configure: Box::new(configure_again),
         running: None,
         blind_rules: 0,
+        memory: None,
     };
+    let allow_privilege_gain = vigil_ptrace::privs::may_allow_privilege_gain();
+    if !allow_privilege_gain {
+        log::warn!(
+            "setuid and setgid programs and file capabilities will not gain privileges in this \
+             workload (no_new_privs: starting it without needs CAP_SYS_ADMIN and CAP_SYS_PTRACE)"
+        );
+    }
     let mut command = args.command.into_iter();
     let spec = RunSpec {
         program: command.next().unwrap_or_default(),
@@ -585,10 +630,18 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         learn: args.learn.is_some(),
         profile,
         mechanism: match args.mechanism {
-            MechanismArg::Ptrace => Mechanism::Ptrace,
+            MechanismArg::Auto | MechanismArg::Ptrace => Mechanism::Ptrace,
             MechanismArg::Notify => Mechanism::Notify,
         },
+        notify_fallback: args.mechanism == MechanismArg::Auto,
         drop_privileges: true,
+        memory: match args.memory_access {
+            MemoryAccessArg::Auto => None,
+            MemoryAccessArg::VmReadv => Some(vigil_ptrace::MemoryAccess::VmReadv),
+            MemoryAccessArg::Ptrace => Some(vigil_ptrace::MemoryAccess::Ptrace),
+            MemoryAccessArg::ProcMem => Some(vigil_ptrace::MemoryAccess::ProcMem),
+        },
+        allow_privilege_gain,
         // Housekeeping (stats file, metrics, drop alerts) also while the workload is idle;
         // at least as often as the stats lines are due.
         idle_interval: Some(IDLE_INTERVAL.min(Duration::from_millis(args.stats_interval.max(10)))),
@@ -647,7 +700,8 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         eprintln!(
             "vigil: traced_syscalls={} stops={} seccomp_stops={} exit_stops={} tasks={} \
              skipped_exits={} events={} alerts={} judged={} blocked={} killed={} \
-             read_faults={} widened={} widen_failures={} reload_blind_rules={}",
+             read_faults={} memory_access={} widened={} widen_failures={} \
+             reload_blind_rules={}",
             traced,
             s.stops,
             s.seccomp_stops,
@@ -660,6 +714,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             pipeline.blocked,
             s.killed,
             s.read_faults,
+            pipeline.memory.map_or("none", |m| m.name()),
             s.widened,
             s.widen_failures,
             pipeline.blind_rules
@@ -668,10 +723,14 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     // Pending alerts get the delivery deadline; what is left stays in a configured spool.
     let Pipeline {
         engine,
-        agent,
+        mut agent,
         error,
+        memory,
         ..
     } = pipeline;
+    if let (Some(agent), Some(memory)) = (agent.as_mut(), memory) {
+        agent.read_faults(vigil_ptrace::read_faults(), memory.name(), true);
+    }
     let finished = match agent {
         Some(agent) => agent.finish(&engine, &SourceStats::default(), false),
         None => Ok(()),

@@ -212,6 +212,7 @@ mod tests {
             mechanism: Mechanism::Ptrace,
             drop_privileges: false,
             idle_interval: None,
+            ..RunSpec::default()
         }
     }
 

@@ -163,7 +163,116 @@ fn no_alerts_means_a_quiet_vigil() {
     let out = vigil(&["run", "--", "echo", "hello"]);
     assert!(out.status.success());
     assert_eq!(text(&out.stdout), "hello\n");
-    assert_eq!(text(&out.stderr), "", "nothing but the workload's output");
+    let err = text(&out.stderr);
+    assert_eq!(
+        without_unprivileged_warning(&err),
+        "",
+        "nothing but the workload's output: {err}"
+    );
+}
+
+/// `stderr` without the one line an unprivileged `vigil run` prints at start (no
+/// `CAP_SYS_ADMIN` and `CAP_SYS_PTRACE`: setuid programs will not gain privileges).
+fn without_unprivileged_warning(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| !l.starts_with("vigil: warn: setuid and setgid programs"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn every_memory_access_method_reads_the_arguments() {
+    const TEST: &str = "every_memory_access_method_reads_the_arguments";
+    if !can_trace(TEST) {
+        return;
+    }
+    if !is_root() {
+        return skip(TEST, "reading /etc/shadow needs root");
+    }
+    let Some(rules) = upstream_rules(TEST) else {
+        return;
+    };
+    for method in ["process_vm_readv", "ptrace", "proc-mem"] {
+        // A path and an argv read from memory (Falco's rule prints the command line).
+        let out = vigil(&[
+            "run",
+            "--stats",
+            "--json",
+            "-r",
+            rules.to_str().unwrap(),
+            "--memory-access",
+            method,
+            "--",
+            "sh",
+            "-c",
+            "cat /etc/shadow > /dev/null",
+        ]);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{method}: {err}");
+        let alert: serde_json::Value = err
+            .lines()
+            .find(|l| l.contains("Read sensitive file untrusted"))
+            .map(|l| serde_json::from_str(l).expect("JSON alert"))
+            .unwrap_or_else(|| panic!("{method}: no alert: {err}"));
+        assert_eq!(alert["output_fields"]["fd.name"], "/etc/shadow", "{method}");
+        assert_eq!(
+            alert["output_fields"]["proc.cmdline"], "cat /etc/shadow",
+            "{method}"
+        );
+        assert_eq!(run_stat(&err, "read_faults"), 0, "{method}: {err}");
+        assert!(
+            err.contains(&format!("memory_access={method} ")),
+            "{method}: {err}"
+        );
+    }
+}
+
+#[test]
+fn unreadable_arguments_raise_the_read_fault_alert() {
+    const TEST: &str = "unreadable_arguments_raise_the_read_fault_alert";
+    if !can_trace(TEST) {
+        return;
+    }
+    if !Path::new("/usr/bin/perl").exists() {
+        return skip(TEST, "/usr/bin/perl is missing");
+    }
+    // open(2) of the address 1: nothing is mapped there, so its path cannot be read.
+    for method in ["process_vm_readv", "ptrace", "proc-mem"] {
+        let out = vigil(&[
+            "run",
+            "--json",
+            "--stats",
+            "--memory-access",
+            method,
+            "--",
+            "perl",
+            "-e",
+            "syscall(2, 1, 0)",
+        ]);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{method}: {err}");
+        let alert: serde_json::Value = err
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON alert"))
+            .find(|a| a["rule"] == "Vigil could not read workload memory")
+            .unwrap_or_else(|| panic!("{method}: no read-fault alert: {err}"));
+        assert_eq!(alert["source"], "internal", "{alert}");
+        assert_eq!(alert["output_fields"]["vigil.memory_access"], method);
+        assert!(
+            alert["output_fields"]["vigil.read_faults_total"]
+                .as_u64()
+                .is_some_and(|n| n >= 1),
+            "{alert}"
+        );
+        assert!(run_stat(&err, "read_faults") >= 1, "{method}: {err}");
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("vigil: warn: Vigil could not read the workload's memory")),
+            "{method}: a warning line too: {err}"
+        );
+    }
 }
 
 const GUARD_RULES: &str = r#"
@@ -491,6 +600,83 @@ fn notify_mechanism_blocks_and_leaves_ptrace_to_the_workload() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// The events of `-w FILE.jsonl` of the given types, as `(type, tid, res, args)`.
+fn lifecycle(capture: &Path) -> Vec<(String, i64, i64, serde_json::Value)> {
+    fs::read_to_string(capture)
+        .expect("read the capture")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| matches!(e["type"].as_str(), Some("fork" | "execve" | "procexit")))
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or_default().to_owned(),
+                e["tid"].as_i64().unwrap_or(-1),
+                e["res"].as_i64().unwrap_or(-1),
+                e["args"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn notify_mechanism_sees_forks_execs_and_exits() {
+    const TEST: &str = "notify_mechanism_sees_forks_execs_and_exits";
+    if !can_trace(TEST) {
+        return;
+    }
+    let dir = scratch("notify-lifecycle");
+    let capture = dir.join("events.jsonl");
+    let c = capture.to_str().unwrap();
+    // A fork and an exec in the child, then an exit status.
+    let out = vigil(&[
+        "run",
+        "--mechanism",
+        "notify",
+        "-w",
+        c,
+        "--",
+        "sh",
+        "-c",
+        "cat /etc/hostname > /dev/null; exit 4",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    let events = lifecycle(&capture);
+    let kinds: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["execve", "fork", "execve", "procexit", "procexit"],
+        "{events:?}"
+    );
+    let (sh, cat) = (events[0].1, events[1].2);
+    assert_eq!(events[0].3["exe"], "sh", "{events:?}");
+    assert_eq!(events[1].1, sh, "the fork is the shell's: {events:?}");
+    assert_eq!(events[2].1, cat, "{events:?}");
+    assert_eq!(events[2].3["exe"], "cat", "{events:?}");
+    assert_eq!((events[3].1, events[3].3["ret"].as_i64()), (cat, Some(0)));
+    assert_eq!((events[4].1, events[4].3["ret"].as_i64()), (sh, Some(4)));
+    // An exec without a fork: the new image, reported once.
+    let out = vigil(&[
+        "run",
+        "--mechanism",
+        "notify",
+        "-w",
+        c,
+        "--",
+        "sh",
+        "-c",
+        "exec cat /etc/hostname",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let events = lifecycle(&capture);
+    let images: Vec<String> = events
+        .iter()
+        .filter(|e| e.0 == "execve")
+        .map(|e| e.3["exe"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(images, ["sh", "cat"], "{events:?}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn connect_events_carry_both_ends() {
     if !can_trace("connect") {
@@ -646,7 +832,11 @@ fn alerts_can_go_to_a_file() {
         .unwrap();
     assert!(out.status.success());
     assert_eq!(text(&out.stdout), "data\n");
-    assert_eq!(text(&out.stderr), "", "alerts went to the file");
+    assert_eq!(
+        without_unprivileged_warning(&text(&out.stderr)),
+        "",
+        "alerts went to the file"
+    );
     let logged = fs::read_to_string(&alerts).unwrap();
     assert!(logged.contains("guarded fifo opened"), "{logged}");
     let _ = fs::remove_dir_all(&dir);

@@ -21,6 +21,9 @@ pub const DROPPED_ALERTS_RULE: &str = "Vigil dropped alerts";
 /// Rule name of the internal alert for spooled alerts found damaged or missing on disk
 /// (`spool_corrupt`, `spool_gap`; not included in the dropped-alerts alert).
 pub const SPOOL_LOSS_RULE: &str = "Vigil lost spooled alerts";
+/// Rule name of the internal alert for reads of a traced workload's memory that failed
+/// (`vigil run`: arguments left empty, rules possibly blind to them).
+pub const READ_FAULTS_RULE: &str = "Vigil could not read workload memory";
 
 /// Why the outputs could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +120,10 @@ struct DropWatch {
     last_spool_alert: Option<Instant>,
     /// `(corrupt, gap)` totals at the last spool-loss alert.
     seen_spool: (u64, u64),
+    /// The read-fault alert has its own rate limit too.
+    last_read_fault_alert: Option<Instant>,
+    /// The read-fault total at the last read-fault alert.
+    seen_read_faults: u64,
 }
 
 /// Every enabled output with its delivery worker.
@@ -246,6 +253,8 @@ impl Outputs {
                 seen_alerts: 0,
                 last_spool_alert: None,
                 seen_spool: (0, 0),
+                last_read_fault_alert: None,
+                seen_read_faults: 0,
             },
         })
     }
@@ -277,6 +286,8 @@ impl Outputs {
                 seen_alerts: 0,
                 last_spool_alert: None,
                 seen_spool: (0, 0),
+                last_read_fault_alert: None,
+                seen_read_faults: 0,
             },
         })
     }
@@ -468,6 +479,63 @@ impl Outputs {
         raised
     }
 
+    /// Checks the count of failed reads of the traced workload's memory (`total` so far;
+    /// `method` names how it is read) and raises the internal alert when there are new ones,
+    /// under the drop alert's settings (enabled, priority, threshold) and at most once per
+    /// its rate-limit period — or, with `last` (at exit), whenever any is unreported.
+    /// Returns the alert raised.
+    pub fn check_read_faults(
+        &mut self,
+        total: u64,
+        method: &str,
+        now_ns: u64,
+        last: bool,
+    ) -> Option<Alert> {
+        let w = &mut self.drops;
+        let new = total.saturating_sub(w.seen_read_faults);
+        let threshold = if last { 0 } else { w.threshold };
+        if !w.enabled
+            || new <= threshold
+            || !(last
+                || w.last_read_fault_alert
+                    .is_none_or(|t| t.elapsed() >= w.rate_limit))
+        {
+            return None;
+        }
+        w.last_read_fault_alert = Some(Instant::now());
+        w.seen_read_faults = total;
+        let alert = Alert {
+            time: now_ns,
+            rule: READ_FAULTS_RULE.to_owned(),
+            priority: Cow::Borrowed(w.priority),
+            source: Cow::Borrowed("internal"),
+            tags: vec!["vigil".to_owned()],
+            hostname: self.hostname.clone(),
+            output: format!(
+                "Vigil could not read the workload's memory {new} times since the last report \
+                 ({total} in total; read with {method}): the arguments of those syscalls are \
+                 missing and rules on them may not match"
+            ),
+            output_fields: vec![
+                (
+                    "vigil.read_faults".to_owned(),
+                    Some(vigil_fields::Value::U64(new)),
+                ),
+                (
+                    "vigil.read_faults_total".to_owned(),
+                    Some(vigil_fields::Value::U64(total)),
+                ),
+                (
+                    "vigil.memory_access".to_owned(),
+                    Some(vigil_fields::Value::Str(method.as_bytes().to_vec().into())),
+                ),
+            ],
+        };
+        log::warn!("{}", alert.output);
+        self.emit_internal(&alert);
+        Some(alert)
+    }
+
     /// Delivers what is pending until `deadline` (SIGTERM), then stops every worker.
     pub fn shutdown(self, deadline: Instant) -> DeliveryReport {
         let sinks = self
@@ -552,6 +620,47 @@ mod tests {
             2.0
         );
         assert_eq!(metrics.get(names::UP, &[]), 0.0);
+    }
+
+    #[test]
+    fn read_fault_alert_is_rate_limited_and_final() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let metrics = Metrics::new();
+        let mut outputs = Outputs::with_sinks(
+            Formatter::default(),
+            vec![(Box::new(Collect(got.clone())), DeliveryOptions::default())],
+            &metrics,
+        )
+        .unwrap();
+        assert!(outputs.check_read_faults(0, "ptrace", 0, false).is_none());
+        let alert = outputs
+            .check_read_faults(6, "ptrace", 0, false)
+            .expect("new faults raise the alert");
+        assert_eq!(alert.rule, READ_FAULTS_RULE);
+        assert_eq!(alert.source, "internal");
+        assert!(
+            alert.output.starts_with(
+                "Vigil could not read the workload's memory 6 times since the last report \
+                 (6 in total; read with ptrace)"
+            ),
+            "{}",
+            alert.output
+        );
+        assert!(
+            outputs.check_read_faults(9, "ptrace", 0, false).is_none(),
+            "rate-limited"
+        );
+        let last = outputs
+            .check_read_faults(9, "ptrace", 0, true)
+            .expect("at exit the rest is reported");
+        assert!(last.output.contains(" 3 times "), "{}", last.output);
+        assert!(outputs.check_read_faults(9, "ptrace", 0, true).is_none());
+        let report = outputs.shutdown(Instant::now() + Duration::from_secs(10));
+        assert_eq!(report.sinks[0].delivered, 2);
+        assert_eq!(
+            metrics.get(names::INTERNAL_ALERTS, &[("rule", READ_FAULTS_RULE)]),
+            2.0
+        );
     }
 
     #[test]

@@ -36,10 +36,18 @@ pub fn read_cstr(pid: i32, addr: u64) -> Option<(Vec<u8>, bool)> {
     let mut out = Vec::new();
     let mut chunk = [0u8; 256];
     let mut at = addr;
+    // Through ptrace every 8-byte word is a syscall: read one word at a time and stop at the
+    // first NUL, rather than a whole chunk past the string's end.
+    let by_word = sys::reads_by_word(pid);
     while out.len() < MAX_STR {
         // Never cross a page boundary in one read: the next page may be unmapped.
         let to_page_end = 4096 - (at % 4096) as usize;
-        let want = chunk.len().min(to_page_end).min(MAX_STR - out.len());
+        let room = if by_word {
+            8 - (at % 8) as usize
+        } else {
+            chunk.len()
+        };
+        let want = room.min(to_page_end).min(MAX_STR - out.len());
         let n = match sys::read_mem(pid, at, &mut chunk[..want]) {
             Ok(0) | Err(_) => {
                 return if out.is_empty() {

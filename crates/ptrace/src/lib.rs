@@ -8,11 +8,13 @@
 //! It knows nothing about rules, alerts or outputs: events go to a caller's [`Handler`],
 //! which may also veto a syscall before it runs ([`Verdict`]).
 //!
-//! A second, prototype mechanism ([`Mechanism::Notify`]) uses seccomp user notification
-//! instead of ptrace (no results, no process events; see `README.md`).
+//! A second mechanism ([`Mechanism::Notify`]) uses seccomp user notification instead of
+//! ptrace (no results; the process lifecycle rebuilt from notifications and `/proc`; see
+//! `README.md`); it is the fallback where ptrace is refused ([`RunSpec::notify_fallback`]).
 //!
-//! Needs no privilege beyond being allowed to ptrace its own child (`CAP_SYS_PTRACE` in some
-//! containers, e.g. on Fargate), and works as root too. With [`RunSpec::drop_privileges`] the
+//! Needs no privilege beyond being allowed to ptrace its own child (no capability under
+//! Docker's default seccomp profile: the workload's memory is then read through the
+//! attachment, see [`MemoryAccess`]), and works as root too. With [`RunSpec::drop_privileges`] the
 //! tracer gives up what it does not need ([`privs::TRACER`]) once the workload is attached;
 //! [`privs`] holds the capability calls for the whole command line.
 
@@ -36,6 +38,68 @@ mod sys;
 mod tracer;
 
 pub use filter::ArgIn;
+pub use sys::MemoryAccess;
+
+impl MemoryAccess {
+    /// The name the start-up line and `--memory-access` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryAccess::VmReadv => "process_vm_readv",
+            MemoryAccess::Ptrace => "ptrace",
+            MemoryAccess::ProcMem => "proc-mem",
+        }
+    }
+}
+
+/// What the start-up probe found: the method chosen to read the workload's memory (the
+/// cheapest that works), the others that work (tried in turn when it fails for a read), and
+/// why the rest were refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryProbe {
+    pub chosen: MemoryAccess,
+    /// Other methods that work, cheapest first.
+    pub also: Vec<MemoryAccess>,
+    /// `(method, error)` of each method that does not.
+    pub refused: Vec<(MemoryAccess, String)>,
+}
+
+impl MemoryProbe {
+    /// `proc-mem, then ptrace (process_vm_readv: operation not permitted)`.
+    pub fn describe(&self) -> String {
+        let mut text = self.chosen.name().to_owned();
+        for m in &self.also {
+            text.push_str(", then ");
+            text.push_str(m.name());
+        }
+        if !self.refused.is_empty() {
+            text.push_str(&format!(" ({})", describe_refusals(&self.refused)));
+        }
+        text
+    }
+}
+
+/// An I/O error as text for a one-line message: lower-case, without `(os error N)`.
+fn describe_io(e: &std::io::Error) -> String {
+    let text = e.to_string().to_lowercase();
+    match text.find(" (os error") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
+fn describe_refusals(refused: &[(MemoryAccess, String)]) -> String {
+    refused
+        .iter()
+        .map(|(m, e)| format!("{}: {e}", m.name()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Failed reads of the workload's memory so far in this process (an argument left empty):
+/// what a handler raises its read-fault alert from while the run goes on.
+pub fn read_faults() -> u64 {
+    sys::read_faults()
+}
 
 /// The process table of this process and its ancestors (no descriptors): what a workload
 /// started from here inherits, e.g. its container, before it exists.
@@ -73,10 +137,25 @@ pub struct RunSpec {
     pub profile: Option<Profile>,
     /// How syscalls are intercepted.
     pub mechanism: Mechanism,
+    /// With [`Mechanism::Ptrace`]: when the kernel refuses to let Vigil trace the workload
+    /// (`PTRACE_SEIZE` fails: a seccomp policy denying `ptrace`, Yama `ptrace_scope` 3), run
+    /// it under [`Mechanism::Notify`] instead ([`Handler::fallback`] says why). Not when
+    /// learning.
+    pub notify_fallback: bool,
     /// Once the workload is forked and attached (before it runs), reduce the tracer to
-    /// [`privs::TRACER`] and set `no_new_privs` ([`privs::drop_to`]; the process must still
+    /// [`privs::tracer_keeps`] and set `no_new_privs` ([`privs::drop_to`]; the process must still
     /// be single-threaded then). The workload keeps the privileges it was forked with.
     pub drop_privileges: bool,
+    /// How to read the workload's memory; `None`: the cheapest of `process_vm_readv`,
+    /// `/proc/PID/mem` and ptrace (`PTRACE_PEEKDATA`) that works, found by a probe before
+    /// the workload runs, the others that work as fallbacks per read (the user-notify
+    /// mechanism has no ptrace attachment to read through).
+    pub memory: Option<MemoryAccess>,
+    /// Start the workload without `no_new_privs`, so setuid/setgid programs and file
+    /// capabilities take effect as without Vigil. Installing a seccomp filter without it
+    /// needs `CAP_SYS_ADMIN`, and the kernel lets a traced exec gain privileges only when the
+    /// tracer had `CAP_SYS_PTRACE` when it attached ([`privs::may_allow_privilege_gain`]).
+    pub allow_privilege_gain: bool,
     /// Call [`Handler::idle`] after each such period without a ptrace stop, so the
     /// handler's periodic work (statistics, metrics) also runs while the workload is idle.
     /// Costs the workload nothing: a helper thread wakes the tracer's wait with a signal
@@ -97,9 +176,10 @@ pub enum Mechanism {
     /// `SECCOMP_RET_TRACE` + ptrace: results, process events, full transparency.
     #[default]
     Ptrace,
-    /// Prototype: `SECCOMP_RET_USER_NOTIF`. One notification per traced syscall, no results
-    /// (events carry the predicted result), processes described from `/proc` when first seen,
-    /// no learning mode, `read`/`write`/`close` never notified. Leaves ptrace to the workload.
+    /// `SECCOMP_RET_USER_NOTIF`. One notification per traced syscall, no results (events
+    /// carry the predicted result), the lifecycle from exec/exit notifications and `/proc`
+    /// (forks and images seen at a process's next notification), no learning mode,
+    /// `read`/`write`/`close` never notified. Leaves ptrace to the workload.
     Notify,
 }
 
@@ -117,6 +197,16 @@ pub enum Verdict {
 /// Where the tracer delivers what it sees. Called on the tracer's thread, with the tracee
 /// stopped: time spent here is time the workload waits.
 pub trait Handler {
+    /// ptrace was refused (`why`); the workload is started again, under the user-notify
+    /// mechanism ([`RunSpec::notify_fallback`]). Nothing of the first attempt ran.
+    fn fallback(&mut self, why: &str) {
+        let _ = why;
+    }
+    /// Once the workload is attached, before [`Handler::attached`]: how its memory will be
+    /// read ([`RunSpec::memory`]).
+    fn memory_access(&mut self, probe: &MemoryProbe) {
+        let _ = probe;
+    }
     /// Once the workload is attached and the tracer's privileges are dropped (`privileges`
     /// says what was kept, `None` when [`RunSpec::drop_privileges`] is off), before
     /// [`Handler::start`]: the place to start threads, which inherit the reduced privileges.
@@ -188,7 +278,7 @@ pub struct RunStats {
     /// make a rule match ([`Handler::wants_result`]); they produce no event. Also execs
     /// whose failure could not matter (a success is still reported).
     pub skipped_exits: u64,
-    /// Argument reads that failed (the parameter is left empty).
+    /// Reads of the workload's memory that failed (the parameter is left empty).
     pub read_faults: u64,
     /// Processes given the full filter on entering new namespaces ([`RunSpec::in_place`]),
     /// and the attempts that failed (see [`Handler::widening_failed`]).
@@ -227,6 +317,12 @@ pub enum RunError {
     Idle(#[source] std::io::Error),
     #[error("the tracer cannot drop its privileges")]
     Privileges(#[source] privs::PrivError),
+    #[error(
+        "cannot read the workload's memory ({0}); give Vigil CAP_SYS_PTRACE (docker run \
+         --cap-add SYS_PTRACE, a task definition's linuxParameters.capabilities.add) or allow \
+         process_vm_readv or ptrace in the seccomp profile"
+    )]
+    Memory(String),
     #[error("{0}")]
     Handler(String),
 }
@@ -283,6 +379,23 @@ fn traced_set(report: &[u16], judged: &[u16]) -> Vec<u16> {
 /// Returns when every traced task has exited (orphaned descendants included), with the status
 /// of the process it started.
 pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunError> {
+    match run_once(spec, handler) {
+        // The workload was killed at its gate: it never ran.
+        Err(RunError::Attach(e))
+            if spec.notify_fallback && spec.mechanism == Mechanism::Ptrace && !spec.learn =>
+        {
+            handler.fallback(&format!("ptrace is refused ({})", describe_io(&e)));
+            let notify = RunSpec {
+                mechanism: Mechanism::Notify,
+                ..spec.clone()
+            };
+            run_once(&notify, handler)
+        }
+        other => other,
+    }
+}
+
+fn run_once(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunError> {
     if !sys::is_x86_64() {
         return Err(RunError::Architecture);
     }
@@ -325,11 +438,11 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
     }
     let (gate_read, gate_write) = sys::pipe().map_err(RunError::Spawn)?;
     let (report_read, report_write) = if notify {
-        sys::pipe().map_err(RunError::Spawn)?
+        sys::socketpair().map_err(RunError::Spawn)?
     } else {
         (-1, -1)
     };
-    let notified: Vec<u16> = traced
+    let mut notified: Vec<u16> = traced
         .iter()
         .copied()
         .filter(|nr| {
@@ -337,6 +450,13 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
                 && (!EVENT_SYSCALLS.contains(nr) || spec.judged.contains(nr))
         })
         .collect();
+    if notify {
+        // Exec and exit, which ptrace reports as events: the process's new image is read
+        // at its next notification, its end at the exit call.
+        notified.extend(notify::LIFECYCLE);
+        notified.sort_unstable();
+        notified.dedup();
+    }
     let plan = sys::ChildPlan {
         program,
         argv,
@@ -344,6 +464,7 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
         gate_read,
         gate_write,
         notify: notify.then(|| (filter::notify_only(&notified), report_write)),
+        no_new_privs: !spec.allow_privilege_gain,
     };
     let child = sys::spawn_gated(&plan);
     sys::close(gate_read);
@@ -372,7 +493,7 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
         let _ = sys::wait_any();
         return Err(RunError::Attach(e));
     }
-    if let Err(e) = prepare(spec, handler) {
+    if let Err(e) = prepare(spec, handler, child, true) {
         // Killed while waiting at the gate (PTRACE_O_EXITKILL would do it too, later).
         let _ = sys::kill(child, libc::SIGKILL);
         sys::close(gate_write);
@@ -401,6 +522,7 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
     handler.start(&snapshot);
     // Release the child: it installs the filters and execs.
     sys::close(gate_write);
+    let faults_before = sys::read_faults();
     let mut tracer = tracer::Tracer::new(child, spec, handler);
     tracer.widening = widening;
     let waker = waker.map(|(waker, activity)| {
@@ -414,7 +536,8 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
     let status = status?;
     let mut used: Vec<u16> = tracer.used.iter().copied().collect();
     used.sort_unstable();
-    let stats = tracer.stats.clone();
+    let mut stats = tracer.stats.clone();
+    stats.read_faults = sys::read_faults() - faults_before;
     Ok(Outcome {
         status: status.ok_or(RunError::NoStatus)?,
         stats,
@@ -423,16 +546,88 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
 }
 
 /// With the workload attached and waiting at its gate: drops the tracer's privileges (when
-/// asked) and lets the handler start what it needs ([`Handler::attached`]).
-fn prepare(spec: &RunSpec, handler: &mut dyn Handler) -> Result<(), RunError> {
+/// asked), finds how to read the workload's memory with what is left ([`probe_memory`]) and
+/// lets the handler start what it needs ([`Handler::attached`]).
+fn prepare(
+    spec: &RunSpec,
+    handler: &mut dyn Handler,
+    child: i32,
+    ptrace: bool,
+) -> Result<(), RunError> {
     let dropped = if spec.drop_privileges {
-        Some(privs::drop_to(privs::TRACER).map_err(RunError::Privileges)?)
+        Some(privs::drop_to(&privs::tracer_keeps()).map_err(RunError::Privileges)?)
     } else {
         None
     };
+    let probe = probe_memory(child, spec.memory, ptrace)?;
+    let mut working = vec![probe.chosen];
+    working.extend(&probe.also);
+    sys::set_memory_access(&working);
+    handler.memory_access(&probe);
     handler
         .attached(dropped.as_ref())
         .map_err(RunError::Handler)
+}
+
+/// Bytes the probe reads back from the workload: the child is a fork of this process, so
+/// this static sits at the same address, with the same contents, in both.
+static PROBE: [u8; 16] = *b"vigil memory ok\0";
+
+/// Tries each way of reading the workload's memory (only `forced` when given) on the child
+/// waiting at its gate; those that read [`PROBE`] back work, and the cheapest is chosen.
+/// Through ptrace the child must be in a ptrace-stop: it is interrupted for the probe
+/// (`PTRACE_INTERRUPT`; its `read` of the gate restarts) and resumed after. `ptrace` is
+/// `false` for the user-notify mechanism, which has no attachment to read through.
+fn probe_memory(
+    child: i32,
+    forced: Option<MemoryAccess>,
+    ptrace: bool,
+) -> Result<MemoryProbe, RunError> {
+    let candidates: Vec<MemoryAccess> = match forced {
+        Some(m) => vec![m],
+        None => sys::MEMORY_ACCESS
+            .iter()
+            .copied()
+            .filter(|m| ptrace || *m != MemoryAccess::Ptrace)
+            .collect(),
+    };
+    let mut refused = Vec::new();
+    if !ptrace && candidates.contains(&MemoryAccess::Ptrace) {
+        return Err(RunError::Memory(
+            "ptrace: the user-notify mechanism has no ptrace attachment".into(),
+        ));
+    }
+    if ptrace {
+        sys::interrupt(child).map_err(RunError::Attach)?;
+        let st = sys::wait_tid(child).map_err(RunError::Wait)?;
+        if !sys::status::stopped(st) {
+            return Err(RunError::Spawn(std::io::Error::other(
+                "the workload ended before it was released",
+            )));
+        }
+    }
+    let address = PROBE.as_ptr() as u64;
+    let mut working = Vec::new();
+    for method in candidates {
+        let mut buf = [0u8; 16];
+        match sys::read_mem_with(method, child, address, &mut buf) {
+            Ok(16) if buf == PROBE => working.push(method),
+            Ok(n) => refused.push((method, format!("read {n} wrong or missing bytes"))),
+            Err(e) => refused.push((method, describe_io(&e))),
+        }
+    }
+    if ptrace {
+        sys::cont(child, 0).map_err(RunError::Attach)?;
+    }
+    let mut working = working.into_iter();
+    match working.next() {
+        Some(chosen) => Ok(MemoryProbe {
+            chosen,
+            also: working.collect(),
+            refused,
+        }),
+        None => Err(RunError::Memory(describe_refusals(&refused))),
+    }
 }
 
 fn run_notify(
@@ -443,14 +638,15 @@ fn run_notify(
     report_read: i32,
     notified: &[u16],
 ) -> Result<Outcome, RunError> {
-    let remote_fd = sys::read_i32(report_read);
+    let received = sys::recv_fd(report_read);
     sys::close(report_read);
-    let listener = remote_fd
-        .ok_or_else(|| std::io::Error::other("the workload did not report its listener"))
-        .and_then(|fd| {
-            let pidfd = sys::pidfd_open(child)?;
-            Ok((pidfd, sys::pidfd_getfd(pidfd, fd)?))
-        });
+    let listener = received.and_then(|listener| match sys::pidfd_open(child) {
+        Ok(pidfd) => Ok((pidfd, listener)),
+        Err(e) => {
+            sys::close(listener);
+            Err(e)
+        }
+    });
     let (pidfd, listener) = match listener {
         Ok(v) => v,
         Err(e) => {
@@ -460,7 +656,7 @@ fn run_notify(
             return Err(RunError::Attach(e));
         }
     };
-    if let Err(e) = prepare(spec, handler) {
+    if let Err(e) = prepare(spec, handler, child, false) {
         let _ = sys::kill(child, libc::SIGKILL);
         sys::close(gate_write);
         sys::close(listener);
@@ -489,12 +685,15 @@ fn run_notify(
         flags(&spec.judged),
         handler,
     );
+    let faults_before = sys::read_faults();
     let status = sup.run();
     sys::close(listener);
     sys::close(pidfd);
+    let mut stats = sup.stats.clone();
+    stats.read_faults = sys::read_faults() - faults_before;
     Ok(Outcome {
         status: status?,
-        stats: sup.stats.clone(),
+        stats,
         used_syscalls: Vec::new(),
     })
 }

@@ -39,6 +39,11 @@
 //!     changed user.
 //!   - `CAP_DAC_READ_SEARCH`: `/proc/PID/fd` and `/proc/PID/environ` of such tracees.
 //!
+//!   Without `CAP_SYS_PTRACE` (a container with Docker's default capabilities), the tracer
+//!   keeps every capability it has ([`tracer_keeps`]): the kernel then lets it read the
+//!   workload's `/proc` entries and memory only while the workload's capabilities are a
+//!   subset of its own, and the workload has them all.
+//!
 //! The bounding set is emptied (when the process may: `CAP_SETPCAP`) and the inheritable and
 //! ambient sets cleared, so a program the agent starts (`program_output`'s `sh -c`) gets no
 //! capability at all, even as uid 0; `no_new_privs` keeps it from gaining any through a
@@ -72,6 +77,34 @@ pub const TRACER: &[Capability] = &[
     Capability::CAP_KILL,
     Capability::CAP_DAC_READ_SEARCH,
 ];
+
+/// What the tracer of `vigil run` keeps, of what this process has: [`TRACER`] when it has
+/// `CAP_SYS_PTRACE`. Without it, everything it has: the kernel lets a process read another's
+/// `/proc/PID/{exe,cwd,fd,environ,mem}` and memory only when the other's permitted
+/// capabilities are a subset of its own (`cap_ptrace_access_check`: the effective set for
+/// `/proc`, the permitted set for `process_vm_readv`), and the workload, forked before the
+/// drop, keeps all of them (root in a container with Docker's default capabilities).
+pub fn tracer_keeps() -> Vec<Capability> {
+    let permitted = caps::read(None, CapSet::Permitted).unwrap_or_default();
+    if permitted.contains(&Capability::CAP_SYS_PTRACE) {
+        TRACER.to_vec()
+    } else {
+        let mut all: Vec<Capability> = permitted.into_iter().collect();
+        all.sort_by_key(|c| c.index());
+        all
+    }
+}
+
+/// Whether a workload started from here may run without `no_new_privs`, so that setuid and
+/// setgid programs and file capabilities take effect under the tracer: installing a seccomp
+/// filter without `no_new_privs` needs `CAP_SYS_ADMIN` (`seccomp(2)`), and an exec by a
+/// traced process gains privileges only when its tracer had `CAP_SYS_PTRACE` when it attached
+/// (`ptracer_capable`, checked in `cap_bprm_creds_from_file`). Both effective here.
+pub fn may_allow_privilege_gain() -> bool {
+    let effective = caps::read(None, CapSet::Effective).unwrap_or_default();
+    effective.contains(&Capability::CAP_SYS_ADMIN)
+        && effective.contains(&Capability::CAP_SYS_PTRACE)
+}
 
 /// Why privileges could not be dropped.
 #[derive(Debug, Error)]

@@ -46,14 +46,19 @@ pub struct ChildPlan {
     /// The read end of the pipe the parent closes once it has attached.
     pub gate_read: i32,
     pub gate_write: i32,
-    /// Seccomp user-notify mode: this filter is installed with a listener whose fd number the
-    /// child writes to `report_write` before waiting at the gate (the parent fetches the fd
-    /// with `pidfd_getfd`). The child then runs no ptrace gate first.
+    /// Seccomp user-notify mode: this filter is installed with a listener that the child
+    /// sends over the Unix socket `report` ([`socketpair`], `SCM_RIGHTS`: no capability
+    /// needed, unlike `pidfd_getfd`, which Docker's default seccomp profile allows only with
+    /// `CAP_SYS_PTRACE`) before waiting at the gate. The child then runs no ptrace gate first.
     pub notify: Option<(Vec<libc::sock_filter>, i32)>,
+    /// Set `PR_SET_NO_NEW_PRIVS` before installing the filters (needed unless the child has
+    /// `CAP_SYS_ADMIN`; it stops setuid/setgid bits and file capabilities from working).
+    pub no_new_privs: bool,
 }
 
 /// Forks a child that waits until the parent closes the gate pipe, then sets
-/// `PR_SET_NO_NEW_PRIVS`, installs the filters and execs the program. Returns the child's pid.
+/// `PR_SET_NO_NEW_PRIVS` (when [`ChildPlan::no_new_privs`]), installs the filters and execs
+/// the program. Returns the child's pid.
 /// A child that cannot exec prints the reason and exits 127 (as shells do for "not found").
 pub fn spawn_gated(plan: &ChildPlan) -> io::Result<i32> {
     let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
@@ -105,7 +110,7 @@ pub fn spawn_gated(plan: &ChildPlan) -> io::Result<i32> {
         }
         // Rust ignores SIGPIPE in its own process; the workload gets the default back.
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+        if plan.no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             libc::write(2, msg_filter.as_ptr().cast(), msg_filter.len());
             libc::_exit(126);
         }
@@ -133,7 +138,7 @@ pub fn spawn_gated(plan: &ChildPlan) -> io::Result<i32> {
                 libc::write(2, msg_filter.as_ptr().cast(), msg_filter.len());
                 libc::_exit(126);
             }
-            libc::write(*report, std::ptr::addr_of!(fd).cast(), 4);
+            send_fd(*report, fd);
             libc::close(*report);
             wait_gate();
             libc::close(fd);
@@ -146,6 +151,97 @@ pub fn spawn_gated(plan: &ChildPlan) -> io::Result<i32> {
         libc::write(2, b"\n".as_ptr().cast(), 1);
         libc::_exit(if err == libc::ENOENT { 127 } else { 126 });
     }
+}
+
+/// Sends descriptor `fd` over Unix socket `sock` (`SCM_RIGHTS`, one data byte). Allocates
+/// nothing: safe between `fork` and `exec`.
+///
+/// # Safety
+/// Only async-signal-safe calls; `sock` and `fd` are the caller's descriptors.
+unsafe fn send_fd(sock: i32, fd: i32) {
+    // Room for one cmsghdr (16 bytes) and one int, 8-byte aligned (CMSG_SPACE(4) = 24).
+    let mut control = [0u64; 4];
+    let mut byte = 0u8;
+    let mut iov = libc::iovec {
+        iov_base: std::ptr::addr_of_mut!(byte).cast(),
+        iov_len: 1,
+    };
+    // SAFETY: plain data; all-zero is a valid msghdr, filled below with pointers to locals
+    // that outlive the sendmsg call.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = std::ptr::addr_of_mut!(iov);
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
+        let cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
+        if cmsg.is_null() {
+            return;
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(4) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), fd);
+        libc::sendmsg(sock, std::ptr::addr_of!(msg), 0);
+    }
+}
+
+/// Receives a descriptor sent with `SCM_RIGHTS` over Unix socket `sock` (close-on-exec).
+pub fn recv_fd(sock: i32) -> io::Result<i32> {
+    let mut control = [0u64; 4];
+    let mut byte = 0u8;
+    let mut iov = libc::iovec {
+        iov_base: std::ptr::addr_of_mut!(byte).cast(),
+        iov_len: 1,
+    };
+    // SAFETY: all-zero is a valid msghdr; it points to locals alive during the call, and the
+    // control buffer is read only within the length the kernel reports.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = std::ptr::addr_of_mut!(iov);
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
+        loop {
+            let n = libc::recvmsg(sock, std::ptr::addr_of_mut!(msg), libc::MSG_CMSG_CLOEXEC);
+            if n > 0 {
+                break;
+            }
+            if n == 0 {
+                return Err(io::Error::other("the workload closed its socket"));
+            }
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINTR) {
+                return Err(err);
+            }
+        }
+        let cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
+            return Err(io::Error::other("no descriptor in the workload's message"));
+        }
+        Ok(std::ptr::read_unaligned(
+            libc::CMSG_DATA(cmsg).cast::<i32>(),
+        ))
+    }
+}
+
+/// A connected pair of Unix stream sockets, both close-on-exec.
+pub fn socketpair() -> io::Result<(i32, i32)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid array of two ints.
+    let ret = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    check(ret.into())?;
+    Ok((fds[0], fds[1]))
 }
 
 /// A pipe with both ends close-on-exec: `(read, write)`.
@@ -353,11 +449,304 @@ pub fn wake(tid: i32) -> io::Result<()> {
     check(rc).map(|_| ())
 }
 
-/// Reads tracee memory at `addr` into `buf`; returns how many bytes were read (short at an
-/// unmapped page).
+/// How the tracer reads (and writes) the workload's memory. The ones that work are found
+/// once per run by a probe ([`set_memory_access`]); `process_vm_readv` is the default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryAccess {
+    /// `process_vm_readv`/`process_vm_writev`: one syscall per contiguous range.
+    VmReadv,
+    /// `preadv`/`pwritev` of `/proc/TID/mem`: one syscall per range once the file is open
+    /// (kept open per thread, reopened when a read fails: after an exec or a pid reuse).
+    ProcMem,
+    /// `PTRACE_PEEKDATA`/`PTRACE_POKEDATA` through the tracer's own attachment: one syscall
+    /// per 8-byte word, only for a tracee in a ptrace-stop, only from the tracer's thread.
+    Ptrace,
+}
+
+/// The methods that work, one bit per index in [`MEMORY_ACCESS`] (bit 0 by default).
+static MEMORY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+/// Failed reads of tracee memory since the process started (every method).
+static READ_FAULTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Every method, cheapest first (measured: `BENCHMARKS.md`, "vigil run: memory reads").
+pub const MEMORY_ACCESS: [MemoryAccess; 3] = [
+    MemoryAccess::VmReadv,
+    MemoryAccess::ProcMem,
+    MemoryAccess::Ptrace,
+];
+
+/// Makes [`read_mem`] and [`write_mem`] use `methods` from now on: the cheapest first, the
+/// others when it fails (a workload that changed its identity may refuse one and not
+/// another). Empty: the default.
+pub fn set_memory_access(methods: &[MemoryAccess]) {
+    let mut mask = 0u8;
+    for (i, m) in MEMORY_ACCESS.iter().enumerate() {
+        if methods.contains(m) {
+            mask |= 1 << i;
+        }
+    }
+    MEMORY.store(if mask == 0 { 1 } else { mask }, Ordering::Relaxed);
+}
+
+/// The methods [`read_mem`] tries, in order.
+fn memory_methods() -> impl Iterator<Item = MemoryAccess> {
+    let mask = MEMORY.load(Ordering::Relaxed);
+    MEMORY_ACCESS
+        .into_iter()
+        .enumerate()
+        .filter(move |(i, _)| mask & (1 << i) != 0)
+        .map(|(_, m)| m)
+}
+
+/// Failed reads of tracee memory so far (see [`read_mem`]).
+pub fn read_faults() -> u64 {
+    READ_FAULTS.load(Ordering::Relaxed)
+}
+
+/// Reads tracee memory at `addr` into `buf` with the first [`MemoryAccess`] that works,
+/// of those [`set_memory_access`] allowed; returns how many bytes were read (short at an
+/// unmapped page). A failure of every one is counted in [`read_faults`].
 pub fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is valid and writable for its length.
-    unsafe { vm_transfer(pid, addr, buf.as_mut_ptr(), buf.len(), false) }
+    let mut last = None;
+    for method in memory_methods() {
+        match read_mem_with(method, pid, addr, buf) {
+            Ok(n) => return Ok(n),
+            Err(e) => last = Some(e),
+        }
+    }
+    READ_FAULTS.fetch_add(1, Ordering::Relaxed);
+    Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EFAULT)))
+}
+
+/// [`read_mem`] with a given method, uncounted (the start-up probe).
+pub fn read_mem_with(
+    method: MemoryAccess,
+    pid: i32,
+    addr: u64,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    match method {
+        // SAFETY: `buf` is valid and writable for its length.
+        MemoryAccess::VmReadv => unsafe {
+            vm_transfer(pid, addr, buf.as_mut_ptr(), buf.len(), false)
+        },
+        MemoryAccess::Ptrace => peek(pid, addr, buf),
+        MemoryAccess::ProcMem => proc_mem(pid, addr, Transfer::Read(buf)),
+    }
+}
+
+/// `PTRACE_PEEKDATA` of one aligned word.
+fn peek_word(tid: i32, addr: u64) -> io::Result<[u8; 8]> {
+    // SAFETY: PEEKDATA returns the word (or -1 with errno set); errno is cleared first so a
+    // word that is -1 is told apart from an error. No pointer is passed.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let word = libc::ptrace(
+            libc::PTRACE_PEEKDATA,
+            tid,
+            addr as usize as *mut libc::c_void,
+            std::ptr::null_mut::<libc::c_void>(),
+        );
+        if word == -1 && *libc::__errno_location() != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(word.to_ne_bytes())
+    }
+}
+
+/// Reads through the tracer's attachment, word by word; short at the first unreadable word
+/// (an error only when nothing was read).
+fn peek(tid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let at = addr.wrapping_add(done as u64);
+        let aligned = at & !7;
+        let skip = (at - aligned) as usize;
+        let word = match peek_word(tid, aligned) {
+            Ok(w) => w,
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => break,
+        };
+        let n = (8 - skip).min(buf.len() - done);
+        buf[done..done + n].copy_from_slice(&word[skip..skip + n]);
+        done += n;
+    }
+    Ok(done)
+}
+
+/// Writes through the tracer's attachment, word by word (a partial first or last word is
+/// read first and merged).
+fn poke(tid: i32, addr: u64, data: &[u8]) -> io::Result<usize> {
+    let mut done = 0usize;
+    while done < data.len() {
+        let at = addr.wrapping_add(done as u64);
+        let aligned = at & !7;
+        let skip = (at - aligned) as usize;
+        let n = (8 - skip).min(data.len() - done);
+        let mut word = if n == 8 {
+            [0u8; 8]
+        } else {
+            match peek_word(tid, aligned) {
+                Ok(w) => w,
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        };
+        word[skip..skip + n].copy_from_slice(&data[done..done + n]);
+        let value = i64::from_ne_bytes(word);
+        // SAFETY: POKEDATA takes the word by value; no pointer of this process is passed.
+        let ret = unsafe {
+            libc::ptrace(
+                libc::PTRACE_POKEDATA,
+                tid,
+                aligned as usize as *mut libc::c_void,
+                value as usize as *mut libc::c_void,
+            )
+        };
+        if let Err(e) = check(ret) {
+            if done == 0 {
+                return Err(e);
+            }
+            break;
+        }
+        done += n;
+    }
+    Ok(done)
+}
+
+enum Transfer<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+}
+
+thread_local! {
+    /// `/proc/TID/mem` of the threads read so far, opened for reading (on the tracer's
+    /// thread). A file stays bound to the address space it was opened on: after that
+    /// thread's exec or exit, reads fail, and the file is opened again.
+    static MEM_FILES: std::cell::RefCell<std::collections::HashMap<i32, std::fs::File>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+    /// Threads whose `/proc/TID/mem` could not be opened (another user's, say): not tried
+    /// again until they exec or end ([`forget_memory`]), the next method is used at once.
+    static MEM_REFUSED: std::cell::RefCell<std::collections::HashSet<i32>> =
+        std::cell::RefCell::new(std::collections::HashSet::new());
+}
+
+/// Whether reads of thread `tid` go through ptrace first (one syscall per 8-byte word, so
+/// a caller reading a string reads it a word at a time).
+pub fn reads_by_word(tid: i32) -> bool {
+    let refused = MEM_REFUSED.with(|r| r.borrow().contains(&tid));
+    memory_methods()
+        .find(|m| !(refused && *m == MemoryAccess::ProcMem))
+        .is_some_and(|m| m == MemoryAccess::Ptrace)
+}
+
+/// Closes the kept `/proc/TID/mem` of thread `tid`, which has ended: the file stays bound to
+/// its process's memory, which another thread of that process keeps alive, so a new thread
+/// reusing the number must not read through it.
+pub fn forget_memory(tid: i32) {
+    MEM_FILES.with(|files| {
+        files.borrow_mut().remove(&tid);
+    });
+    MEM_REFUSED.with(|refused| {
+        refused.borrow_mut().remove(&tid);
+    });
+}
+
+/// At most this many `/proc/TID/mem` files stay open; beyond, all are closed.
+const MEM_FILES_MAX: usize = 256;
+
+/// Reads `/proc/TID/mem` at `addr`, through the kept file when there is one (opened again
+/// once if the read through it fails or finds nothing).
+fn proc_mem_read(tid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    MEM_FILES.with(|files| {
+        let mut files = files.borrow_mut();
+        if let Some(file) = files.get(&tid) {
+            if let Ok(n @ 1..) = mem_transfer(file, addr, Transfer::Read(&mut *buf)) {
+                return Ok(n);
+            }
+            files.remove(&tid);
+        }
+        if MEM_REFUSED.with(|r| r.borrow().contains(&tid)) {
+            return Err(io::Error::from_raw_os_error(libc::EACCES));
+        }
+        let file = match std::fs::File::open(format!("/proc/{tid}/mem")) {
+            Ok(file) => file,
+            Err(e) => {
+                if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
+                    MEM_REFUSED.with(|r| {
+                        let mut r = r.borrow_mut();
+                        if r.len() >= MEM_FILES_MAX {
+                            r.clear();
+                        }
+                        r.insert(tid);
+                    });
+                }
+                return Err(e);
+            }
+        };
+        let got = mem_transfer(&file, addr, Transfer::Read(buf));
+        if got.is_ok() {
+            if files.len() >= MEM_FILES_MAX {
+                files.clear();
+            }
+            files.insert(tid, file);
+        }
+        got
+    })
+}
+
+/// `preadv`/`pwritev` of `/proc/TID/mem` at `addr` (one iovec; the vectored calls rather
+/// than `pread64`, which the dynamic loader also uses, so a test's seccomp profile can refuse
+/// this path alone). Writes (rare: the filter injection) open the file each time.
+fn proc_mem(tid: i32, addr: u64, transfer: Transfer<'_>) -> io::Result<usize> {
+    match transfer {
+        Transfer::Read(buf) => proc_mem_read(tid, addr, buf),
+        Transfer::Write(data) => {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(format!("/proc/{tid}/mem"))?;
+            mem_transfer(&file, addr, Transfer::Write(data))
+        }
+    }
+}
+
+fn mem_transfer(file: &std::fs::File, addr: u64, transfer: Transfer<'_>) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let (base, len, write) = match transfer {
+        Transfer::Read(buf) => (buf.as_mut_ptr(), buf.len(), false),
+        Transfer::Write(data) => (data.as_ptr().cast_mut(), data.len(), true),
+    };
+    if len == 0 {
+        return Ok(0);
+    }
+    let iov = libc::iovec {
+        iov_base: base.cast(),
+        iov_len: len,
+    };
+    let offset = addr as libc::off_t;
+    // SAFETY: `iov` describes `len` bytes of a buffer borrowed for this call: writable for a
+    // read (`Transfer::Read` holds it mutably), readable for a write.
+    let n = unsafe {
+        if write {
+            libc::pwritev(file.as_raw_fd(), std::ptr::addr_of!(iov), 1, offset)
+        } else {
+            libc::preadv(file.as_raw_fd(), std::ptr::addr_of!(iov), 1, offset)
+        }
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+}
+
+/// Stops a running tracee (`PTRACE_INTERRUPT`); the stop is a `PTRACE_EVENT_STOP` to wait
+/// for.
+pub fn interrupt(tid: i32) -> io::Result<()> {
+    request(libc::PTRACE_INTERRUPT, tid, 0)
 }
 
 /// `process_vm_readv` (into) or `process_vm_writev` (from) the `len` bytes at `local`, one
@@ -413,11 +802,25 @@ unsafe fn vm_transfer(
     }
 }
 
-/// Writes `data` into process `pid`'s memory at `addr` (`process_vm_writev`); returns how
-/// many bytes were written.
+/// Writes `data` into process `pid`'s memory at `addr` with the first [`MemoryAccess`]
+/// that works (as [`read_mem`]); returns how many bytes were written.
 pub fn write_mem(pid: i32, addr: u64, data: &[u8]) -> io::Result<usize> {
-    // SAFETY: `data` is valid for reads for its length, and a write only reads it.
-    unsafe { vm_transfer(pid, addr, data.as_ptr().cast_mut(), data.len(), true) }
+    let mut last = None;
+    for method in memory_methods() {
+        let got = match method {
+            // SAFETY: `data` is valid for reads for its length, and a write only reads it.
+            MemoryAccess::VmReadv => unsafe {
+                vm_transfer(pid, addr, data.as_ptr().cast_mut(), data.len(), true)
+            },
+            MemoryAccess::Ptrace => poke(pid, addr, data),
+            MemoryAccess::ProcMem => proc_mem(pid, addr, Transfer::Write(data)),
+        };
+        match got {
+            Ok(n) => return Ok(n),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EFAULT)))
 }
 
 /// `waitpid(tid, __WALL)`, retried on `EINTR`: the next status change of that one tracee.
@@ -668,22 +1071,6 @@ pub fn listen_queue(pid: i32, fd: i32) -> io::Result<Option<(u32, u32)>> {
     Ok(Some((word(24), word(28))))
 }
 
-/// Reads exactly 4 bytes (a descriptor number) from a pipe; `None` at EOF.
-pub fn read_i32(fd: i32) -> Option<i32> {
-    let mut v = 0i32;
-    loop {
-        // SAFETY: `v` is a valid, writable 4-byte buffer.
-        let n = unsafe { libc::read(fd, std::ptr::addr_of_mut!(v).cast(), 4) };
-        if n == 4 {
-            return Some(v);
-        }
-        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        return None;
-    }
-}
-
 /// Polls `fds` for input; returns each one's `revents`.
 pub fn poll_in(fds: &[i32]) -> io::Result<Vec<i16>> {
     let mut p: Vec<libc::pollfd> = fds
@@ -824,3 +1211,31 @@ pub fn bpf_jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 }
 
 pub use libc::sock_filter as SockFilter;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static BYTES: [u8; 40] = *b"0123456789abcdefghijklmnopqrstuvwxyzABCD";
+
+    /// `process_vm_readv` and `/proc/PID/mem` of this very process (ptrace needs a tracee:
+    /// `crates/cli/tests/run.rs` covers it), at unaligned offsets and lengths, and a read
+    /// that runs into an unmapped page comes back short.
+    #[test]
+    fn reads_without_ptrace_at_any_offset() {
+        let me = i32::try_from(std::process::id()).expect("pid fits");
+        for method in [MemoryAccess::VmReadv, MemoryAccess::ProcMem] {
+            for (start, len) in [(0, 40), (3, 11), (7, 1), (9, 30)] {
+                let mut buf = vec![0u8; len];
+                let addr = BYTES.as_ptr() as u64 + start as u64;
+                let n = read_mem_with(method, me, addr, &mut buf).expect("own memory");
+                assert_eq!(n, len, "{method:?} {start}+{len}");
+                assert_eq!(buf, BYTES[start..start + len], "{method:?} {start}+{len}");
+            }
+            assert!(
+                read_mem_with(method, me, 8, &mut [0u8; 8]).is_err(),
+                "{method:?}: nothing is mapped at address 8"
+            );
+        }
+    }
+}

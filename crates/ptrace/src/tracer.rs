@@ -361,6 +361,9 @@ impl<'a> Tracer<'a> {
     }
 
     fn task_exit(&mut self, tid: i32, st: i32) {
+        // Its `/proc/TID/mem` stays bound to its process's memory: a reused tid must not
+        // read through it.
+        sys::forget_memory(tid);
         // A held child killed before its clone event (a fatal signal to its whole process).
         self.early.remove(&tid);
         self.widen_at_first_stop.remove(&tid);
@@ -606,12 +609,10 @@ impl<'a> Tracer<'a> {
         let spec = etype.spec();
         let n_head = spec.params.len() - 23;
         let mut head = Vec::with_capacity(n_head);
-        let mut path_arg = |i: usize| match decode::read_cstr(tid, decode::arg(regs, i)) {
+        // An unreadable name is counted by `sys::read_mem` (`read_faults`).
+        let path_arg = |i: usize| match decode::read_cstr(tid, decode::arg(regs, i)) {
             Some((s, _)) => Param::Bytes(s),
-            None => {
-                self.stats.read_faults += 1;
-                Param::None
-            }
+            None => Param::None,
         };
         if spec.name == "execveat" {
             let dirfd = Param::Int(i64::from(decode::arg(regs, 0) as u32 as i32));
@@ -937,6 +938,9 @@ impl<'a> Tracer<'a> {
             .ok()
             .and_then(|m| i32::try_from(m).ok())
             .unwrap_or(tid);
+        // A new image, perhaps new credentials: what worked for its memory is found again.
+        sys::forget_memory(tid);
+        sys::forget_memory(former);
         let mut head = None;
         if former != tid {
             if let Some(t) = self.tasks.remove(&former) {
