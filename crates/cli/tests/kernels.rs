@@ -619,6 +619,107 @@ fn check_same_events(guest: &Guest, dir: &Path) -> Vec<String> {
     }
 }
 
+/// How an alert's output fields may differ between `vigil watch` and `vigil run` for the same
+/// action, by design (README, *`vigil run` and `vigil watch`*): `(field prefix, watch value
+/// prefix, run value prefix)`, an empty prefix matching any value.
+const WATCH_RUN_DIFFERENCES: [(&str, &str, &str); 3] = [
+    // The workload's ancestry includes `vigil run` itself.
+    ("proc.aname[", "", ""),
+    // A traced task cannot be traced again: the ptrace actions are refused under the tracer.
+    ("evt.res", "SUCCESS", "EPERM"),
+    // A namespace descriptor opened where no watched call saw it is named by the kernel
+    // (`/proc/PID/fd` link: `uts:[…]`) under `vigil run`, by its path under `vigil watch`.
+    ("fd.name", "/proc/self/ns/", ""),
+];
+
+/// An alert as compared across modes: rule, priority and the output fields with what differs
+/// from one run of the generator to the next masked (temporary names, the generator's pids in
+/// file names, loopback ports).
+fn comparable(alert: &Value) -> (String, BTreeMap<String, String>) {
+    let key = format!("{} {}", alert["rule"], alert["priority"]);
+    let mut fields = BTreeMap::new();
+    if let Some(map) = alert["output_fields"].as_object() {
+        for (k, v) in map {
+            if k == "evt.time" || k.ends_with("port") {
+                continue;
+            }
+            let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            let masked = mask_ports(&mask_temp_names(&mask_generator_ids(&text)));
+            fields.insert(k.clone(), masked);
+        }
+    }
+    (key, fields)
+}
+
+/// `text` with the digits after `vigil-generator-` (the generator's pid in the names of the
+/// files it writes) replaced by `P`.
+fn mask_generator_ids(text: &str) -> String {
+    const PREFIX: &str = "vigil-generator-";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(PREFIX) {
+        let (head, tail) = rest.split_at(at + PREFIX.len());
+        out.push_str(head);
+        let digits = tail.chars().take_while(char::is_ascii_digit).count();
+        if digits > 0 {
+            out.push('P');
+        }
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The same actions under `vigil watch` (phase `watch_phase`) and under `vigil run`
+/// (`run_phase`) raise the same rules with the same priorities and output fields, but for
+/// [`WATCH_RUN_DIFFERENCES`].
+fn check_watch_run_agree(guest: &Guest, watch_phase: &str, run_phase: &str) -> Vec<String> {
+    let group = |phase: &str| {
+        let mut by_rule: BTreeMap<String, Vec<BTreeMap<String, String>>> = BTreeMap::new();
+        for alert in guest.alerts(phase) {
+            let (key, fields) = comparable(&alert);
+            by_rule.entry(key).or_default().push(fields);
+        }
+        for list in by_rule.values_mut() {
+            list.sort();
+        }
+        by_rule
+    };
+    let (watched, traced) = (group(watch_phase), group(run_phase));
+    let mut failures = Vec::new();
+    for key in watched.keys().chain(traced.keys()).collect::<BTreeSet<_>>() {
+        let (w, r) = (
+            watched.get(key).map_or(&[][..], Vec::as_slice),
+            traced.get(key).map_or(&[][..], Vec::as_slice),
+        );
+        if w.len() != r.len() {
+            failures.push(format!(
+                "{watch_phase}/{run_phase}: {key}: {} alerts under watch, {} under run",
+                w.len(),
+                r.len()
+            ));
+            continue;
+        }
+        for (fw, fr) in w.iter().zip(r) {
+            for field in fw.keys().chain(fr.keys()).collect::<BTreeSet<_>>() {
+                let (vw, vr) = (
+                    fw.get(field).map_or("<absent>", String::as_str),
+                    fr.get(field).map_or("<absent>", String::as_str),
+                );
+                let allowed = WATCH_RUN_DIFFERENCES.iter().any(|(f, pw, pr)| {
+                    field.starts_with(f) && vw.starts_with(pw) && vr.starts_with(pr)
+                });
+                if vw != vr && !allowed {
+                    failures.push(format!(
+                        "{watch_phase}/{run_phase}: {key}: {field} is {vw:?} under watch, {vr:?} under run"
+                    ));
+                }
+            }
+        }
+    }
+    failures
+}
+
 /// A supported kernel: every check of the module comment.
 fn check_supported(guest: &Guest, name: &str) {
     let mut failures = Vec::new();
@@ -658,6 +759,8 @@ fn check_supported(guest: &Guest, name: &str) {
     failures.extend(check_replay(guest, "auto", &dir));
     failures.extend(check_replay(guest, "exit", &dir));
     failures.extend(check_same_events(guest, &dir));
+    failures.extend(check_watch_run_agree(guest, "auto", "run"));
+    failures.extend(check_watch_run_agree(guest, "falco", "run-falco"));
     assert!(
         failures.is_empty(),
         "{name} ({}):\n{}",
@@ -766,6 +869,27 @@ fn results_parse_into_facts_and_files() {
         mask_temp_names("/tmp/vigil-generator.UNxmPz/x vigil-generator.ab"),
         "/tmp/vigil-generator.XXXXXX/x vigil-generator.ab"
     );
+    assert_eq!(
+        mask_generator_ids("/var/log/vigil-generator-194.log"),
+        "/var/log/vigil-generator-P.log"
+    );
+    let watched = serde_json::json!({"rule": "R", "priority": "Warning", "output_fields": {
+        "proc.aname[2]": "init", "evt.res": "SUCCESS", "fd.sport": 1, "proc.name": "a"}});
+    let traced = serde_json::json!({"rule": "R", "priority": "Warning", "output_fields": {
+        "proc.aname[2]": "vigil", "evt.res": "EPERM", "fd.sport": 2, "proc.name": "a"}});
+    let renamed = serde_json::json!({"rule": "R", "priority": "Warning", "output_fields": {
+        "proc.aname[2]": "vigil", "evt.res": "EPERM", "fd.sport": 2, "proc.name": "b"}});
+    let with = |w: &Value, r: &Value| {
+        let mut guest = Guest::default();
+        for (phase, alert) in [("w", w), ("r", r)] {
+            guest
+                .files
+                .insert(format!("{phase}.alerts"), alert.to_string().into_bytes());
+        }
+        check_watch_run_agree(&guest, "w", "r")
+    };
+    assert!(with(&watched, &traced).is_empty());
+    assert_eq!(with(&watched, &renamed).len(), 1);
     assert!(supported("6.1.0-50-amd64"));
     assert!(supported("6.12.117+deb13-amd64"));
     assert!(!supported("5.10.0-32-amd64"));
