@@ -14,7 +14,7 @@ APT_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev strace runc
   openssl curl bpftool sudo logrotate rsyslog buildah
 RUST_COMPONENTS := rustfmt clippy
 
-.PHONY: all deps build static image run test lint fmt bench fuzz clean
+.PHONY: all deps runtime-deps build static image run test lint fmt bench fuzz clean
 
 all: build
 
@@ -41,6 +41,25 @@ $(HELM):
 	  GOBIN=$(CURDIR)/$(@D) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
 	else echo "go not found: helm not installed, the Helm chart test will skip"; fi
 
+# Container runtimes for the runtime tests (crates/cli/tests/runtimes.rs), which start and stop
+# every daemon themselves: docker.io (dockerd, with its containerd), containerd, podman, and
+# busybox-static for the images the tests import (no registry). Installed with a temporary
+# policy-rc.d so that no package starts its daemon on a host with an init system (a daemon the
+# tests did not start owns the default locations, and they would skip).
+RUNTIME_PACKAGES := docker.io containerd podman busybox-static
+runtime-deps:
+	@missing=""; for p in $(RUNTIME_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  policy=; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=1; \
+	    printf '#!/bin/sh\nexit 101\n' | $$SUDO tee /usr/sbin/policy-rc.d >/dev/null; \
+	    $$SUDO chmod +x /usr/sbin/policy-rc.d; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq $$missing; rc=$$?; \
+	  if [ -n "$$policy" ]; then $$SUDO rm -f /usr/sbin/policy-rc.d; fi; exit $$rc; fi
+
 build: deps
 	$(CARGO) build --release --bin vigil
 
@@ -66,7 +85,7 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # The image test (crates/cli/tests/image.rs) runs the static binary: build it first.
-test: lint static
+test: lint static runtime-deps
 	VIGIL_STATIC_BIN=$(abspath $(STATIC_VIGIL)) $(CARGO) test --workspace
 
 fmt:
