@@ -121,7 +121,7 @@ impl Dockerd {
             .stderr(out)
             .spawn()
             .expect("dockerd starts");
-        let mut daemon = Dockerd {
+        let daemon = Dockerd {
             child: Some(child),
             host,
             scratch,
@@ -414,7 +414,7 @@ fn check_container(
     let mut unnamed = 0;
     for alert in &alerts {
         let fields = &alert["output_fields"];
-        if fields["container.name"] != Value::from(name) {
+        if fields["container.name"] != name {
             unnamed += 1;
         }
         for (field, want) in &expected {
