@@ -29,7 +29,27 @@ use serde_json::Value;
 mod live;
 use live::{missing_requirement, strict, Watch, LIVE};
 
+const OCI_IMAGE: &str = "localhost/vigiltest/bb:1.0";
+const PAUSE_IMAGE: &str = "localhost/vigiltest/pause:1.0";
+/// podman's flags for the containers of the tests: no network, and resource limits within
+/// the VM's (runc cannot raise RLIMIT_NOFILE/NPROC without CAP_SYS_RESOURCE, which these
+/// VMs' bounding set lacks, and podman asks for the maximum by default).
+const PODMAN_RUN: &[&str] = &[
+    "--cgroup-manager=cgroupfs",
+    "run",
+    "--network",
+    "none",
+    "--ulimit",
+    "nofile=1024:1024",
+    "--ulimit",
+    "nproc=4096:4096",
+];
+
 const RULE: &str = "vigil test container activity";
+/// What every test container runs: its `sh` opens /etc/shadow through `cat`, then the marker
+/// in the bind mount (the last action: once its alert is in, all are).
+const ENTRYPOINT: &str = "cat /etc/shadow; cat /data/marker";
+const ENTRYPOINT_CMDLINE: &str = "sh -c cat /etc/shadow; cat /data/marker";
 const IMAGE: &str = "vigiltest/bb:1.0";
 /// How long dockerd may take to answer after it started.
 const DAEMON_WAIT: Duration = Duration::from_secs(60);
@@ -44,7 +64,8 @@ const RULES: &str = r#"
     container activity (%container.id %container.name %container.type %container.image
     %container.image.repository %container.image.tag %container.image.digest
     %container.privileged %container.mounts %container.start_ts %container.label[team]
-    %container.label[tier] %proc.cmdline %evt.type %fd.name)
+    %container.label[tier] %k8s.pod.name %k8s.ns.name %k8s.pod.uid %proc.cmdline %evt.type
+    %fd.name)
   priority: NOTICE
 "#;
 
@@ -371,7 +392,7 @@ fn check_container(
         IMAGE,
         "sh",
         "-c",
-        "cat /etc/shadow; cat /data/marker",
+        ENTRYPOINT,
     ]) {
         Ok(id) => id,
         Err(e) => {
@@ -380,8 +401,25 @@ fn check_container(
         }
     };
     let _ = daemon.docker(&["wait", &id]);
+    let Some(alerts) = container_alerts(watch, from, &id, name, failures) else {
+        return;
+    };
+    let expected = expected_from_inspect(daemon, &id);
+    let _ = daemon.docker(&["rm", "-f", &id]);
+    compare(&alerts, &expected, name, "docker inspect", failures);
+}
+
+/// The alerts of container `id` (full id) since `from`, once the alert of its last action
+/// (the open of `/data/marker`) is in; `None` (a failure pushed) when it never came.
+/// The entrypoint's exec must be the first, and every alert must carry the name.
+fn container_alerts(
+    watch: &Watch,
+    from: usize,
+    id: &str,
+    name: &str,
+    failures: &mut Vec<String>,
+) -> Option<Vec<Value>> {
     let short = &id[..12.min(id.len())];
-    // The container's last action: once its alert is in, the others are too.
     let last = watch.wait_for(from, |a| {
         a["output_fields"]["container.id"] == short
             && a["output_fields"]["fd.name"] == "/data/marker"
@@ -399,37 +437,113 @@ fn check_container(
                 .map(|a| &a["output_fields"])
                 .collect::<Vec<_>>()
         ));
-        return;
+        return None;
     }
-    let expected = expected_from_inspect(daemon, &id);
-    let _ = daemon.docker(&["rm", "-f", &id]);
-    // The entrypoint's exec is the container's first event: every alert, from that one on,
-    // carries the whole metadata.
-    if alerts.first().map(|a| &a["output_fields"]["evt.type"]) != Some(&Value::from("execve")) {
+    // From the entrypoint's exec on, every alert carries the whole metadata. Before it, the
+    // runtime's own `runc init` may run in the container's cgroup (podman's does) while no
+    // runtime has written the container's state yet: those are reported, not failed.
+    let Some(entry) = alerts.iter().position(|a| {
+        a["output_fields"]["evt.type"] == "execve"
+            && a["output_fields"]["proc.cmdline"] == ENTRYPOINT_CMDLINE
+    }) else {
         failures.push(format!(
-            "{name}: the first alert is not the entrypoint's exec: {:?}",
-            alerts.first()
+            "{name} ({short}): no alert for the entrypoint's exec; its alerts: {:?}",
+            alerts
+                .iter()
+                .map(|a| &a["output_fields"])
+                .collect::<Vec<_>>()
+        ));
+        return None;
+    };
+    let unnamed = |alerts: &[Value]| {
+        alerts
+            .iter()
+            .filter(|a| a["output_fields"]["container.name"] != name)
+            .count()
+    };
+    let (before, after) = alerts.split_at(entry);
+    let unnamed_after = unnamed(after);
+    if unnamed_after > 0 {
+        failures.push(format!(
+            "{name}: {unnamed_after} alerts after the entrypoint's exec without the container's name"
         ));
     }
-    let mut unnamed = 0;
-    for alert in &alerts {
+    eprintln!(
+        "{name} ({short}): {} alerts from the entrypoint's exec on, {unnamed_after} without the \
+         container's name; {} runtime events before it ({} without)",
+        after.len(),
+        before.len(),
+        unnamed(before)
+    );
+    Some(after.to_vec())
+}
+
+/// Every alert's fields against what the runtime reported (`source`, for messages).
+fn compare(
+    alerts: &[Value],
+    expected: &[(&str, Value)],
+    name: &str,
+    source: &str,
+    failures: &mut Vec<String>,
+) {
+    for alert in alerts {
         let fields = &alert["output_fields"];
-        if fields["container.name"] != name {
-            unnamed += 1;
-        }
-        for (field, want) in &expected {
+        for (field, want) in expected {
             if &fields[*field] != want {
                 failures.push(format!(
-                    "{name}: {field} = {} but docker inspect says {want} ({} of `{}`)",
+                    "{name}: {field} = {} but {source} says {want} ({} of `{}`)",
                     fields[*field], fields["evt.type"], fields["proc.cmdline"]
                 ));
             }
         }
     }
-    eprintln!(
-        "{name} ({short}): {} alerts, {unnamed} without the container's name",
-        alerts.len()
-    );
+}
+
+/// Runs `program ARGS`; its stdout, or why it failed.
+fn run(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{program} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Where `program` is: on PATH, or built into target/tools/bin (crictl, like helm).
+fn tool(program: &str) -> Option<PathBuf> {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/tools/bin")
+        .join(program);
+    if built.is_file() {
+        return Some(built);
+    }
+    let out = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .ok()?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+}
+
+/// `<repo>:<tag>` split as Falco splits an image reference (the tag after the last `:`
+/// of the last path component).
+fn repo_tag(image: &str) -> (String, String) {
+    let slash = image.rfind('/').map_or(0, |i| i + 1);
+    match image[slash..].rfind(':') {
+        Some(i) => (
+            image[..slash + i].to_string(),
+            image[slash + i + 1..].to_string(),
+        ),
+        None => (image.to_string(), String::new()),
+    }
 }
 
 #[test]
@@ -476,6 +590,479 @@ fn docker_fields_match_docker_inspect_across_daemon_restarts_and_roots() {
             );
         }
         daemon.stop();
+    }
+    let stderr = watch.stderr();
+    watch.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        failures.is_empty(),
+        "{}\nvigil watch stderr:\n{stderr}",
+        failures.join("\n")
+    );
+}
+
+/// Builds the OCI test images (the busybox one and the CRI's pause image) as docker
+/// archives with podman (no daemon, no registry): `(image, pause)`.
+fn oci_archives(dir: &Path, rootfs: &Path) -> Result<(PathBuf, PathBuf), String> {
+    let mut out = Vec::new();
+    for (image, change) in [
+        (OCI_IMAGE, "LABEL tier=web"),
+        (PAUSE_IMAGE, r#"CMD ["/bin/sleep", "86400"]"#),
+    ] {
+        let tar = dir.join(format!("{}.tar", image.replace(['/', ':'], "_")));
+        let archive = dir.join("rootfs.tar");
+        run(
+            "tar",
+            &[
+                "-C",
+                &rootfs.to_string_lossy(),
+                "-cf",
+                &archive.to_string_lossy(),
+                ".",
+            ],
+        )?;
+        run(
+            "podman",
+            &[
+                "import",
+                "-q",
+                "-c",
+                change,
+                &archive.to_string_lossy(),
+                image,
+            ],
+        )?;
+        let _ = std::fs::remove_file(&tar);
+        run(
+            "podman",
+            &[
+                "save",
+                "-q",
+                "--format",
+                "docker-archive",
+                "-o",
+                &tar.to_string_lossy(),
+                image,
+            ],
+        )?;
+        out.push(tar);
+    }
+    Ok((out[0].clone(), out[1].clone()))
+}
+
+const CONTAINERD_SOCK: &str = "/run/containerd/containerd.sock";
+
+/// containerd's configuration for the CRI test: the default root, state and socket (as on
+/// a Kubernetes node), the pause image imported by the test, cgroupfs, and
+/// `restrict_oom_score_adj` (the sandbox asks for oom_score_adj -998, which needs
+/// CAP_SYS_RESOURCE: without it runc fails with "can't get final child's PID from pipe").
+const CONTAINERD_CONFIG: &str = r#"version = 2
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/vigiltest/pause:1.0"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+"#;
+
+fn cri_requirement() -> Option<String> {
+    if let Some(why) = missing_requirement() {
+        return Some(why);
+    }
+    for program in ["containerd", "ctr", "podman", "busybox", "tar", "date"] {
+        if tool(program).is_none() {
+            return Some(format!(
+                "`{program}` is not installed (`make runtime-deps` installs it)"
+            ));
+        }
+    }
+    if tool("crictl").is_none() {
+        return Some("crictl is not installed (`make runtime-deps` builds it into target/tools/bin; it needs Go)".into());
+    }
+    if run("ctr", &["--address", CONTAINERD_SOCK, "version"]).is_ok() {
+        return Some("a containerd this test did not start is running".into());
+    }
+    None
+}
+
+/// A containerd the test started, stopped (after removing every pod) when dropped.
+struct Containerd {
+    child: Option<Child>,
+    crictl: PathBuf,
+}
+
+impl Containerd {
+    fn start(config: &Path, log: &Path) -> Containerd {
+        let out = std::fs::File::create(log).expect("containerd log");
+        let child = Command::new("containerd")
+            .arg("--config")
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log fd"))
+            .stderr(out)
+            .spawn()
+            .expect("containerd starts");
+        let daemon = Containerd {
+            child: Some(child),
+            crictl: tool("crictl").expect("crictl (checked)"),
+        };
+        let deadline = Instant::now() + DAEMON_WAIT;
+        while daemon.crictl(&["version"]).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "containerd did not answer within {DAEMON_WAIT:?}; its log:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        daemon
+    }
+
+    fn crictl(&self, args: &[&str]) -> Result<String, String> {
+        let sock = format!("unix://{CONTAINERD_SOCK}");
+        let mut all = vec!["-r", sock.as_str(), "-i", sock.as_str(), "--timeout", "30s"];
+        all.extend_from_slice(args);
+        run(&self.crictl.to_string_lossy(), &all)
+    }
+
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = self.crictl(&["rmp", "-af"]);
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs one pod (with labels) holding one container through the CRI and checks every alert
+/// of the container against `crictl inspect` and `crictl inspectp`.
+fn check_pod(
+    watch: &Watch,
+    daemon: &Containerd,
+    dir: &Path,
+    pod: &str,
+    share: &Path,
+    failures: &mut Vec<String>,
+) {
+    let uid = format!(
+        "7f0c2b8e-{:04x}-4c3d-8e9f-{pod}",
+        std::process::id() & 0xffff
+    );
+    let pod_json = dir.join(format!("{pod}.json"));
+    let logs = dir.join("logs").join(pod);
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(
+        &pod_json,
+        serde_json::json!({
+            "metadata": {"name": pod, "namespace": "shop", "uid": uid, "attempt": 0},
+            "labels": {"app": "web", "pod-template-hash": "7d9f"},
+            "log_directory": logs,
+            // Host network: no CNI plugin needed.
+            "linux": {"security_context": {"namespace_options": {"network": 2}}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let ctr_json = dir.join(format!("{pod}-ctr.json"));
+    std::fs::write(
+        &ctr_json,
+        serde_json::json!({
+            "metadata": {"name": "web"},
+            "image": {"image": OCI_IMAGE},
+            "command": ["sh", "-c", ENTRYPOINT],
+            "labels": {"team": "blue"},
+            "mounts": [{"container_path": "/data", "host_path": share, "readonly": true}],
+            "log_path": "web.log",
+            "linux": {}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let (pod_json, ctr_json) = (pod_json.to_string_lossy(), ctr_json.to_string_lossy());
+    let from = watch.cursor();
+    let started = daemon.crictl(&["runp", &pod_json]).and_then(|pod_id| {
+        let id = daemon.crictl(&["create", &pod_id, &ctr_json, &pod_json])?;
+        daemon.crictl(&["start", &id])?;
+        Ok((pod_id, id))
+    });
+    let (pod_id, id) = match started {
+        Ok(ids) => ids,
+        Err(e) => {
+            failures.push(format!("{pod}: {e}"));
+            return;
+        }
+    };
+    let name = "web";
+    let alerts = container_alerts(watch, from, &id, name, failures);
+    let inspect: Option<Value> = daemon
+        .crictl(&["inspect", &id])
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let inspectp: Option<Value> = daemon
+        .crictl(&["inspectp", &pod_id])
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let _ = daemon.crictl(&["stopp", &pod_id]);
+    let _ = daemon.crictl(&["rmp", &pod_id]);
+    let (Some(alerts), Some(c), Some(p)) = (alerts, inspect, inspectp) else {
+        failures.push(format!("{pod}: no alerts or no crictl inspect/inspectp"));
+        return;
+    };
+    let status = &c["status"];
+    let image = status["image"]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let (repo, tag) = repo_tag(&image);
+    let mounts: Vec<String> = status["mounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let propagation = match m["propagation"].as_str() {
+                Some("PROPAGATION_HOST_TO_CONTAINER") => "rslave",
+                Some("PROPAGATION_BIDIRECTIONAL") => "rshared",
+                _ => "rprivate",
+            };
+            format!(
+                "{}:{}::{}:{propagation}",
+                m["hostPath"].as_str().unwrap_or_default(),
+                m["containerPath"].as_str().unwrap_or_default(),
+                !m["readonly"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    let created = status["createdAt"].as_str().unwrap_or_default();
+    let meta = &p["status"]["metadata"];
+    let expected = vec![
+        ("container.id", Value::from(&id[..12])),
+        ("container.name", status["metadata"]["name"].clone()),
+        ("container.type", Value::from("containerd")),
+        ("container.image", Value::from(image.as_str())),
+        ("container.image.repository", Value::from(repo)),
+        ("container.image.tag", Value::from(tag)),
+        ("container.privileged", Value::from(false)),
+        ("container.mounts", Value::from(mounts.join(" "))),
+        (
+            "container.start_ts",
+            Value::from(epoch_ns(created).parse::<u64>().unwrap_or(0)),
+        ),
+        ("k8s.pod.name", meta["name"].clone()),
+        ("k8s.ns.name", meta["namespace"].clone()),
+        ("k8s.pod.uid", meta["uid"].clone()),
+    ];
+    compare(&alerts, &expected, pod, "crictl inspect/inspectp", failures);
+}
+
+#[test]
+fn cri_pod_fields_match_crictl_inspect_across_a_containerd_restart() {
+    if let Some(reason) = cri_requirement() {
+        if strict() {
+            panic!("CRI test: VIGIL_TEST_STRICT=1 but {reason}");
+        }
+        eprintln!(
+            "skipping cri_pod_fields_match_crictl_inspect_across_a_containerd_restart: {reason}"
+        );
+        return;
+    }
+    let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("cri");
+    let rootfs = busybox_rootfs(&dir);
+    let share = dir.join("share");
+    std::fs::create_dir_all(&share).unwrap();
+    std::fs::write(share.join("marker"), "here\n").unwrap();
+    let (image, pause) = oci_archives(&dir, &rootfs).expect("test images");
+    let config = dir.join("containerd.toml");
+    std::fs::write(&config, CONTAINERD_CONFIG).unwrap();
+    let rules = dir.join("rules.yaml");
+    std::fs::write(&rules, RULES).unwrap();
+    let watch = Watch::start_with_args(&["-r".into(), rules.clone().into_os_string()]);
+    let mut failures = Vec::new();
+    for (phase, pods) in [("first", 2), ("restarted", 1)] {
+        let mut daemon = Containerd::start(&config, &dir.join(format!("containerd-{phase}.log")));
+        for archive in [&image, &pause] {
+            run(
+                "ctr",
+                &[
+                    "--address",
+                    CONTAINERD_SOCK,
+                    "-n",
+                    "k8s.io",
+                    "images",
+                    "import",
+                    &archive.to_string_lossy(),
+                ],
+            )
+            .expect("ctr images import");
+        }
+        for n in 0..pods {
+            check_pod(
+                &watch,
+                &daemon,
+                &dir,
+                &format!("web-{phase}-{n}"),
+                &share,
+                &mut failures,
+            );
+        }
+        daemon.stop();
+    }
+    let stderr = watch.stderr();
+    watch.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        failures.is_empty(),
+        "{}\nvigil watch stderr:\n{stderr}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn podman_fields_match_podman_inspect() {
+    let requirement = missing_requirement().or_else(|| {
+        ["podman", "busybox", "tar", "date"]
+            .into_iter()
+            .find(|p| tool(p).is_none())
+            .map(|p| format!("`{p}` is not installed (`make runtime-deps` installs it)"))
+    });
+    if let Some(reason) = requirement {
+        if strict() {
+            panic!("podman test: VIGIL_TEST_STRICT=1 but {reason}");
+        }
+        eprintln!("skipping podman_fields_match_podman_inspect: {reason}");
+        return;
+    }
+    let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("podman");
+    let rootfs = busybox_rootfs(&dir);
+    let share = dir.join("share");
+    std::fs::create_dir_all(&share).unwrap();
+    std::fs::write(share.join("marker"), "here\n").unwrap();
+    let archive = dir.join("rootfs.tar");
+    run(
+        "tar",
+        &[
+            "-C",
+            &rootfs.to_string_lossy(),
+            "-cf",
+            &archive.to_string_lossy(),
+            ".",
+        ],
+    )
+    .unwrap();
+    run(
+        "podman",
+        &[
+            "import",
+            "-q",
+            "-c",
+            "LABEL tier=web",
+            &archive.to_string_lossy(),
+            OCI_IMAGE,
+        ],
+    )
+    .expect("podman import");
+    let rules = dir.join("rules.yaml");
+    std::fs::write(&rules, RULES).unwrap();
+    let watch = Watch::start_with_args(&["-r".into(), rules.clone().into_os_string()]);
+    let mut failures = Vec::new();
+    let bind = format!("{}:/data:ro", share.display());
+    for n in 0..2 {
+        let name = format!("vt-podman-{n}-{}", std::process::id());
+        let from = watch.cursor();
+        let mut args = PODMAN_RUN.to_vec();
+        args.extend([
+            "-d",
+            "--name",
+            &name,
+            "-l",
+            "team=blue",
+            "-v",
+            &bind,
+            OCI_IMAGE,
+            "sh",
+            "-c",
+            ENTRYPOINT,
+        ]);
+        let id = match run("podman", &args) {
+            Ok(id) => id,
+            Err(e) => {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        let _ = run("podman", &["wait", &id]);
+        let alerts = container_alerts(&watch, from, &id, &name, &mut failures);
+        let inspect: Option<Value> = run("podman", &["inspect", &id])
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        let _ = run("podman", &["rm", "-f", &id]);
+        let (Some(alerts), Some(inspect)) = (alerts, inspect) else {
+            continue;
+        };
+        let c = &inspect[0];
+        let image = c["ImageName"].as_str().unwrap_or_default().to_string();
+        let (repo, tag) = repo_tag(&image);
+        let mut mounts: Vec<String> = c["Mounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                format!(
+                    "{}:{}:{}:{}:{}",
+                    m["Source"].as_str().unwrap_or_default(),
+                    m["Destination"].as_str().unwrap_or_default(),
+                    m["Mode"].as_str().unwrap_or_default(),
+                    m["RW"].as_bool().unwrap_or(false),
+                    m["Propagation"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        mounts.sort();
+        let expected = vec![
+            ("container.id", Value::from(&id[..12])),
+            (
+                "container.name",
+                Value::from(c["Name"].as_str().unwrap_or_default()),
+            ),
+            ("container.type", Value::from("podman")),
+            ("container.image", Value::from(image.as_str())),
+            ("container.image.repository", Value::from(repo)),
+            ("container.image.tag", Value::from(tag)),
+            (
+                "container.privileged",
+                c["HostConfig"]["Privileged"].clone(),
+            ),
+            ("container.mounts", Value::from(mounts.join(" "))),
+            (
+                "container.start_ts",
+                Value::from(
+                    epoch_ns(c["Created"].as_str().unwrap_or_default())
+                        .parse::<u64>()
+                        .unwrap_or(0),
+                ),
+            ),
+        ];
+        compare(&alerts, &expected, &name, "podman inspect", &mut failures);
     }
     let stderr = watch.stderr();
     watch.stop();

@@ -58,6 +58,12 @@ pub struct RuntimeDirs {
     /// docker data roots (`--data-root`): each holds `containers/<id>/config.v2.json` and
     /// `hostconfig.json`, and `image/<driver>/repositories.json`.
     pub docker_roots: Vec<PathBuf>,
+    /// containers/storage graph roots (podman's, `graphroot` of `storage.conf`): each holds
+    /// `<driver>-containers/containers.json` with every container's names and image.
+    pub podman_roots: Vec<PathBuf>,
+    /// containerd roots (`root` of its config): the CRI plugin keeps each container's
+    /// creation time in `io.containerd.grpc.v1.cri/containers/<id>/status`.
+    pub containerd_roots: Vec<PathBuf>,
     /// Live: the `/proc` in which running `dockerd` processes are looked for, whose data and
     /// exec roots (`--data-root`, `--exec-root`, `-g`, or `data-root`/`exec-root` of their
     /// `daemon.json`) are then read too. `None`: only the directories above.
@@ -87,6 +93,8 @@ impl RuntimeDirs {
                 (p("run/containerd/runc/moby"), "docker".into()),
             ],
             docker_roots: vec![p("var/lib/docker")],
+            podman_roots: vec![p("var/lib/containers/storage")],
+            containerd_roots: vec![p("var/lib/containerd")],
             discover: None,
             host_root: root.to_path_buf(),
         }
@@ -142,14 +150,110 @@ fn lookup_any(dirs: &RuntimeDirs, short_id: &[u8]) -> Option<(ContainerInfo, boo
     for (root, runtime) in &dirs.runc_roots {
         if let Some(full) = find_entry(root, short) {
             if let Some(text) = read_small(&root.join(&full).join("state.json")) {
-                if let Some(info) = from_runc_state(&text, &full, runtime) {
+                if let Some(mut info) = from_runc_state(&text, &full, runtime) {
                     let complete = runtime != "docker";
+                    if crate::container::label(&info, "io.container.manager") == Some("libpod") {
+                        add_podman(dirs, &mut info);
+                        keep_user_mounts(&mut info, &["/var/lib/containers/", "/run/containers/"]);
+                    } else if crate::container::label(&info, "io.kubernetes.cri.container-type")
+                        .is_some()
+                    {
+                        add_cri(dirs, &mut info, &full);
+                        keep_user_mounts(&mut info, &["/var/lib/containerd/", "/run/containerd/"]);
+                    }
                     return Some((info, complete));
                 }
             }
         }
     }
     None
+}
+
+/// A CRI container of containerd: the creation time the CRI reports (`crictl inspect`'s
+/// `createdAt`) from the CRI plugin's status file.
+fn add_cri(dirs: &RuntimeDirs, info: &mut ContainerInfo, full_id: &str) {
+    for root in &dirs.containerd_roots {
+        let path = root
+            .join("io.containerd.grpc.v1.cri/containers")
+            .join(full_id)
+            .join("status");
+        let Some(status) = read_small(&path).and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        else {
+            continue;
+        };
+        if let Some(ts) = status.get("CreatedAt").and_then(Value::as_u64) {
+            info.start_ts = ts;
+            return;
+        }
+    }
+}
+
+/// The mounts a user asked for, as the runtime reports them (`crictl inspect`'s
+/// `status.mounts`, `podman inspect`'s `Mounts`): bind mounts whose source is not the
+/// runtime's own state (`/etc/hosts`, `/etc/resolv.conf`, `/dev/shm` … come from there), and
+/// no kernel filesystem (`proc`, `sysfs`, `tmpfs`, …) the runtime mounts in every container.
+fn keep_user_mounts(info: &mut ContainerInfo, runtime_dirs: &[&str]) {
+    info.mounts.retain(|m| {
+        m.source.starts_with('/') && !runtime_dirs.iter().any(|d| m.source.starts_with(d))
+    });
+}
+
+/// Fills a podman container's name and image from containers/storage's `containers.json`
+/// (its runc state carries neither), privileged and creation time from podman's
+/// annotations.
+fn add_podman(dirs: &RuntimeDirs, info: &mut ContainerInfo) {
+    info.runtime = "podman".into();
+    let annotation =
+        |info: &ContainerInfo, k: &str| crate::container::label(info, k).map(str::to_string);
+    if annotation(info, "io.podman.annotations.privileged")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    {
+        info.privileged = true;
+    }
+    if let Some(ts) = annotation(info, "io.kubernetes.cri-o.Created")
+        .as_deref()
+        .and_then(parse_rfc3339)
+    {
+        info.start_ts = ts;
+    }
+    for root in &dirs.podman_roots {
+        for driver in ["overlay", "vfs", "btrfs", "zfs"] {
+            let path = root.join(format!("{driver}-containers/containers.json"));
+            let Some(text) = read_small(&path) else {
+                continue;
+            };
+            let Ok(Value::Array(list)) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            let Some(entry) = list
+                .iter()
+                .find(|c| c.get("id").and_then(Value::as_str) == Some(info.id.as_str()))
+            else {
+                continue;
+            };
+            if let Some(name) = entry
+                .get("names")
+                .and_then(Value::as_array)
+                .and_then(|n| n.first())
+                .and_then(Value::as_str)
+            {
+                info.name = name.to_string();
+            }
+            // `metadata` is a JSON document in a string: {"image-name": …, "name": …}.
+            let meta = entry
+                .get("metadata")
+                .and_then(Value::as_str)
+                .and_then(|m| serde_json::from_str::<Value>(m).ok());
+            if let Some(image) = meta
+                .as_ref()
+                .and_then(|m| m.get("image-name"))
+                .and_then(Value::as_str)
+            {
+                set_image(info, image);
+            }
+            return;
+        }
+    }
 }
 
 /// The data and exec roots of the docker daemons running (processes named `dockerd` owned by
@@ -368,8 +472,30 @@ fn runc_mount(m: &Value) -> Option<MountInfo> {
         dest: m.get("destination")?.as_str()?.to_string(),
         mode: String::new(),
         rdwr: flags & 1 == 0,
-        propagation: String::new(),
+        propagation: runc_propagation(m),
     })
+}
+
+/// `rprivate`, `slave`, … from runc's `propagation_flags` (`MS_PRIVATE`, `MS_SLAVE`,
+/// `MS_SHARED`, with `MS_REC`), as `docker inspect`/`podman inspect` name them.
+fn runc_propagation(m: &Value) -> String {
+    const MS_REC: u64 = 1 << 14;
+    let flags: u64 = m
+        .get("propagation_flags")
+        .and_then(Value::as_array)
+        .map_or(0, |f| {
+            f.iter().filter_map(Value::as_u64).fold(0, |a, b| a | b)
+        });
+    let kind = if flags & (1 << 18) != 0 {
+        "private"
+    } else if flags & (1 << 19) != 0 {
+        "slave"
+    } else if flags & (1 << 20) != 0 {
+        "shared"
+    } else {
+        return String::new();
+    };
+    format!("{}{kind}", if flags & MS_REC != 0 { "r" } else { "" })
 }
 
 /// Metadata from docker's `config.v2.json` (name, image, labels, creation time, mounts) and
@@ -916,6 +1042,18 @@ mod tests {
         );
         let info = lookup(&dirs, &ID.as_bytes()[..12]).unwrap();
         assert_eq!(info.image_digest, "");
+    }
+
+    #[test]
+    fn runc_mount_propagation() {
+        let m = |flags: serde_json::Value| {
+            runc_propagation(&serde_json::json!({"propagation_flags": flags}))
+        };
+        assert_eq!(m(serde_json::json!([278528])), "rprivate");
+        assert_eq!(m(serde_json::json!([1 << 19])), "slave");
+        assert_eq!(m(serde_json::json!([1 << 20, 1 << 14])), "rshared");
+        assert_eq!(m(serde_json::json!(null)), "");
+        assert_eq!(m(serde_json::json!(["x", -1])), "");
     }
 
     #[test]
