@@ -1045,6 +1045,98 @@ mod tests {
     }
 
     #[test]
+    fn cri_creation_time_and_user_mounts() {
+        let t = Tree::new("cri-status");
+        let mut state: Value = serde_json::from_str(&runc_state(
+            ID,
+            &[
+                "io.kubernetes.cri.container-type=container",
+                "io.kubernetes.cri.container-name=web",
+                "io.kubernetes.cri.sandbox-uid=7f0c",
+            ],
+        ))
+        .unwrap();
+        state["config"]["mounts"] = serde_json::json!([
+            {"source": "proc", "destination": "/proc", "flags": 14},
+            {"source": "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/x/hosts",
+             "destination": "/etc/hosts", "flags": 20480},
+            {"source": "/srv/share", "destination": "/data", "flags": 20481,
+             "propagation_flags": [278528]}
+        ]);
+        t.write(
+            &format!("run/containerd/runc/k8s.io/{ID}/state.json"),
+            &state.to_string(),
+        );
+        t.write(
+            &format!("var/lib/containerd/io.containerd.grpc.v1.cri/containers/{ID}/status"),
+            r#"{"Version":"v1","Pid":1,"CreatedAt":1795791958400472273,"StartedAt":1}"#,
+        );
+        let info = lookup(&RuntimeDirs::under(&t.0), &ID.as_bytes()[..12]).unwrap();
+        assert_eq!(
+            (info.name.as_str(), info.runtime.as_str()),
+            ("web", "containerd")
+        );
+        assert_eq!(info.start_ts, 1_795_791_958_400_472_273);
+        assert_eq!(
+            info.mounts,
+            vec![MountInfo {
+                source: "/srv/share".into(),
+                dest: "/data".into(),
+                mode: String::new(),
+                rdwr: false,
+                propagation: "rprivate".into(),
+            }]
+        );
+        assert_eq!(
+            crate::container::label(&info, "io.kubernetes.pod.uid"),
+            Some("7f0c")
+        );
+    }
+
+    #[test]
+    fn podman_names_and_images_from_containers_storage() {
+        let t = Tree::new("podman");
+        t.write(
+            &format!("run/runc/{ID}/state.json"),
+            &runc_state(
+                ID,
+                &[
+                    "io.container.manager=libpod",
+                    "io.podman.annotations.privileged=TRUE",
+                    "io.kubernetes.cri-o.Created=2026-01-02T03:04:05.5Z",
+                ],
+            ),
+        );
+        let dirs = RuntimeDirs::under(&t.0);
+        // Without containers/storage: podman's, named by its id.
+        let info = lookup(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert_eq!((info.name.as_str(), info.runtime.as_str()), (ID, "podman"));
+        t.write(
+            "var/lib/containers/storage/overlay-containers/containers.json",
+            &serde_json::json!([
+                {"id": "other", "names": ["nope"]},
+                {"id": ID, "names": ["pod-a"], "image": "7de1",
+                 "metadata": "{\"image-name\":\"localhost/vigiltest/bb:1.0\",\"name\":\"pod-a\"}"}
+            ])
+            .to_string(),
+        );
+        let info = lookup(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert_eq!(info.name, "pod-a");
+        assert_eq!(info.image, "localhost/vigiltest/bb:1.0");
+        assert_eq!(info.image_repository, "localhost/vigiltest/bb");
+        assert_eq!(info.image_tag, "1.0");
+        assert!(info.privileged);
+        assert_eq!(info.start_ts, 1_767_323_045_500_000_000);
+        // Hostile storage: not an array, or a metadata string that is not JSON.
+        t.write(
+            "var/lib/containers/storage/overlay-containers/containers.json",
+            &serde_json::json!([{"id": ID, "names": [7], "metadata": "{"}]).to_string(),
+        );
+        let info = lookup(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert_eq!((info.name.as_str(), info.image.as_str()), (ID, ""));
+    }
+
+    #[test]
     fn runc_mount_propagation() {
         let m = |flags: serde_json::Value| {
             runc_propagation(&serde_json::json!({"propagation_flags": flags}))
