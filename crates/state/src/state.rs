@@ -1177,7 +1177,9 @@ impl State {
             }
             Op::Procexit => {
                 self.remove_thread_entry(evt.tid);
-                if self.runtime.is_some() && evt.ts >= self.next_container_sweep {
+                if (self.runtime.is_some() || self.live_users.is_some())
+                    && evt.ts >= self.next_container_sweep
+                {
                     self.next_container_sweep = evt.ts.saturating_add(CONTAINER_SWEEP_NS);
                     self.sweep_containers();
                 }
@@ -1186,8 +1188,9 @@ impl State {
         }
     }
 
-    /// Live: forgets the containers no process of the table runs in any more (container
-    /// churn must not grow the table; a container seen again is looked up again).
+    /// Live: forgets the containers no process of the table runs in any more, and their user
+    /// tables (container churn must not grow them; a container seen again is looked up and
+    /// read again).
     fn sweep_containers(&mut self) {
         let live: FxHashSet<&[u8]> = self
             .procs
@@ -1196,6 +1199,9 @@ impl State {
             .filter(|id| !id.is_empty())
             .collect();
         self.containers.retain(|id| live.contains(id));
+        if let Some(users) = self.live_users.as_mut() {
+            users.retain_containers(|id| live.contains(id));
+        }
     }
 
     /// Makes sure `evt.tid` has a thread entry; returns its process id.
