@@ -166,7 +166,19 @@ fn lookup_any(dirs: &RuntimeDirs, short_id: &[u8]) -> Option<(ContainerInfo, boo
             }
         }
     }
-    None
+    // podman's `runc init` runs in the container's cgroup before runc saved its state: the
+    // name and image are already in containers/storage (the rest, at the next exec).
+    let entry = podman_storage_entry(dirs, short)?;
+    let mut info = ContainerInfo {
+        id: entry.id,
+        runtime: "podman".into(),
+        name: entry.name,
+        ..ContainerInfo::default()
+    };
+    if !entry.image.is_empty() {
+        set_image(&mut info, &entry.image);
+    }
+    Some((info, false))
 }
 
 /// A CRI container of containerd: the creation time the CRI reports (`crictl inspect`'s
@@ -216,6 +228,27 @@ fn add_podman(dirs: &RuntimeDirs, info: &mut ContainerInfo) {
     {
         info.start_ts = ts;
     }
+    if let Some(entry) = podman_storage_entry(dirs, &info.id.clone()) {
+        info.name = entry.name;
+        if !entry.image.is_empty() {
+            set_image(info, &entry.image);
+        }
+    }
+}
+
+/// A container of containers/storage (`containers.json`): its full id, first name and image
+/// name (empty when not recorded).
+struct StorageEntry {
+    id: String,
+    name: String,
+    image: String,
+}
+
+/// The containers/storage entry whose id is `id` or starts with it (a short id).
+fn podman_storage_entry(dirs: &RuntimeDirs, id: &str) -> Option<StorageEntry> {
+    if id.len() < SHORT_ID_LEN {
+        return None;
+    }
     for root in &dirs.podman_roots {
         for driver in ["overlay", "vfs", "btrfs", "zfs"] {
             let path = root.join(format!("{driver}-containers/containers.json"));
@@ -225,35 +258,32 @@ fn add_podman(dirs: &RuntimeDirs, info: &mut ContainerInfo) {
             let Ok(Value::Array(list)) = serde_json::from_str::<Value>(&text) else {
                 continue;
             };
-            let Some(entry) = list
-                .iter()
-                .find(|c| c.get("id").and_then(Value::as_str) == Some(info.id.as_str()))
-            else {
+            let Some((full, entry)) = list.iter().find_map(|c| {
+                let full = c.get("id").and_then(Value::as_str)?;
+                full.starts_with(id).then_some((full, c))
+            }) else {
                 continue;
             };
-            if let Some(name) = entry
+            let name = entry
                 .get("names")
                 .and_then(Value::as_array)
                 .and_then(|n| n.first())
-                .and_then(Value::as_str)
-            {
-                info.name = name.to_string();
-            }
+                .and_then(Value::as_str)?;
             // `metadata` is a JSON document in a string: {"image-name": …, "name": …}.
-            let meta = entry
+            let image = entry
                 .get("metadata")
                 .and_then(Value::as_str)
-                .and_then(|m| serde_json::from_str::<Value>(m).ok());
-            if let Some(image) = meta
-                .as_ref()
-                .and_then(|m| m.get("image-name"))
-                .and_then(Value::as_str)
-            {
-                set_image(info, image);
-            }
-            return;
+                .and_then(|m| serde_json::from_str::<Value>(m).ok())
+                .and_then(|m| Some(m.get("image-name")?.as_str()?.to_string()))
+                .unwrap_or_default();
+            return Some(StorageEntry {
+                id: full.to_string(),
+                name: name.to_string(),
+                image,
+            });
         }
     }
+    None
 }
 
 /// The data and exec roots of the docker daemons running (processes named `dockerd` owned by
@@ -1122,6 +1152,23 @@ mod tests {
         );
         let info = lookup(&dirs, &ID.as_bytes()[..12]).unwrap();
         assert_eq!(info.name, "pod-a");
+        // Before runc saved its state (podman's `runc init` runs in the container's
+        // cgroup): named from the storage, incomplete (looked up again at the next exec).
+        let early = Tree::new("podman-early");
+        early.write(
+            "var/lib/containers/storage/overlay-containers/containers.json",
+            &fs::read_to_string(
+                t.0.join("var/lib/containers/storage/overlay-containers/containers.json"),
+            )
+            .unwrap(),
+        );
+        let (first, complete) =
+            lookup_any(&RuntimeDirs::under(&early.0), &ID.as_bytes()[..12]).unwrap();
+        assert_eq!(
+            (first.name.as_str(), first.id.as_str(), complete),
+            ("pod-a", ID, false)
+        );
+        assert_eq!(first.image_tag, "1.0");
         assert_eq!(info.image, "localhost/vigiltest/bb:1.0");
         assert_eq!(info.image_repository, "localhost/vigiltest/bb");
         assert_eq!(info.image_tag, "1.0");
