@@ -1145,7 +1145,9 @@ fn docker_churn_soak() {
     ]);
     let daemon = Dockerd::start(None, dir.join("dockerd-churn.log"));
     daemon.import(&rootfs);
-    let idle = metric(&scrape(port), "falcosecurity_scap_n_containers_total").unwrap_or(0.0);
+    let before = scrape(port);
+    let idle = metric(&before, "falcosecurity_scap_n_containers_total").unwrap_or(0.0);
+    let threads_idle = metric(&before, "falcosecurity_scap_n_threads_total").unwrap_or(f64::NAN);
 
     let started = Instant::now();
     // RSS is compared with its value after a tenth of the run (at least 100 containers:
@@ -1178,6 +1180,7 @@ fn docker_churn_soak() {
     let rss_early = value(&early, "falcosecurity_falco_memory_rss_bytes");
     let rss_end = value(&end, "falcosecurity_falco_memory_rss_bytes");
     let containers_end = value(&end, "falcosecurity_scap_n_containers_total");
+    let threads_end = value(&end, "falcosecurity_scap_n_threads_total");
     let drops = value(&end, "falcosecurity_scap_n_drops_total");
     let events = value(&end, "falcosecurity_scap_n_evts_total");
     let processed = value(&end, "vigil_events_processed_total");
@@ -1187,7 +1190,8 @@ fn docker_churn_soak() {
     eprintln!(
         "churn: {total} containers in {:.1}s ({:.2} containers/s, 4 at a time), {} failed; \
          RSS {:.1} MiB after {first}, {:.1} MiB at the end; containers {idle} idle, \
-         {containers_end} at the end; events {events}, processed {processed}, dropped {drops}; \
+         {containers_end} at the end; threads {threads_idle} before, {threads_end} at the end \
+         (the host's, not asserted); events {events}, processed {processed}, dropped {drops}; \
          {lookups} metadata lookups, {:.3} ms on average, {:.3} ms at most",
         elapsed.as_secs_f64(),
         total as f64 / elapsed.as_secs_f64(),
