@@ -17,7 +17,7 @@ TEST_PACKAGES := strace runc debootstrap openssl curl bpftool sudo logrotate rsy
   qemu-system-x86 cpio busybox-static
 RUST_COMPONENTS := rustfmt clippy
 
-.PHONY: all deps test-deps build static image run test lint fmt bench fuzz clean
+.PHONY: all deps test-deps runtime-deps build static image run test lint fmt bench fuzz clean
 
 all: build
 
@@ -53,6 +53,36 @@ $(HELM):
 	  GOBIN=$(CURDIR)/$(@D) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
 	else echo "go not found: helm not installed, the Helm chart test will skip"; fi
 
+# Container runtimes for the runtime tests (crates/cli/tests/runtimes.rs), which start and stop
+# every daemon themselves: docker.io (dockerd, with its containerd), containerd, podman, and
+# busybox-static for the images the tests import (no registry). Installed with a temporary
+# policy-rc.d so that no package starts its daemon on a host with an init system (a daemon the
+# tests did not start owns the default locations, and they would skip).
+RUNTIME_PACKAGES := docker.io containerd podman busybox-static
+runtime-deps:
+	@missing=""; for p in $(RUNTIME_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  policy=; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=1; \
+	    printf '#!/bin/sh\nexit 101\n' | $$SUDO tee /usr/sbin/policy-rc.d >/dev/null; \
+	    $$SUDO chmod +x /usr/sbin/policy-rc.d; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq $$missing; rc=$$?; \
+	  if [ -n "$$policy" ]; then $$SUDO rm -f /usr/sbin/policy-rc.d; fi; exit $$rc; fi
+
+# crictl, the CRI client of the CRI test: built from its Go module like helm (without Go the
+# test skips, or fails under VIGIL_TEST_STRICT=1).
+CRICTL_VERSION := v1.37.0
+CRICTL := target/tools/bin/crictl
+runtime-deps: $(CRICTL)
+$(CRICTL):
+	@if [ -x "$(GO)" ]; then \
+	  echo "installing crictl $(CRICTL_VERSION) into $(@D)"; \
+	  GOBIN=$(CURDIR)/$(@D) $(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_VERSION); \
+	else echo "go not found: crictl not installed, the CRI test will skip"; fi
+
 build: deps
 	$(CARGO) build --release --bin vigil
 
@@ -79,7 +109,7 @@ lint: test-deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # The image test (crates/cli/tests/image.rs) runs the static binary: build it first.
-test: lint static
+test: lint static runtime-deps
 	VIGIL_STATIC_BIN=$(abspath $(STATIC_VIGIL)) $(CARGO) test --workspace
 
 fmt:

@@ -36,6 +36,12 @@ pub struct TickCounts {
     pub fds: u64,
     pub containers: u64,
     pub dropped_threads: u64,
+    /// Container metadata lookups in the runtimes' state (live): made, missed, seconds spent
+    /// in all and in the longest.
+    pub container_lookups: u64,
+    pub container_lookup_misses: u64,
+    pub container_lookup_seconds: f64,
+    pub container_lookup_max_seconds: f64,
 }
 
 impl TickCounts {
@@ -460,6 +466,26 @@ impl Tick {
             &[],
             counts.dropped_threads as f64,
         );
+        m.set(
+            names::CONTAINER_LOOKUPS,
+            &[],
+            counts.container_lookups as f64,
+        );
+        m.set(
+            names::CONTAINER_LOOKUP_MISSES,
+            &[],
+            counts.container_lookup_misses as f64,
+        );
+        m.set(
+            names::CONTAINER_LOOKUP_SECONDS,
+            &[],
+            counts.container_lookup_seconds,
+        );
+        m.set(
+            names::CONTAINER_LOOKUP_MAX_SECONDS,
+            &[],
+            counts.container_lookup_max_seconds,
+        );
         m.set(names::EVAL_SECONDS, &[], counts.eval_seconds);
         m.set(
             names::OUTPUTS_QUEUE_DROPS,
@@ -533,6 +559,10 @@ mod tests {
             fds: 30,
             containers: 1,
             dropped_threads: 2,
+            container_lookups: 5,
+            container_lookup_misses: 1,
+            container_lookup_seconds: 0.25,
+            container_lookup_max_seconds: 0.125,
         };
         tick.run(&counts, &mut outputs, 0).unwrap();
         tick.finish(&counts, &mut outputs, 0).unwrap();
@@ -564,6 +594,10 @@ mod tests {
         assert_eq!(metrics.get(names::N_THREADS, &[]), 7.0);
         assert_eq!(metrics.get(names::N_FDS, &[]), 30.0);
         assert_eq!(metrics.get(names::N_DROPS_FULL_THREADTABLE, &[]), 2.0);
+        assert_eq!(metrics.get(names::CONTAINER_LOOKUPS, &[]), 5.0);
+        assert_eq!(metrics.get(names::CONTAINER_LOOKUP_MISSES, &[]), 1.0);
+        assert_eq!(metrics.get(names::CONTAINER_LOOKUP_SECONDS, &[]), 0.25);
+        assert_eq!(metrics.get(names::CONTAINER_LOOKUP_MAX_SECONDS, &[]), 0.125);
         assert_eq!(
             metrics.get(
                 "vigil_internal_alerts_total",

@@ -270,6 +270,10 @@ fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCounts {
         fds: state.fds as u64,
         containers: state.containers as u64,
         dropped_threads: state.dropped_threads,
+        container_lookups: state.container_lookups.lookups,
+        container_lookup_misses: state.container_lookups.misses,
+        container_lookup_seconds: state.container_lookups.total_ns as f64 / 1e9,
+        container_lookup_max_seconds: state.container_lookups.max_ns as f64 / 1e9,
     }
 }
 

@@ -72,6 +72,13 @@ pub struct WatchArgs {
     /// Interval of the stats file lines, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     stats_interval: u64,
+    /// Also read docker containers' metadata (name, image, labels, mounts) from this data
+    /// root (repeatable). `/var/lib/docker` and the `--data-root` of every running `dockerd`
+    /// (its command line or `daemon.json`, looked at again when a container is not found)
+    /// are always read; this is for a daemon the agent cannot see, e.g.
+    /// `--docker-data-root /srv/docker`.
+    #[arg(long, value_name = "DIR")]
+    docker_data_root: Vec<PathBuf>,
 }
 
 impl WatchArgs {
@@ -94,6 +101,7 @@ impl WatchArgs {
             bpf_floor: BpfFloor::None,
             stats_file,
             stats_interval,
+            docker_data_root: Vec::new(),
         }
     }
 }
@@ -218,7 +226,11 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let hostname = String::from_utf8_lossy(&snapshot.hostname).into_owned();
     // Live: container names and images come from the runtimes' state on this host.
     let mut state_config = live_state_config(&hostname);
-    state_config.container_runtime = Some(vigil_state::RuntimeDirs::system());
+    let mut runtime_dirs = vigil_state::RuntimeDirs::system();
+    runtime_dirs
+        .docker_roots
+        .extend(args.docker_data_root.iter().cloned());
+    state_config.container_runtime = Some(runtime_dirs);
     let mut engine = Engine::new(ruleset, state_config, hostname.clone());
     engine.load_snapshot(&snapshot);
     let stats_file = args

@@ -110,6 +110,10 @@ pub mod names {
     pub const SOURCE_QUEUE_DROPS: &str = "vigil_source_queue_drops_total";
     pub const SOURCE_FILTERED_FAILED: &str = "vigil_source_filtered_failed_total";
     pub const EVAL_SECONDS: &str = "vigil_rule_evaluation_seconds_total";
+    pub const CONTAINER_LOOKUPS: &str = "vigil_container_lookups_total";
+    pub const CONTAINER_LOOKUP_MISSES: &str = "vigil_container_lookup_misses_total";
+    pub const CONTAINER_LOOKUP_SECONDS: &str = "vigil_container_lookup_seconds_total";
+    pub const CONTAINER_LOOKUP_MAX_SECONDS: &str = "vigil_container_lookup_max_seconds";
     pub const OUTPUT_QUEUE_DEPTH: &str = "vigil_output_queue_depth";
     pub const OUTPUT_SPOOL_BYTES: &str = "vigil_output_spool_bytes";
     pub const OUTPUT_DELIVERED: &str = "vigil_output_delivered_total";
@@ -182,6 +186,30 @@ pub const FAMILIES: &[(&str, Kind, Category, &str)] = &[
     (names::N_THREADS, Gauge, State, "Threads in the process table."),
     (names::N_FDS, Gauge, State, "File descriptors in the fd tables."),
     (names::N_CONTAINERS, Gauge, State, "Containers known."),
+    (
+        names::CONTAINER_LOOKUPS,
+        Counter,
+        State,
+        "Container metadata lookups in the runtimes' state (one per new container, plus retries).",
+    ),
+    (
+        names::CONTAINER_LOOKUP_MISSES,
+        Counter,
+        State,
+        "Container metadata lookups that found nothing or only the runc state.",
+    ),
+    (
+        names::CONTAINER_LOOKUP_SECONDS,
+        Counter,
+        State,
+        "Time spent in container metadata lookups (the event that started one waited for it).",
+    ),
+    (
+        names::CONTAINER_LOOKUP_MAX_SECONDS,
+        Gauge,
+        State,
+        "The longest container metadata lookup.",
+    ),
     (
         names::N_DROPS_FULL_THREADTABLE,
         Counter,

@@ -62,6 +62,13 @@ fn id_from_component<'c>(comp: &'c [u8], previous: &[u8]) -> Option<&'c [u8]> {
             }
         }
     }
+    // podman with the cgroupfs manager: `/libpod_parent/libpod-<id>` (its conmon runs in
+    // `libpod-conmon-<id>`, which is not the container and does not match).
+    if let Some(id) = comp.strip_prefix(b"libpod-") {
+        if is_hex64(id) {
+            return Some(id);
+        }
+    }
     if let Some(name) = comp.strip_prefix(b"lxc.payload.") {
         return (!name.is_empty()).then_some(name);
     }
@@ -97,6 +104,8 @@ mod tests {
             ),
             (format!("0::/machine.slice/libpod-{ID}.scope/container"), Some("3ad7b26ded6d")),
             (format!("0::/machine.slice/libpod-conmon-{ID}.scope"), None),
+            (format!("8:pids:/libpod_parent/libpod-{ID}"), Some("3ad7b26ded6d")),
+            ("8:pids:/libpod_parent/conmon".into(), None),
             (format!("cpuset=/\0cpu=/docker/{ID}\0"), Some("3ad7b26ded6d")),
             ("12:pids:/user.slice/user-1000.slice/session-3.scope\n0::/init.scope".into(), None),
             ("0::/lxc.payload.web1".into(), Some("web1")),

@@ -12,21 +12,43 @@ use vigil_procfs::SHORT_ID_LEN;
 /// Container metadata by short id.
 #[derive(Debug, Default)]
 pub(crate) struct ContainerTable {
-    by_id: FxHashMap<Box<[u8]>, ContainerInfo>,
+    /// The metadata and whether it is complete (a runtime's own record, not a fallback).
+    by_id: FxHashMap<Box<[u8]>, (ContainerInfo, bool)>,
 }
 
 impl ContainerTable {
     pub(crate) fn insert(&mut self, info: ContainerInfo) {
+        self.put(info, true);
+    }
+
+    /// Metadata known to lack part of what the runtime records (asked for again later).
+    pub(crate) fn insert_partial(&mut self, info: ContainerInfo) {
+        self.put(info, false);
+    }
+
+    fn put(&mut self, info: ContainerInfo, complete: bool) {
         let id = info.id.as_bytes();
         let short: Box<[u8]> = id[..id.len().min(SHORT_ID_LEN)].into();
-        self.by_id.insert(short, info);
+        self.by_id.insert(short, (info, complete));
     }
 
     pub(crate) fn get(&self, short_id: &[u8]) -> Option<&ContainerInfo> {
         if short_id.is_empty() {
             return None;
         }
-        self.by_id.get(short_id)
+        self.by_id.get(short_id).map(|(info, _)| info)
+    }
+
+    /// Whether complete metadata of `short_id` is known.
+    pub(crate) fn is_complete(&self, short_id: &[u8]) -> bool {
+        self.by_id
+            .get(short_id)
+            .is_some_and(|(_, complete)| *complete)
+    }
+
+    /// Keeps only the containers `keep` answers true for.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        self.by_id.retain(|id, _| keep(id));
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -39,7 +39,7 @@ mod testutil;
 
 pub use fields::{catalog, FieldCatalog};
 pub use path::{normalize as normalize_path, resolve as resolve_path};
-pub use runtime::RuntimeDirs;
+pub use runtime::{LookupStats, RuntimeDirs};
 pub use state::{SavedFd, State, StateConfig, StateStats, MAX_ANCESTORS};
 pub use users::{
     FileUserDb, LiveUsers, LiveUsersConfig, LiveUsersStats, MemUserDb, UserDb, UserDbError,

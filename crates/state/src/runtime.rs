@@ -23,7 +23,9 @@
 
 use std::fs;
 use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use rustc_hash::FxHashMap;
 use serde_json::Value;
@@ -40,23 +42,46 @@ pub const EAGER_RETRIES: u32 = 16;
 pub const RETRY_NS: u64 = 2_000_000_000;
 /// At most this many ids are remembered as unknown (then the memory is cleared).
 const MAX_UNKNOWN: usize = 4096;
+/// Running docker daemons are looked for again at most this often (event time, ns), and only
+/// when a lookup missed.
+pub const DISCOVER_NS: u64 = 1_000_000_000;
+/// At most this many docker daemons are followed (a host runs one, rarely a few).
+const MAX_DAEMONS: usize = 8;
+/// A command line or `daemon.json` larger than this is not read.
+const MAX_CMDLINE_BYTES: u64 = 64 << 10;
 
 /// Where the runtimes keep their state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuntimeDirs {
     /// runc state roots (each holds `<id>/state.json`) and the runtime name each implies.
     pub runc_roots: Vec<(PathBuf, String)>,
-    /// docker's per-container directories (`<id>/config.v2.json`).
-    pub docker_containers: PathBuf,
+    /// docker data roots (`--data-root`): each holds `containers/<id>/config.v2.json` and
+    /// `hostconfig.json`, and `image/<driver>/repositories.json`.
+    pub docker_roots: Vec<PathBuf>,
+    /// containers/storage graph roots (podman's, `graphroot` of `storage.conf`): each holds
+    /// `<driver>-containers/containers.json` with every container's names and image.
+    pub podman_roots: Vec<PathBuf>,
+    /// containerd roots (`root` of its config): the CRI plugin keeps each container's
+    /// creation time in `io.containerd.grpc.v1.cri/containers/<id>/status`.
+    pub containerd_roots: Vec<PathBuf>,
+    /// Live: the `/proc` in which running `dockerd` processes are looked for, whose data and
+    /// exec roots (`--data-root`, `--exec-root`, `-g`, or `data-root`/`exec-root` of their
+    /// `daemon.json`) are then read too. `None`: only the directories above.
+    pub discover: Option<PathBuf>,
+    /// What the paths a daemon names are relative to (`/` on the host).
+    pub host_root: PathBuf,
 }
 
 impl RuntimeDirs {
-    /// The standard locations on this machine.
+    /// The standard locations on this machine, plus those of the docker daemons running.
     pub fn system() -> RuntimeDirs {
-        RuntimeDirs::under(Path::new("/"))
+        RuntimeDirs {
+            discover: Some(PathBuf::from("/proc")),
+            ..RuntimeDirs::under(Path::new("/"))
+        }
     }
 
-    /// The standard locations below `root` (tests use a fake tree).
+    /// The standard locations below `root` (tests use a fake tree); no discovery.
     pub fn under(root: &Path) -> RuntimeDirs {
         let p = |s: &str| root.join(s);
         RuntimeDirs {
@@ -67,29 +92,317 @@ impl RuntimeDirs {
                 (p("run/docker/runtime-runc/moby"), "docker".into()),
                 (p("run/containerd/runc/moby"), "docker".into()),
             ],
-            docker_containers: p("var/lib/docker/containers"),
+            docker_roots: vec![p("var/lib/docker")],
+            podman_roots: vec![p("var/lib/containers/storage")],
+            containerd_roots: vec![p("var/lib/containerd")],
+            discover: None,
+            host_root: root.to_path_buf(),
+        }
+    }
+
+    /// Adds a docker daemon's data root and exec root (paths as the daemon names them) when
+    /// they are not there yet.
+    fn add_docker(&mut self, data_root: &str, exec_root: &str) {
+        let data = host_path(&self.host_root, data_root);
+        if !self.docker_roots.contains(&data) {
+            self.docker_roots.push(data);
+        }
+        let runc = (
+            host_path(&self.host_root, exec_root).join("runtime-runc/moby"),
+            "docker".to_string(),
+        );
+        if !self.runc_roots.contains(&runc) {
+            self.runc_roots.push(runc);
         }
     }
 }
 
+/// `path` (absolute, as a daemon names it) below `root`.
+fn host_path(root: &Path, path: &str) -> PathBuf {
+    root.join(path.trim_start_matches('/'))
+}
+
 /// Looks up a container by its short id; `None` when no runtime knows it.
 pub fn lookup(dirs: &RuntimeDirs, short_id: &[u8]) -> Option<ContainerInfo> {
+    lookup_any(dirs, short_id).map(|(info, _)| info)
+}
+
+/// As [`lookup`], and whether the answer is complete: `false` when only a docker container's
+/// runc state was found (its name and image are in docker's data root, not found).
+fn lookup_any(dirs: &RuntimeDirs, short_id: &[u8]) -> Option<(ContainerInfo, bool)> {
     let short = std::str::from_utf8(short_id).ok()?;
     if short.is_empty() || short.contains('/') || short.starts_with('.') {
         return None;
     }
-    for (root, runtime) in &dirs.runc_roots {
-        if let Some(full) = find_entry(root, short) {
-            if let Some(text) = read_small(&root.join(&full).join("state.json")) {
-                if let Some(info) = from_runc_state(&text, &full, runtime) {
-                    return Some(info);
+    // Docker first: its runc state (`runtime-runc/moby`) carries no name, image or labels.
+    for root in &dirs.docker_roots {
+        let containers = root.join("containers");
+        if let Some(full) = find_entry(&containers, short) {
+            let dir = containers.join(&full);
+            if let Some(text) = read_small(&dir.join("config.v2.json")) {
+                let host = read_small(&dir.join("hostconfig.json"));
+                if let Some(info) = from_docker_config(root, &text, host.as_deref(), &full) {
+                    return Some((info, true));
                 }
             }
         }
     }
-    let full = find_entry(&dirs.docker_containers, short)?;
-    let text = read_small(&dirs.docker_containers.join(&full).join("config.v2.json"))?;
-    from_docker_config(&text, &full)
+    for (root, runtime) in &dirs.runc_roots {
+        if let Some(full) = find_entry(root, short) {
+            if let Some(text) = read_small(&root.join(&full).join("state.json")) {
+                if let Some(mut info) = from_runc_state(&text, &full, runtime) {
+                    let complete = runtime != "docker";
+                    if crate::container::label(&info, "io.container.manager") == Some("libpod") {
+                        add_podman(dirs, &mut info);
+                        keep_user_mounts(&mut info, &["/var/lib/containers/", "/run/containers/"]);
+                    } else if crate::container::label(&info, "io.kubernetes.cri.container-type")
+                        .is_some()
+                    {
+                        add_cri(dirs, &mut info, &full);
+                        keep_user_mounts(&mut info, &["/var/lib/containerd/", "/run/containerd/"]);
+                    }
+                    return Some((info, complete));
+                }
+            }
+        }
+    }
+    // podman's `runc init` runs in the container's cgroup before runc saved its state: the
+    // name and image are already in containers/storage (the rest, at the next exec).
+    let entry = podman_storage_entry(dirs, short)?;
+    let mut info = ContainerInfo {
+        id: entry.id,
+        runtime: "podman".into(),
+        name: entry.name,
+        ..ContainerInfo::default()
+    };
+    if !entry.image.is_empty() {
+        set_image(&mut info, &entry.image);
+    }
+    Some((info, false))
+}
+
+/// A CRI container of containerd: the creation time the CRI reports (`crictl inspect`'s
+/// `createdAt`) from the CRI plugin's status file.
+fn add_cri(dirs: &RuntimeDirs, info: &mut ContainerInfo, full_id: &str) {
+    for root in &dirs.containerd_roots {
+        let path = root
+            .join("io.containerd.grpc.v1.cri/containers")
+            .join(full_id)
+            .join("status");
+        let Some(status) = read_small(&path).and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        else {
+            continue;
+        };
+        if let Some(ts) = status.get("CreatedAt").and_then(Value::as_u64) {
+            info.start_ts = ts;
+            return;
+        }
+    }
+}
+
+/// The mounts a user asked for, as the runtime reports them (`crictl inspect`'s
+/// `status.mounts`, `podman inspect`'s `Mounts`): bind mounts whose source is not the
+/// runtime's own state (`/etc/hosts`, `/etc/resolv.conf`, `/dev/shm` … come from there), and
+/// no kernel filesystem (`proc`, `sysfs`, `tmpfs`, …) the runtime mounts in every container.
+fn keep_user_mounts(info: &mut ContainerInfo, runtime_dirs: &[&str]) {
+    info.mounts.retain(|m| {
+        m.source.starts_with('/') && !runtime_dirs.iter().any(|d| m.source.starts_with(d))
+    });
+}
+
+/// Fills a podman container's name and image from containers/storage's `containers.json`
+/// (its runc state carries neither), privileged and creation time from podman's
+/// annotations.
+fn add_podman(dirs: &RuntimeDirs, info: &mut ContainerInfo) {
+    info.runtime = "podman".into();
+    let annotation =
+        |info: &ContainerInfo, k: &str| crate::container::label(info, k).map(str::to_string);
+    if annotation(info, "io.podman.annotations.privileged")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    {
+        info.privileged = true;
+    }
+    if let Some(ts) = annotation(info, "io.kubernetes.cri-o.Created")
+        .as_deref()
+        .and_then(parse_rfc3339)
+    {
+        info.start_ts = ts;
+    }
+    if let Some(entry) = podman_storage_entry(dirs, &info.id.clone()) {
+        info.name = entry.name;
+        if !entry.image.is_empty() {
+            set_image(info, &entry.image);
+        }
+    }
+}
+
+/// A container of containers/storage (`containers.json`): its full id, first name and image
+/// name (empty when not recorded).
+struct StorageEntry {
+    id: String,
+    name: String,
+    image: String,
+}
+
+/// The containers/storage entry whose id is `id` or starts with it (a short id).
+fn podman_storage_entry(dirs: &RuntimeDirs, id: &str) -> Option<StorageEntry> {
+    if id.len() < SHORT_ID_LEN {
+        return None;
+    }
+    for root in &dirs.podman_roots {
+        for driver in ["overlay", "vfs", "btrfs", "zfs"] {
+            let path = root.join(format!("{driver}-containers/containers.json"));
+            let Some(text) = read_small(&path) else {
+                continue;
+            };
+            let Ok(Value::Array(list)) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            let Some((full, entry)) = list.iter().find_map(|c| {
+                let full = c.get("id").and_then(Value::as_str)?;
+                full.starts_with(id).then_some((full, c))
+            }) else {
+                continue;
+            };
+            let name = entry
+                .get("names")
+                .and_then(Value::as_array)
+                .and_then(|n| n.first())
+                .and_then(Value::as_str)?;
+            // `metadata` is a JSON document in a string: {"image-name": …, "name": …}.
+            let image = entry
+                .get("metadata")
+                .and_then(Value::as_str)
+                .and_then(|m| serde_json::from_str::<Value>(m).ok())
+                .and_then(|m| Some(m.get("image-name")?.as_str()?.to_string()))
+                .unwrap_or_default();
+            return Some(StorageEntry {
+                id: full.to_string(),
+                name: name.to_string(),
+                image,
+            });
+        }
+    }
+    None
+}
+
+/// The data and exec roots of the docker daemons running (processes named `dockerd` owned by
+/// root: another user's process of that name must not point the agent at its own files).
+pub fn discover_docker(proc_root: &Path) -> Vec<(String, String)> {
+    discover_docker_of(proc_root, 0)
+}
+
+/// As [`discover_docker`], for daemons whose `/proc` entry `owner` owns.
+fn discover_docker_of(proc_root: &Path, owner: u32) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir(proc_root) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let dir = proc_root.join(pid);
+        match fs::read(dir.join("comm")) {
+            Ok(comm) if comm.strip_suffix(b"\n").unwrap_or(&comm) == b"dockerd" => {}
+            _ => continue,
+        }
+        if !fs::metadata(&dir).is_ok_and(|m| m.uid() == owner) {
+            continue;
+        }
+        let Some(cmdline) = read_bytes(&dir.join("cmdline"), MAX_CMDLINE_BYTES) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let flags = DockerdFlags::parse(&args);
+        // daemon.json, read through the daemon's own root (it may run in a container).
+        let config_path = flags
+            .config_file
+            .clone()
+            .unwrap_or_else(|| "/etc/docker/daemon.json".to_string());
+        let config = read_bytes(
+            &host_path(&dir.join("root"), &config_path),
+            MAX_CMDLINE_BYTES,
+        )
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+        let from_config = |keys: &[&str]| {
+            keys.iter().find_map(|k| {
+                config
+                    .as_ref()
+                    .and_then(|c| c.get(*k))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+        };
+        let data = flags
+            .data_root
+            .or_else(|| from_config(&["data-root", "graph"]))
+            .unwrap_or_else(|| "/var/lib/docker".to_string());
+        let exec = flags
+            .exec_root
+            .or_else(|| from_config(&["exec-root"]))
+            .unwrap_or_else(|| "/var/run/docker".to_string());
+        if !data.starts_with('/') || !exec.starts_with('/') {
+            continue;
+        }
+        let pair = (data, exec);
+        if !found.contains(&pair) {
+            found.push(pair);
+        }
+        if found.len() >= MAX_DAEMONS {
+            break;
+        }
+    }
+    found
+}
+
+/// The flags of a `dockerd` command line that say where its state is.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct DockerdFlags {
+    data_root: Option<String>,
+    exec_root: Option<String>,
+    config_file: Option<String>,
+}
+
+impl DockerdFlags {
+    fn parse(args: &[String]) -> DockerdFlags {
+        let mut flags = DockerdFlags::default();
+        let mut i = 1;
+        while i < args.len() {
+            let arg = args[i].as_str();
+            i += 1;
+            let (name, inline) = match arg.split_once('=') {
+                Some((n, v)) if n.starts_with('-') => (n, Some(v.to_string())),
+                _ => (arg, None),
+            };
+            let slot = match name {
+                "--data-root" | "-g" | "--graph" => &mut flags.data_root,
+                "--exec-root" => &mut flags.exec_root,
+                "--config-file" => &mut flags.config_file,
+                _ => continue,
+            };
+            let value = match inline {
+                Some(v) => Some(v),
+                None => {
+                    let v = args.get(i).cloned();
+                    i += 1;
+                    v
+                }
+            };
+            if let Some(v) = value.filter(|v| !v.is_empty()) {
+                *slot = Some(v);
+            }
+        }
+        flags
+    }
 }
 
 /// The entry of `dir` whose name is `short`, or starts with it when `short` is a full short
@@ -113,6 +426,13 @@ fn read_small(path: &Path) -> Option<String> {
     let mut text = String::new();
     file.take(MAX_STATE_BYTES).read_to_string(&mut text).ok()?;
     Some(text)
+}
+
+fn read_bytes(path: &Path, max: u64) -> Option<Vec<u8>> {
+    let file = fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// Metadata from a runc `state.json`.
@@ -145,6 +465,7 @@ fn from_runc_state(text: &str, id: &str, runtime: &str) -> Option<ContainerInfo>
             .and_then(Value::as_str)
             .and_then(parse_rfc3339)
             .unwrap_or(0),
+        privileged: runc_privileged(config),
         mounts,
         ..ContainerInfo::default()
     };
@@ -153,6 +474,23 @@ fn from_runc_state(text: &str, id: &str, runtime: &str) -> Option<ContainerInfo>
         info.name = id.to_string();
     }
     Some(info)
+}
+
+/// What a privileged container looks like in runc's configuration when the runtime records no
+/// flag (CRI, podman, plain runc): no masked paths and `CAP_SYS_ADMIN` in the bounding set
+/// (docker's `--privileged`, the CRI's `privileged: true` and podman's all clear
+/// `maskedPaths` and grant every capability; a default container masks `/proc/kcore` & co).
+fn runc_privileged(config: &Value) -> bool {
+    let masked = config
+        .get("mask_paths")
+        .and_then(Value::as_array)
+        .is_some_and(|m| !m.is_empty());
+    let sys_admin = config
+        .get("capabilities")
+        .and_then(|c| c.get("Bounding"))
+        .and_then(Value::as_array)
+        .is_some_and(|b| b.iter().any(|c| c.as_str() == Some("CAP_SYS_ADMIN")));
+    !masked && sys_admin
 }
 
 /// One runc mount: `{source, destination, device, flags}`; read-write when `MS_RDONLY` (1) is
@@ -164,12 +502,42 @@ fn runc_mount(m: &Value) -> Option<MountInfo> {
         dest: m.get("destination")?.as_str()?.to_string(),
         mode: String::new(),
         rdwr: flags & 1 == 0,
-        propagation: String::new(),
+        propagation: runc_propagation(m),
     })
 }
 
-/// Metadata from docker's `config.v2.json`.
-fn from_docker_config(text: &str, id: &str) -> Option<ContainerInfo> {
+/// `rprivate`, `slave`, … from runc's `propagation_flags` (`MS_PRIVATE`, `MS_SLAVE`,
+/// `MS_SHARED`, with `MS_REC`), as `docker inspect`/`podman inspect` name them.
+fn runc_propagation(m: &Value) -> String {
+    const MS_REC: u64 = 1 << 14;
+    let flags: u64 = m
+        .get("propagation_flags")
+        .and_then(Value::as_array)
+        .map_or(0, |f| {
+            f.iter().filter_map(Value::as_u64).fold(0, |a, b| a | b)
+        });
+    let kind = if flags & (1 << 18) != 0 {
+        "private"
+    } else if flags & (1 << 19) != 0 {
+        "slave"
+    } else if flags & (1 << 20) != 0 {
+        "shared"
+    } else {
+        return String::new();
+    };
+    format!("{}{kind}", if flags & MS_REC != 0 { "r" } else { "" })
+}
+
+/// Metadata from docker's `config.v2.json` (name, image, labels, creation time, mounts) and
+/// `hostconfig.json` (privileged) of a container of the data root `root`; the image digest
+/// from the image store's `repositories.json` (as `docker inspect`'s `RepoDigests`: empty for
+/// an image that was never pushed or pulled by digest).
+fn from_docker_config(
+    root: &Path,
+    text: &str,
+    hostconfig: Option<&str>,
+    id: &str,
+) -> Option<ContainerInfo> {
     let c: Value = serde_json::from_str(text).ok()?;
     let config = c.get("Config");
     let mut labels: Vec<(String, String)> = config
@@ -182,6 +550,15 @@ fn from_docker_config(text: &str, id: &str) -> Option<ContainerInfo> {
         })
         .unwrap_or_default();
     labels.sort();
+    let mounts = c
+        .get("MountPoints")
+        .and_then(Value::as_object)
+        .map(|o| o.values().filter_map(docker_mount).collect())
+        .unwrap_or_default();
+    let privileged = hostconfig
+        .and_then(|h| serde_json::from_str::<Value>(h).ok())
+        .and_then(|h| h.get("Privileged").and_then(Value::as_bool))
+        .unwrap_or(false);
     let mut info = ContainerInfo {
         id: c
             .get("ID")
@@ -199,18 +576,53 @@ fn from_docker_config(text: &str, id: &str) -> Option<ContainerInfo> {
             .and_then(Value::as_str)
             .and_then(parse_rfc3339)
             .unwrap_or(0),
+        privileged,
+        mounts,
         ..ContainerInfo::default()
     };
     if let Some(image) = config.and_then(|c| c.get("Image")).and_then(Value::as_str) {
         set_image(&mut info, image);
     }
     if info.image_digest.is_empty() {
-        if let Some(digest) = c.get("Image").and_then(Value::as_str) {
-            info.image_digest = digest.to_string();
+        let image_id = c.get("Image").and_then(Value::as_str).unwrap_or("");
+        let driver = c.get("Driver").and_then(Value::as_str).unwrap_or("");
+        if let Some(digest) = repo_digest(root, driver, &info.image_repository, image_id) {
+            info.image_digest = digest;
         }
     }
     apply_labels(&mut info, labels);
     Some(info)
+}
+
+/// One of docker's `MountPoints`: `{Source, Destination, RW, Relabel (the mode), Propagation}`.
+fn docker_mount(m: &Value) -> Option<MountInfo> {
+    let s = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    Some(MountInfo {
+        source: s("Source"),
+        dest: m.get("Destination")?.as_str()?.to_string(),
+        mode: s("Relabel"),
+        rdwr: m.get("RW").and_then(Value::as_bool).unwrap_or(false),
+        propagation: s("Propagation"),
+    })
+}
+
+/// The digest docker recorded for image `image_id` of `repository`
+/// (`image/<driver>/repositories.json`: `{"Repositories": {repo: {"repo@sha256:…": id}}}`).
+fn repo_digest(root: &Path, driver: &str, repository: &str, image_id: &str) -> Option<String> {
+    if driver.is_empty()
+        || driver.contains('/')
+        || driver.starts_with('.')
+        || repository.is_empty()
+        || image_id.is_empty()
+    {
+        return None;
+    }
+    let text = read_small(&root.join("image").join(driver).join("repositories.json"))?;
+    let repos: Value = serde_json::from_str(&text).ok()?;
+    let refs = repos.get("Repositories")?.get(repository)?.as_object()?;
+    refs.iter()
+        .filter(|(_, id)| id.as_str() == Some(image_id))
+        .find_map(|(r, _)| Some(r.split_once('@')?.1.to_string()))
 }
 
 /// Fills the name, image and Kubernetes labels from runtime annotations/labels and keeps
@@ -322,25 +734,67 @@ fn parse_rfc3339(s: &str) -> Option<u64> {
         .checked_add(u64::try_from(nanos).ok()?)
 }
 
+/// Counters of the metadata lookups (live capture).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LookupStats {
+    /// Lookups made (one per new container id, plus retries of misses).
+    pub lookups: u64,
+    /// Lookups that found nothing, or only part (a docker container's runc state).
+    pub misses: u64,
+    /// Time spent in lookups (wall clock, ns) and the longest one.
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Scans of `/proc` for docker daemons.
+    pub discoveries: u64,
+}
+
 /// Fills the container table from runtime state as new container ids appear.
 #[derive(Debug)]
 pub(crate) struct RuntimeReader {
+    /// The configured directories.
+    configured: RuntimeDirs,
+    /// The configured directories plus those of the docker daemons found last.
     dirs: RuntimeDirs,
+    /// Event time of the last look for docker daemons.
+    discovered_at: Option<u64>,
     /// Short ids no runtime knew: misses so far and the event time of the last attempt.
     unknown: FxHashMap<Box<[u8]>, (u32, u64)>,
+    pub(crate) stats: LookupStats,
 }
 
 impl RuntimeReader {
     pub(crate) fn new(dirs: RuntimeDirs) -> Self {
-        RuntimeReader {
+        let mut reader = RuntimeReader {
+            configured: dirs.clone(),
             dirs,
+            discovered_at: None,
             unknown: FxHashMap::default(),
+            stats: LookupStats::default(),
+        };
+        reader.discover(0);
+        reader
+    }
+
+    /// Looks for running docker daemons (when configured to) and follows their roots; the
+    /// roots of daemons gone are dropped, so a restart with other roots is followed.
+    fn discover(&mut self, now: u64) -> bool {
+        let Some(proc_root) = self.configured.discover.clone() else {
+            return false;
+        };
+        self.discovered_at = Some(now);
+        self.stats.discoveries += 1;
+        let mut dirs = self.configured.clone();
+        for (data, exec) in discover_docker(&proc_root) {
+            dirs.add_docker(&data, &exec);
         }
+        let changed = dirs != self.dirs;
+        self.dirs = dirs;
+        changed
     }
 
     /// Makes sure `table` knows `short_id` if a runtime does (`now`: event time, ns).
     pub(crate) fn resolve(&mut self, short_id: &[u8], now: u64, table: &mut ContainerTable) {
-        if short_id.is_empty() || table.get(short_id).is_some() {
+        if short_id.is_empty() || table.is_complete(short_id) {
             return;
         }
         if let Some(&(misses, last)) = self.unknown.get(short_id) {
@@ -348,24 +802,55 @@ impl RuntimeReader {
                 return;
             }
         }
-        match lookup(&self.dirs, short_id) {
-            Some(mut info) => {
-                self.unknown.remove(short_id);
+        let started = Instant::now();
+        let mut found = lookup_any(&self.dirs, short_id);
+        // A miss may mean a docker daemon (re)started with other roots: look again, at
+        // most once per DISCOVER_NS.
+        if !found.as_ref().is_some_and(|(_, complete)| *complete)
+            && self
+                .discovered_at
+                .is_none_or(|at| now.saturating_sub(at) >= DISCOVER_NS)
+            && self.discover(now)
+        {
+            found = lookup_any(&self.dirs, short_id).or(found);
+        }
+        let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.stats.lookups += 1;
+        self.stats.total_ns = self.stats.total_ns.saturating_add(ns);
+        self.stats.max_ns = self.stats.max_ns.max(ns);
+        if !found.as_ref().is_some_and(|(_, complete)| *complete) {
+            self.stats.misses += 1;
+        }
+        match found {
+            Some((mut info, complete)) => {
+                // A docker container seen through its runc state only: keep what is known
+                // and ask again at its next exec (eagerly, then every RETRY_NS).
+                if complete {
+                    self.unknown.remove(short_id);
+                } else {
+                    self.note_miss(short_id, now);
+                }
                 // The table is keyed by the id as seen in the cgroup path.
                 if !info.id.as_bytes().starts_with(short_id) {
                     info.id = String::from_utf8_lossy(short_id).into_owned();
                 }
-                table.insert(info);
-            }
-            None => {
-                if self.unknown.len() >= MAX_UNKNOWN {
-                    self.unknown.clear();
+                if complete {
+                    table.insert(info);
+                } else {
+                    table.insert_partial(info);
                 }
-                let entry = self.unknown.entry(short_id.into()).or_insert((0, now));
-                entry.0 = entry.0.saturating_add(1);
-                entry.1 = now;
             }
+            None => self.note_miss(short_id, now),
         }
+    }
+
+    fn note_miss(&mut self, short_id: &[u8], now: u64) {
+        if self.unknown.len() >= MAX_UNKNOWN {
+            self.unknown.clear();
+        }
+        let entry = self.unknown.entry(short_id.into()).or_insert((0, now));
+        entry.0 = entry.0.saturating_add(1);
+        entry.1 = now;
     }
 }
 
@@ -480,6 +965,23 @@ mod tests {
         assert!(lookup(&dirs, b"\xff\xfe").is_none());
     }
 
+    fn docker_config_v2(id: &str, name: &str) -> String {
+        serde_json::json!({
+            "ID": id, "Name": format!("/{name}"),
+            "Created": "2026-01-02T03:04:05Z",
+            "Image": "sha256:1111", "Driver": "overlay2",
+            "Config": {"Image": "vigiltest/bb:1.0", "Labels": {"tier": "web"}},
+            "MountPoints": {
+                "/data": {"Source": "/srv/data", "Destination": "/data", "RW": false,
+                          "Relabel": "ro", "Propagation": "rprivate", "Type": "bind"},
+                "/var/lib/x": {"Source": "/var/lib/docker/volumes/x/_data",
+                               "Destination": "/var/lib/x", "RW": true, "Relabel": "z",
+                               "Propagation": "", "Type": "volume"}
+            }
+        })
+        .to_string()
+    }
+
     #[test]
     fn docker_config() {
         let t = Tree::new("docker");
@@ -499,7 +1001,324 @@ mod tests {
         assert_eq!(info.image_repository, "localhost:5000/db");
         assert_eq!(info.image_tag, "");
         assert_eq!(info.image_digest, "sha256:ef01");
+        assert!(!info.privileged, "no hostconfig.json: not privileged");
         assert_eq!(crate::container::label(&info, "tier"), Some("db"));
+    }
+
+    /// Docker 20.10 with its containerd: the runc state (`runtime-runc/moby`) has no name or
+    /// image; docker's own record must win over it.
+    #[test]
+    fn docker_record_wins_over_its_runc_state() {
+        let t = Tree::new("docker-runc");
+        t.write(
+            &format!("run/docker/runtime-runc/moby/{ID}/state.json"),
+            &runc_state(ID, &["bundle=/run/docker/containerd/daemon/x"]),
+        );
+        let dirs = RuntimeDirs::under(&t.0);
+        // Only the runc state: found, but incomplete (the name is the id).
+        let (info, complete) = lookup_any(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert_eq!((info.name.as_str(), complete), (ID, false));
+
+        let dir = format!("var/lib/docker/containers/{ID}");
+        t.write(
+            &format!("{dir}/config.v2.json"),
+            &docker_config_v2(ID, "web-a"),
+        );
+        t.write(
+            &format!("{dir}/hostconfig.json"),
+            r#"{"Privileged": true, "Binds": ["/srv/data:/data:ro"]}"#,
+        );
+        t.write(
+            "var/lib/docker/image/overlay2/repositories.json",
+            r#"{"Repositories": {"vigiltest/bb": {
+                "vigiltest/bb:1.0": "sha256:1111",
+                "vigiltest/bb@sha256:beef": "sha256:1111",
+                "vigiltest/bb@sha256:dead": "sha256:2222"}}}"#,
+        );
+        let (info, complete) = lookup_any(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert!(complete);
+        assert_eq!(info.id, ID);
+        assert_eq!(info.name, "web-a");
+        assert_eq!(info.runtime, "docker");
+        assert_eq!(info.image, "vigiltest/bb:1.0");
+        assert_eq!(info.image_repository, "vigiltest/bb");
+        assert_eq!(info.image_tag, "1.0");
+        assert_eq!(info.image_digest, "sha256:beef");
+        assert!(info.privileged);
+        assert_eq!(info.start_ts, 1_767_323_045_000_000_000);
+        assert_eq!(
+            info.mounts,
+            vec![
+                MountInfo {
+                    source: "/srv/data".into(),
+                    dest: "/data".into(),
+                    mode: "ro".into(),
+                    rdwr: false,
+                    propagation: "rprivate".into(),
+                },
+                MountInfo {
+                    source: "/var/lib/docker/volumes/x/_data".into(),
+                    dest: "/var/lib/x".into(),
+                    mode: "z".into(),
+                    rdwr: true,
+                    propagation: String::new(),
+                },
+            ]
+        );
+        // A hostile driver name never leaves the image store.
+        t.write(
+            &format!("{dir}/config.v2.json"),
+            &docker_config_v2(ID, "web-a").replace("overlay2", "../../../etc"),
+        );
+        let info = lookup(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert_eq!(info.image_digest, "");
+    }
+
+    #[test]
+    fn cri_creation_time_and_user_mounts() {
+        let t = Tree::new("cri-status");
+        let mut state: Value = serde_json::from_str(&runc_state(
+            ID,
+            &[
+                "io.kubernetes.cri.container-type=container",
+                "io.kubernetes.cri.container-name=web",
+                "io.kubernetes.cri.sandbox-uid=7f0c",
+            ],
+        ))
+        .unwrap();
+        state["config"]["mounts"] = serde_json::json!([
+            {"source": "proc", "destination": "/proc", "flags": 14},
+            {"source": "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/x/hosts",
+             "destination": "/etc/hosts", "flags": 20480},
+            {"source": "/srv/share", "destination": "/data", "flags": 20481,
+             "propagation_flags": [278528]}
+        ]);
+        t.write(
+            &format!("run/containerd/runc/k8s.io/{ID}/state.json"),
+            &state.to_string(),
+        );
+        t.write(
+            &format!("var/lib/containerd/io.containerd.grpc.v1.cri/containers/{ID}/status"),
+            r#"{"Version":"v1","Pid":1,"CreatedAt":1795791958400472273,"StartedAt":1}"#,
+        );
+        let info = lookup(&RuntimeDirs::under(&t.0), &ID.as_bytes()[..12]).unwrap();
+        assert_eq!(
+            (info.name.as_str(), info.runtime.as_str()),
+            ("web", "containerd")
+        );
+        assert_eq!(info.start_ts, 1_795_791_958_400_472_273);
+        assert_eq!(
+            info.mounts,
+            vec![MountInfo {
+                source: "/srv/share".into(),
+                dest: "/data".into(),
+                mode: String::new(),
+                rdwr: false,
+                propagation: "rprivate".into(),
+            }]
+        );
+        assert_eq!(
+            crate::container::label(&info, "io.kubernetes.pod.uid"),
+            Some("7f0c")
+        );
+    }
+
+    #[test]
+    fn podman_names_and_images_from_containers_storage() {
+        let t = Tree::new("podman");
+        t.write(
+            &format!("run/runc/{ID}/state.json"),
+            &runc_state(
+                ID,
+                &[
+                    "io.container.manager=libpod",
+                    "io.podman.annotations.privileged=TRUE",
+                    "io.kubernetes.cri-o.Created=2026-01-02T03:04:05.5Z",
+                ],
+            ),
+        );
+        let dirs = RuntimeDirs::under(&t.0);
+        // Without containers/storage: podman's, named by its id.
+        let info = lookup(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert_eq!((info.name.as_str(), info.runtime.as_str()), (ID, "podman"));
+        t.write(
+            "var/lib/containers/storage/overlay-containers/containers.json",
+            &serde_json::json!([
+                {"id": "other", "names": ["nope"]},
+                {"id": ID, "names": ["pod-a"], "image": "7de1",
+                 "metadata": "{\"image-name\":\"localhost/vigiltest/bb:1.0\",\"name\":\"pod-a\"}"}
+            ])
+            .to_string(),
+        );
+        let info = lookup(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert_eq!(info.name, "pod-a");
+        // Before runc saved its state (podman's `runc init` runs in the container's
+        // cgroup): named from the storage, incomplete (looked up again at the next exec).
+        let early = Tree::new("podman-early");
+        early.write(
+            "var/lib/containers/storage/overlay-containers/containers.json",
+            &fs::read_to_string(
+                t.0.join("var/lib/containers/storage/overlay-containers/containers.json"),
+            )
+            .unwrap(),
+        );
+        let (first, complete) =
+            lookup_any(&RuntimeDirs::under(&early.0), &ID.as_bytes()[..12]).unwrap();
+        assert_eq!(
+            (first.name.as_str(), first.id.as_str(), complete),
+            ("pod-a", ID, false)
+        );
+        assert_eq!(first.image_tag, "1.0");
+        assert_eq!(info.image, "localhost/vigiltest/bb:1.0");
+        assert_eq!(info.image_repository, "localhost/vigiltest/bb");
+        assert_eq!(info.image_tag, "1.0");
+        assert!(info.privileged);
+        assert_eq!(info.start_ts, 1_767_323_045_500_000_000);
+        // Hostile storage: not an array, or a metadata string that is not JSON.
+        t.write(
+            "var/lib/containers/storage/overlay-containers/containers.json",
+            &serde_json::json!([{"id": ID, "names": [7], "metadata": "{"}]).to_string(),
+        );
+        let info = lookup(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert_eq!((info.name.as_str(), info.image.as_str()), (ID, ""));
+    }
+
+    #[test]
+    fn runc_mount_propagation() {
+        let m = |flags: serde_json::Value| {
+            runc_propagation(&serde_json::json!({"propagation_flags": flags}))
+        };
+        assert_eq!(m(serde_json::json!([278528])), "rprivate");
+        assert_eq!(m(serde_json::json!([1 << 19])), "slave");
+        assert_eq!(m(serde_json::json!([1 << 20, 1 << 14])), "rshared");
+        assert_eq!(m(serde_json::json!(null)), "");
+        assert_eq!(m(serde_json::json!(["x", -1])), "");
+    }
+
+    #[test]
+    fn runc_privileged_from_masked_paths_and_capabilities() {
+        let cfg = |masked: serde_json::Value, caps: &[&str]| serde_json::json!({"mask_paths": masked, "capabilities": {"Bounding": caps}});
+        assert!(runc_privileged(&cfg(
+            serde_json::json!(null),
+            &["CAP_SYS_ADMIN"]
+        )));
+        assert!(runc_privileged(&cfg(
+            serde_json::json!([]),
+            &["CAP_CHOWN", "CAP_SYS_ADMIN"]
+        )));
+        assert!(!runc_privileged(&cfg(
+            serde_json::json!(["/proc/kcore"]),
+            &["CAP_SYS_ADMIN"]
+        )));
+        assert!(!runc_privileged(&cfg(
+            serde_json::json!([]),
+            &["CAP_CHOWN"]
+        )));
+        assert!(!runc_privileged(&serde_json::json!({})));
+    }
+
+    #[test]
+    fn dockerd_flags() {
+        let args = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            DockerdFlags::parse(&args(
+                "dockerd --bridge=none --data-root /srv/d --exec-root=/run/d"
+            )),
+            DockerdFlags {
+                data_root: Some("/srv/d".into()),
+                exec_root: Some("/run/d".into()),
+                config_file: None
+            }
+        );
+        assert_eq!(
+            DockerdFlags::parse(&args("dockerd -g /old --config-file /etc/d.json")).data_root,
+            Some("/old".into())
+        );
+        // A flag without its value, or an empty one, names nothing.
+        assert_eq!(
+            DockerdFlags::parse(&args("dockerd --data-root")),
+            DockerdFlags::default()
+        );
+        assert_eq!(
+            DockerdFlags::parse(&args("dockerd --data-root=")),
+            DockerdFlags::default()
+        );
+    }
+
+    #[test]
+    fn docker_daemons_are_discovered_and_followed() {
+        let t = Tree::new("discover");
+        let owner = fs::metadata(&t.0).unwrap().uid();
+        // A daemon with a non-default data root on its command line, one whose daemon.json
+        // names it, and processes that are not dockerd.
+        t.write("proc/100/comm", "dockerd\n");
+        t.write(
+            "proc/100/cmdline",
+            "dockerd\0--bridge=none\0--data-root\0/srv/docker\0--exec-root=/run/d2\0",
+        );
+        t.write("proc/200/comm", "dockerd\n");
+        t.write("proc/200/cmdline", "/usr/sbin/dockerd\0");
+        t.write(
+            "proc/200/root/etc/docker/daemon.json",
+            r#"{"data-root": "/data/docker"}"#,
+        );
+        t.write("proc/300/comm", "sh\n");
+        t.write("proc/300/cmdline", "dockerd\0--data-root\0/evil\0");
+        t.write("proc/self/comm", "dockerd\n");
+        let found = discover_docker_of(&t.0.join("proc"), owner);
+        let mut found = found;
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                ("/data/docker".to_string(), "/var/run/docker".to_string()),
+                ("/srv/docker".to_string(), "/run/d2".to_string()),
+            ]
+        );
+        assert!(discover_docker_of(&t.0.join("proc"), owner.wrapping_add(1)).is_empty());
+        assert!(discover_docker(Path::new("/nonexistent")).is_empty());
+    }
+
+    #[test]
+    fn reader_follows_a_daemon_started_later() {
+        let t = Tree::new("follow");
+        let owner = fs::metadata(&t.0).unwrap().uid();
+        if owner != 0 {
+            // discover_docker trusts root's daemons only; the fake /proc is ours.
+            return;
+        }
+        let mut dirs = RuntimeDirs::under(&t.0);
+        dirs.discover = Some(t.0.join("proc"));
+        let mut reader = RuntimeReader::new(dirs);
+        let mut table = ContainerTable::default();
+        let short = &ID.as_bytes()[..12];
+        t.write(
+            &format!("run/d2/runtime-runc/moby/{ID}/state.json"),
+            &runc_state(ID, &[]),
+        );
+        t.write(
+            &format!("srv/docker/containers/{ID}/config.v2.json"),
+            &docker_config_v2(ID, "web-b"),
+        );
+        reader.resolve(short, 10, &mut table);
+        assert!(table.get(short).is_none(), "no daemon yet");
+        // The daemon starts: the next lookup (a second later) finds it.
+        t.write("proc/100/comm", "dockerd\n");
+        t.write(
+            "proc/100/cmdline",
+            "dockerd\0--data-root\0/srv/docker\0--exec-root\0/run/d2\0",
+        );
+        reader.resolve(short, 20, &mut table);
+        assert!(
+            table.get(short).is_none(),
+            "looked for daemons less than a second ago"
+        );
+        reader.resolve(short, 10 + DISCOVER_NS, &mut table);
+        assert_eq!(table.get(short).map(|c| c.name.as_str()), Some("web-b"));
+        assert!(table.is_complete(short));
+        let stats = reader.stats;
+        assert_eq!((stats.lookups, stats.misses, stats.discoveries), (3, 2, 2));
+        assert!(stats.max_ns <= stats.total_ns);
     }
 
     #[test]
@@ -585,6 +1404,21 @@ mod tests {
         assert_eq!(f(&state, &exec, "container.type"), "runc");
         assert_eq!(f(&state, &exec, "k8s.ns.name"), "batch");
         assert_eq!(field(&state, &exec, "container.image"), None);
+        assert!(state.stats().container_lookups.lookups >= 1);
+        // The container's last process exits: its fields still resolve for the exit, then
+        // the table forgets it (container churn does not grow it); other containers stay.
+        let before = state.stats().containers;
+        let exit = apply(
+            &mut state,
+            ev(300, "procexit")
+                .int("status", 0)
+                .ts(exec.ts + 10_000_000_000)
+                .build(),
+        );
+        assert_eq!(f(&state, &exit, "container.name"), "job");
+        state.finish(&exit);
+        assert!(state.containers.get(&NEW.as_bytes()[..12]).is_none());
+        assert_eq!(state.stats().containers, before - 1);
         // Without the option nothing is read: the id only.
         let mut plain = State::new(StateConfig::default());
         plain.load_snapshot(&snapshot());

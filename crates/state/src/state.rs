@@ -4,7 +4,7 @@ use std::collections::hash_map::Entry;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use vigil_event::{
     ContainerInfo, Event, FdInfo, FdKind, GroupInfo, Param, Snapshot, SockAddr, SockTuple,
     ThreadInfo, UserInfo,
@@ -23,6 +23,9 @@ use crate::view::EventView;
 pub const MAX_ANCESTORS: usize = 64;
 
 pub(crate) const AT_FDCWD: i64 = -100;
+/// Live: the container table is swept of containers without processes at most this often
+/// (event time, ns), at a process exit.
+const CONTAINER_SWEEP_NS: u64 = 5_000_000_000;
 const O_WRONLY: u64 = 1;
 const O_CREAT: u64 = 0o100;
 const O_TRUNC: u64 = 0o1000;
@@ -96,6 +99,9 @@ pub struct StateStats {
     /// Threads and fds not tracked because a table bound was reached.
     pub dropped_threads: u64,
     pub dropped_fds: u64,
+    /// Live: container metadata lookups in the runtimes' state (see
+    /// [`crate::runtime::LookupStats`]).
+    pub container_lookups: crate::runtime::LookupStats,
 }
 
 /// One descriptor slot of a process as it was ([`State::save_fd`]).
@@ -114,6 +120,8 @@ pub struct State {
     next_fd_table: u64,
     pub(crate) containers: ContainerTable,
     runtime: Option<crate::runtime::RuntimeReader>,
+    /// Event time after which the next process exit sweeps the container table (live).
+    next_container_sweep: u64,
     sys_users: Box<dyn UserDb>,
     live_users: Option<LiveUsers>,
     snap_users: Option<MemUserDb>,
@@ -240,6 +248,7 @@ impl State {
             runtime: config
                 .container_runtime
                 .map(crate::runtime::RuntimeReader::new),
+            next_container_sweep: 0,
             sys_users: config.user_db,
             live_users: config.live_users,
             snap_users: None,
@@ -349,6 +358,7 @@ impl State {
             processes: self.procs.len(),
             fds: self.fd_tables.values().map(|t| t.fds.len()).sum(),
             containers: self.containers.len(),
+            container_lookups: self.runtime.as_ref().map(|r| r.stats).unwrap_or_default(),
             ..self.stats
         }
     }
@@ -1165,8 +1175,32 @@ impl State {
                     self.remove_fd(pid, fd);
                 }
             }
-            Op::Procexit => self.remove_thread_entry(evt.tid),
+            Op::Procexit => {
+                self.remove_thread_entry(evt.tid);
+                if (self.runtime.is_some() || self.live_users.is_some())
+                    && evt.ts >= self.next_container_sweep
+                {
+                    self.next_container_sweep = evt.ts.saturating_add(CONTAINER_SWEEP_NS);
+                    self.sweep_containers();
+                }
+            }
             _ => {}
+        }
+    }
+
+    /// Live: forgets the containers no process of the table runs in any more, and their user
+    /// tables (container churn must not grow them; a container seen again is looked up and
+    /// read again).
+    fn sweep_containers(&mut self) {
+        let live: FxHashSet<&[u8]> = self
+            .procs
+            .values()
+            .map(|p| p.image.container_id.as_slice())
+            .filter(|id| !id.is_empty())
+            .collect();
+        self.containers.retain(|id| live.contains(id));
+        if let Some(users) = self.live_users.as_mut() {
+            users.retain_containers(|id| live.contains(id));
         }
     }
 

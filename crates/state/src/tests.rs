@@ -1900,3 +1900,39 @@ fn raw_arguments_cpu_and_wait() {
     let read = apply(&mut state, ev(400, "read").int("fd", 0).res(0).build());
     assert_eq!(f(&state, &read, "evt.is_wait"), "false");
 }
+
+#[test]
+fn live_container_user_tables_go_with_the_containers_last_process() {
+    let host = SharedFake::with(&[("etc/passwd", HOST_PASSWD), ("etc/group", HOST_GROUP)]);
+    let procfs = SharedFake::with(&[
+        (
+            "700/root/etc/passwd",
+            "nginx:x:33:33::/var/cache/nginx:/sbin/nologin\n",
+        ),
+        ("700/root/etc/group", "nginx:x:33:\n"),
+    ]);
+    let mut state = live_tree(&host, &procfs);
+    assert_eq!(state.live_users_stats().unwrap().container_tables, 1);
+    let in_container: Vec<i64> = state
+        .threads
+        .iter()
+        .filter(|(_, t)| {
+            state
+                .procs
+                .get(&t.pid)
+                .is_some_and(|p| !p.image.container_id.is_empty())
+        })
+        .map(|(tid, _)| *tid)
+        .collect();
+    assert!(!in_container.is_empty());
+    // Exits seconds later (the sweep runs at most every few seconds of event time).
+    for (i, tid) in in_container.into_iter().enumerate() {
+        let exit = ev(tid, "procexit")
+            .int("status", 0)
+            .ts(T0 + 60_000_000_000 + i as u64)
+            .build();
+        state.apply(&exit);
+        state.finish(&exit);
+    }
+    assert_eq!(state.live_users_stats().unwrap().container_tables, 0);
+}

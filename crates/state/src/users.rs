@@ -358,6 +358,12 @@ impl LiveUsers {
         self.start_error.as_ref()
     }
 
+    /// Forgets the tables of the containers `keep` says are gone (container churn must not
+    /// grow the cache until its bound).
+    pub fn retain_containers(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        self.containers.retain(|id, _| keep(id));
+    }
+
     pub fn stats(&self) -> LiveUsersStats {
         LiveUsersStats {
             container_tables: self.containers.len(),

@@ -14,6 +14,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
+
+/// The `vigil` a [`Watch`] runs: this build's, or `VIGIL_TEST_BIN` (a measured run with the
+/// release binary, e.g. the churn soak of BENCHMARKS.md).
+pub fn watch_bin() -> std::ffi::OsString {
+    std::env::var_os("VIGIL_TEST_BIN").unwrap_or_else(|| VIGIL.into())
+}
 /// How long an expected alert may take to show up (capture, poll cadence, a busy machine).
 const ALERT_WAIT: Duration = Duration::from_secs(20);
 /// How long `vigil watch` may take to load rules, attach and read `/proc`.
@@ -88,7 +94,7 @@ impl Watch {
 
     /// Starts `vigil watch --json ARGS…` and waits until it reports it is watching.
     pub fn start_with_args(args: &[std::ffi::OsString]) -> Watch {
-        let mut cmd = Command::new(VIGIL);
+        let mut cmd = Command::new(watch_bin());
         // The live tests' agents need no web server (and must not clash on its port with
         // another test's agent: a taken port stops the start).
         cmd.args(["watch", "--json", "-o", "webserver.enabled=false"])
