@@ -18,6 +18,9 @@ mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /run
 mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+# Everything below runs two levels down the unified hierarchy, so that the exec records'
+# cgroup path (a walk up `kernfs_node` parents in the kernel) has something to walk.
+mkdir -p /sys/fs/cgroup/vigil/matrix && echo $$ >/sys/fs/cgroup/vigil/matrix/cgroup.procs
 hostname vigil-guest
 /usr/local/bin/busybox ip link set lo up
 

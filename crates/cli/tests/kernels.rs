@@ -590,6 +590,25 @@ fn check_same_events(guest: &Guest, dir: &Path) -> Vec<String> {
         streams.push(event_lines(&path));
     }
     let (fexit, exit) = (&streams[0], &streams[1]);
+    // The guest runs everything in /vigil/matrix (guest-init.sh): every exec record carries
+    // that path, walked up the kernel's kernfs nodes.
+    let execs: Vec<&String> = fexit
+        .iter()
+        .filter(|l| l.contains(r#""type":"execve""#))
+        .collect();
+    let in_cgroup = execs
+        .iter()
+        .filter(|l| l.contains(r#""cgroups":"/vigil/matrix""#))
+        .count();
+    if execs.is_empty() || in_cgroup != execs.len() {
+        return vec![format!(
+            "auto: {in_cgroup} of {} exec records carry the cgroup /vigil/matrix; first: {:?}",
+            execs.len(),
+            execs
+                .first()
+                .map(|l| l.chars().take(600).collect::<String>())
+        )];
+    }
     let (a, b) = (count_lines(fexit), count_lines(exit));
     let mut differences: Vec<String> = Vec::new();
     for key in a.keys().chain(b.keys()).collect::<BTreeSet<_>>() {
