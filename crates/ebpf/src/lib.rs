@@ -33,9 +33,7 @@ mod sys;
 
 pub use decode::Decoder;
 pub use spec::{driver_interest, STATE_NEEDS, STATE_USES_FAILED};
-pub use sys::{
-    fexit_target, missing_feature, Feature, Floor, Hook, KernelDrops, OLDEST_KERNEL, REQUIRED,
-};
+pub use sys::{fexit_target, Floor, Hook, KernelDrops, OLDEST_KERNEL};
 
 /// Why the eBPF driver cannot run or go on.
 #[derive(Debug, thiserror::Error)]
@@ -224,40 +222,41 @@ impl BpfSource {
                 release: kernel_release(),
             });
         }
-        let load = |hook, save_log| {
-            sys::Bpf::load(tgid, sys::Tracefs::open()?, hook, options.floor, save_log)
+        // Loads the programs for `hook` and attaches them to the interest set.
+        let start = |hook, save_log, hook_fallback| -> Result<BpfSource, EbpfError> {
+            let bpf = sys::Bpf::load(tgid, sys::Tracefs::open()?, hook, options.floor, save_log)?;
+            let mut source = BpfSource {
+                bpf,
+                decoder: Decoder::new(sys::boot_to_wall_offset()),
+                snapshot: Snapshot::default(),
+                raw: Vec::with_capacity(1 << 20),
+                fresh: Vec::with_capacity(4096),
+                tail: Vec::new(),
+                held: VecDeque::with_capacity(4096),
+                pulled_at: 0,
+                delivered: 0,
+                max_wait: options.max_wait,
+                unsupported: Vec::new(),
+                fallback: Vec::new(),
+                raw_fallback: options.raw_fallback,
+                hook_fallback,
+                failed_unused: options.failed_unused.clone(),
+                filtered: Vec::new(),
+            };
+            source.attach(&options.interest)?;
+            Ok(source)
         };
-        let (bpf, hook_fallback) = match options.hook {
-            Some(hook) => (load(hook, true)?, None),
-            None => {
-                // A kernel without BPF trampolines refuses the load: its log is not kept,
-                // the reason is reported instead.
-                match load(Hook::Fexit, false) {
-                    Ok(bpf) => (bpf, None),
-                    Err(e) => (load(Hook::Exit, true)?, Some(e.to_string())),
-                }
-            }
+        let mut source = match options.hook {
+            Some(hook) => start(hook, true, None)?,
+            // Trampolines first. A kernel that refuses them refuses the load (its log is not
+            // kept); one that loads them but refuses a stub's attach (a kernel difference not
+            // foreseen) fails here too: either way the exit tracepoints take over and the
+            // reason is reported.
+            None => match start(Hook::Fexit, false, None) {
+                Ok(source) => source,
+                Err(e) => start(Hook::Exit, true, Some(e.to_string()))?,
+            },
         };
-        let mut source = BpfSource {
-            bpf,
-            decoder: Decoder::new(sys::boot_to_wall_offset()),
-            snapshot: Snapshot::default(),
-            raw: Vec::with_capacity(1 << 20),
-            fresh: Vec::with_capacity(4096),
-            tail: Vec::new(),
-            held: VecDeque::with_capacity(4096),
-            pulled_at: 0,
-            delivered: 0,
-            max_wait: options.max_wait,
-            unsupported: Vec::new(),
-            fallback: Vec::new(),
-            raw_fallback: false,
-            hook_fallback,
-            failed_unused: options.failed_unused,
-            filtered: Vec::new(),
-        };
-        source.raw_fallback = options.raw_fallback;
-        source.attach(&options.interest)?;
         source.snapshot = start_snapshot().map_err(|e| EbpfError::Snapshot(e.into()))?;
         Ok(source)
     }
