@@ -614,13 +614,17 @@ fn docker_fields_match_docker_inspect_across_daemon_restarts_and_roots() {
     );
 }
 
-/// Builds the OCI test images (the busybox one and the CRI's pause image) as docker
-/// archives with podman (no daemon, no registry): `(image, pause)`.
-fn oci_archives(dir: &Path, rootfs: &Path) -> Result<(PathBuf, PathBuf), String> {
+/// Builds the OCI test images (the one of `rootfs` and the CRI's pause image, of
+/// `pause_rootfs`) as docker archives with podman (no daemon, no registry): `(image, pause)`.
+fn oci_archives(
+    dir: &Path,
+    rootfs: &Path,
+    pause_rootfs: &Path,
+) -> Result<(PathBuf, PathBuf), String> {
     let mut out = Vec::new();
-    for (image, change) in [
-        (OCI_IMAGE, "LABEL tier=web"),
-        (PAUSE_IMAGE, r#"CMD ["/bin/sleep", "86400"]"#),
+    for (image, change, rootfs) in [
+        (OCI_IMAGE, "LABEL tier=web", rootfs),
+        (PAUSE_IMAGE, r#"CMD ["/bin/sleep", "86400"]"#, pause_rootfs),
     ] {
         let tar = dir.join(format!("{}.tar", image.replace(['/', ':'], "_")));
         let archive = dir.join("rootfs.tar");
@@ -903,7 +907,7 @@ fn cri_pod_fields_match_crictl_inspect_across_a_containerd_restart() {
     let share = dir.join("share");
     std::fs::create_dir_all(&share).unwrap();
     std::fs::write(share.join("marker"), "here\n").unwrap();
-    let (image, pause) = oci_archives(&dir, &rootfs).expect("test images");
+    let (image, pause) = oci_archives(&dir, &rootfs, &rootfs).expect("test images");
     let config = dir.join("containerd.toml");
     std::fs::write(&config, CONTAINERD_CONFIG).unwrap();
     let rules = dir.join("rules.yaml");
@@ -1408,7 +1412,9 @@ fn vigil_run_as_cri_pod_entrypoint_posts_alerts_and_keeps_the_exit_code() {
     let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("entry-cri");
     let rootfs = vigil_rootfs(&dir);
-    let (image, pause) = oci_archives(&dir, &rootfs).expect("test images");
+    // The pause image needs no vigil: busybox's `sleep` only.
+    let pause_rootfs = busybox_rootfs(&dir.join("pause"));
+    let (image, pause) = oci_archives(&dir, &rootfs, &pause_rootfs).expect("test images");
     let config = dir.join("containerd.toml");
     std::fs::write(&config, CONTAINERD_CONFIG).unwrap();
     let receiver = receiver::Receiver::start();
