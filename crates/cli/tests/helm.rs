@@ -135,8 +135,123 @@ fn helm_chart_lints_and_renders_a_configuration_vigil_loads() {
         }
         let rendered = String::from_utf8(run(&mut template).stdout).expect("utf-8 manifests");
         check_manifests(&dir, label, &rendered);
+        let ds = &by_kind(&rendered)["DaemonSet/vigil"];
+        check_runtime_mounts(label, &ds["spec"]["template"], ALL_RUNTIMES);
+    }
+    // One runtime per node pool: only its directories are mounted.
+    for (key, runtime) in [
+        ("containerd", "containerd"),
+        ("crio", "runc"),
+        ("docker", "docker"),
+    ] {
+        let mut template = Command::new(&helm);
+        for (var, sub) in [
+            ("HELM_CACHE_HOME", "cache"),
+            ("HELM_CONFIG_HOME", "config"),
+            ("HELM_DATA_HOME", "data"),
+        ] {
+            template.env(var, dir.join("helm").join(sub));
+        }
+        template.args(["template", "vigil"]).arg(chart());
+        for other in ["containerd", "crio", "docker"] {
+            template.args([
+                "--set",
+                &format!("containerRuntimes.{other}={}", other == key),
+            ]);
+        }
+        let rendered = String::from_utf8(run(&mut template).stdout).expect("utf-8 manifests");
+        let ds = &by_kind(&rendered)["DaemonSet/vigil"];
+        check_runtime_mounts(&format!("{key} only"), &ds["spec"]["template"], &[runtime]);
     }
     let _ = fs::remove_dir_all(&dir);
+}
+
+/// The runtimes (as the metadata reader names them: `runc` is CRI-O's runc root) a node of
+/// Kubernetes may run, all mounted by default.
+const ALL_RUNTIMES: &[&str] = &["containerd", "runc", "docker"];
+
+/// Host files the agent reads besides the runtimes' state: the kernel's BTF, the user
+/// database, and where it writes its spools.
+const NON_RUNTIME_HOST_PATHS: &[&str] = &["/sys/kernel/btf", "/etc/passwd", "/etc/group"];
+
+/// The pod mounts, read-only and at the same paths as on the host, every directory the
+/// container metadata reader reads for `runtimes` (`RuntimeDirs::read_dirs` of the host's
+/// standard locations), and no other host path but [`NON_RUNTIME_HOST_PATHS`] and the spool:
+/// each runtime mount is one of those directories or the parent of some (a parent survives
+/// the runtime re-creating the directory below it). The host PID namespace gives `/proc`
+/// (cgroups name each process's container; docker daemons are found there).
+fn check_runtime_mounts(label: &str, pod: &Value, runtimes: &[&str]) {
+    assert_eq!(pod["spec"]["hostPID"], true, "{label}: hostPID");
+    let needed: Vec<String> = vigil_state::RuntimeDirs::under(Path::new("/"))
+        .read_dirs()
+        .into_iter()
+        .filter(|(_, runtime)| runtimes.contains(&runtime.as_str()))
+        .map(|(dir, _)| dir.to_string_lossy().into_owned())
+        .collect();
+    assert!(!needed.is_empty(), "{label}: no directory for {runtimes:?}");
+    let host_paths: BTreeMap<&str, &str> = pod["spec"]["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .filter_map(|v| Some((v["name"].as_str()?, v["hostPath"]["path"].as_str()?)))
+        .collect();
+    let mounts: Vec<(&str, &Value)> = pod["spec"]["containers"][0]["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .filter_map(|m| Some((*host_paths.get(m["name"].as_str()?)?, m)))
+        .collect();
+    let covers = |at: &str, dir: &str| {
+        dir == at || dir.starts_with(&format!("{}/", at.trim_end_matches('/')))
+    };
+    for dir in &needed {
+        let (host, mount) = mounts
+            .iter()
+            .find(|(_, m)| covers(m["mountPath"].as_str().unwrap_or_default(), dir))
+            .unwrap_or_else(|| panic!("{label}: {dir} ({runtimes:?}) is not mounted"));
+        assert_eq!(
+            Some(*host),
+            mount["mountPath"].as_str(),
+            "{label}: {dir} is mounted from another host path"
+        );
+        assert_eq!(
+            mount["readOnly"], true,
+            "{label}: {dir} is mounted writable"
+        );
+    }
+    let spool = mounts
+        .iter()
+        .find(|(_, m)| m["name"] == "spool")
+        .map(|(host, _)| *host);
+    for (host, mount) in &mounts {
+        if NON_RUNTIME_HOST_PATHS.contains(host) || Some(*host) == spool {
+            continue;
+        }
+        let at = mount["mountPath"].as_str().unwrap_or_default();
+        let needed_here = needed
+            .iter()
+            .any(|dir| dir == at || Path::new(dir).parent() == Some(Path::new(at)));
+        assert!(
+            needed_here,
+            "{label}: host path {host} (at {at}) is mounted but the agent reads no directory \
+             there for {runtimes:?}: {needed:?}"
+        );
+    }
+}
+
+/// The plain manifest `deploy/kubernetes/vigil.yaml` mounts what the chart's defaults do.
+#[test]
+fn kubernetes_manifest_mounts_what_the_metadata_reader_reads() {
+    let text = fs::read_to_string(root().join("deploy/kubernetes/vigil.yaml")).expect("manifest");
+    let m = by_kind(&text);
+    let ds = m
+        .get("DaemonSet/vigil")
+        .unwrap_or_else(|| panic!("no DaemonSet/vigil in {:?}", m.keys()));
+    check_runtime_mounts(
+        "deploy/kubernetes/vigil.yaml",
+        &ds["spec"]["template"],
+        ALL_RUNTIMES,
+    );
 }
 
 /// `kind/name` → manifest.

@@ -11,6 +11,12 @@
 //! restarted with the defaults (containers started after a runtime restart get full
 //! metadata without restarting the agent).
 //!
+//! `vigil run` as a container's entrypoint (the Fargate shape), in docker and in a CRI pod
+//! of containerd: the image holds the static vigil (`VIGIL_STATIC_BIN`, as in `image.rs`)
+//! and busybox, the container gets the runtime's default seccomp profile and capabilities
+//! (nothing added) and the host network, and the workload's alert must reach the test's
+//! loopback HTTP receiver and its exit code (3) be the container's.
+//!
 //! Not covered here: `container.privileged = true` (runc cannot start a `--privileged`
 //! container on VMs whose bounding set lacks CAP_SYS_RESOURCE; docker's `hostconfig.json`
 //! flag is unit-tested in vigil-state) and image digests (an imported image has no
@@ -28,6 +34,8 @@ use serde_json::Value;
 #[path = "support/live.rs"]
 mod live;
 use live::{missing_requirement, strict, Watch, LIVE};
+#[path = "support/receiver.rs"]
+mod receiver;
 
 const OCI_IMAGE: &str = "localhost/vigiltest/bb:1.0";
 const PAUSE_IMAGE: &str = "localhost/vigiltest/pause:1.0";
@@ -182,6 +190,11 @@ impl Dockerd {
 
     /// Imports the test image from `rootfs` (a directory).
     fn import(&self, rootfs: &Path) {
+        self.import_as(rootfs, IMAGE);
+    }
+
+    /// Imports `rootfs` (a directory) as `image`, labelled `tier=web`.
+    fn import_as(&self, rootfs: &Path, image: &str) {
         let mut tar = Command::new("tar")
             .arg("-C")
             .arg(rootfs)
@@ -197,7 +210,7 @@ impl Dockerd {
                 "-c",
                 "LABEL tier=web",
                 "-",
-                IMAGE,
+                image,
             ])
             .stdin(tar.stdout.take().expect("piped"))
             .output()
@@ -601,13 +614,17 @@ fn docker_fields_match_docker_inspect_across_daemon_restarts_and_roots() {
     );
 }
 
-/// Builds the OCI test images (the busybox one and the CRI's pause image) as docker
-/// archives with podman (no daemon, no registry): `(image, pause)`.
-fn oci_archives(dir: &Path, rootfs: &Path) -> Result<(PathBuf, PathBuf), String> {
+/// Builds the OCI test images (the one of `rootfs` and the CRI's pause image, of
+/// `pause_rootfs`) as docker archives with podman (no daemon, no registry): `(image, pause)`.
+fn oci_archives(
+    dir: &Path,
+    rootfs: &Path,
+    pause_rootfs: &Path,
+) -> Result<(PathBuf, PathBuf), String> {
     let mut out = Vec::new();
-    for (image, change) in [
-        (OCI_IMAGE, "LABEL tier=web"),
-        (PAUSE_IMAGE, r#"CMD ["/bin/sleep", "86400"]"#),
+    for (image, change, rootfs) in [
+        (OCI_IMAGE, "LABEL tier=web", rootfs),
+        (PAUSE_IMAGE, r#"CMD ["/bin/sleep", "86400"]"#, pause_rootfs),
     ] {
         let tar = dir.join(format!("{}.tar", image.replace(['/', ':'], "_")));
         let archive = dir.join("rootfs.tar");
@@ -890,7 +907,7 @@ fn cri_pod_fields_match_crictl_inspect_across_a_containerd_restart() {
     let share = dir.join("share");
     std::fs::create_dir_all(&share).unwrap();
     std::fs::write(share.join("marker"), "here\n").unwrap();
-    let (image, pause) = oci_archives(&dir, &rootfs).expect("test images");
+    let (image, pause) = oci_archives(&dir, &rootfs, &rootfs).expect("test images");
     let config = dir.join("containerd.toml");
     std::fs::write(&config, CONTAINERD_CONFIG).unwrap();
     let rules = dir.join("rules.yaml");
@@ -1222,4 +1239,283 @@ fn docker_churn_soak() {
     );
     // Every event the source delivered was processed (drops are counted apart).
     assert_eq!(events, processed, "delivered events not all processed");
+}
+
+/// What the entrypoint containers run under `vigil run`: a read of a sensitive file the
+/// embedded rules alert on, then an exit code of its own.
+const RUN_WORKLOAD: &str = "cat /etc/shadow; exit 3";
+/// The embedded rule the workload's `cat /etc/shadow` raises.
+const RUN_RULE: &str = "Sensitive File Read by Unexpected Program";
+/// How long an entrypoint container may take to run and exit.
+const RUN_WAIT: Duration = Duration::from_secs(120);
+
+/// The static `vigil` (runs in an image with no libc): `$VIGIL_STATIC_BIN` (set by `make
+/// test`) or `target/<arch>-unknown-linux-gnu/release/vigil`, as in `image.rs`.
+fn static_vigil() -> Option<PathBuf> {
+    let path = std::env::var_os("VIGIL_STATIC_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target")
+                .join(format!("{}-unknown-linux-gnu", std::env::consts::ARCH))
+                .join("release/vigil")
+        });
+    path.is_file().then_some(path)
+}
+
+/// Why an entrypoint test cannot run here (beyond its runtime's own requirements).
+fn entrypoint_requirement() -> Option<String> {
+    if static_vigil().is_none() {
+        return Some(
+            "no static vigil (`make static` builds it; `make test` sets VIGIL_STATIC_BIN)".into(),
+        );
+    }
+    None
+}
+
+/// The busybox root filesystem with the static `vigil` as `/vigil`.
+fn vigil_rootfs(dir: &Path) -> PathBuf {
+    let root = busybox_rootfs(dir);
+    let vigil = static_vigil().expect("static vigil (checked)");
+    std::fs::copy(&vigil, root.join("vigil")).expect("copy the static vigil");
+    root
+}
+
+/// The container's command: `vigil run` with the embedded rules and JSON alerts posted to
+/// the test's receiver on the host's loopback, launching [`RUN_WORKLOAD`].
+fn entrypoint_command(port: u16) -> Vec<String> {
+    let url = format!("http_output.url=http://127.0.0.1:{port}/");
+    [
+        "/vigil",
+        "run",
+        "-o",
+        "json_output=true",
+        "-o",
+        "http_output.enabled=true",
+        "-o",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        RUN_WORKLOAD,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// The workload's alert among the receiver's bodies: Falco's JSON for [`RUN_RULE`] on
+/// `cat /etc/shadow`, or why there is none.
+fn shadow_alert(bodies: &[String]) -> Result<Value, String> {
+    let alerts: Vec<Value> = bodies
+        .iter()
+        .filter_map(|b| serde_json::from_str(b).ok())
+        .collect();
+    alerts
+        .iter()
+        // busybox's shell runs its `cat` applet through /proc/self/exe: the process may be
+        // named `exe`, so the file and the command line tell it.
+        .find(|a| {
+            a["rule"] == RUN_RULE
+                && a["output_fields"]["fd.name"] == "/etc/shadow"
+                && a["output_fields"]["proc.cmdline"]
+                    .as_str()
+                    .is_some_and(|c| c.ends_with(" /etc/shadow"))
+        })
+        .cloned()
+        .ok_or_else(|| format!("no `{RUN_RULE}` alert for cat /etc/shadow among {bodies:?}"))
+}
+
+/// `vigil run` as a docker container's entrypoint (the Fargate shape): docker's default
+/// seccomp profile and capabilities (nothing added, not privileged), host network so that
+/// the alert reaches the receiver on this host's loopback over HTTP, and the container's
+/// exit code is the workload's.
+#[test]
+fn vigil_run_as_docker_entrypoint_posts_alerts_and_keeps_the_exit_code() {
+    const TEST: &str = "vigil_run_as_docker_entrypoint_posts_alerts_and_keeps_the_exit_code";
+    if let Some(reason) = docker_requirement().or_else(entrypoint_requirement) {
+        assert!(!strict(), "{TEST}: VIGIL_TEST_STRICT=1 but {reason}");
+        eprintln!("skipping {TEST}: {reason}");
+        return;
+    }
+    let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("entry-docker");
+    let rootfs = vigil_rootfs(&dir);
+    let receiver = receiver::Receiver::start();
+    let daemon = Dockerd::start(None, dir.join("dockerd.log"));
+    let image = "vigiltest/vigil-run:1.0";
+    daemon.import_as(&rootfs, image);
+    // docker's seccomp profile is on (the default one: no --security-opt below).
+    let security = daemon
+        .docker(&["info", "--format", "{{json .SecurityOptions}}"])
+        .expect("docker info");
+    assert!(
+        security.contains("name=seccomp,profile=default"),
+        "dockerd runs without its default seccomp profile: {security}"
+    );
+    let name = format!("vt-entry-{}", std::process::id());
+    let mut args = vec!["run", "--name", &name, "--network", "host", image];
+    let command = entrypoint_command(receiver.addr.port());
+    args.extend(command.iter().map(String::as_str));
+    let out = Command::new("docker")
+        .args(["-H", &daemon.host])
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("docker run");
+    let inspect: Value = daemon
+        .docker(&["inspect", &name])
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .expect("docker inspect of the exited container");
+    let host = &inspect[0]["HostConfig"];
+    let logs = format!(
+        "docker run stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(&dir);
+    // No capability added, none of docker's defaults dropped, not privileged, no seccomp
+    // override: the container ran as docker runs any.
+    assert_eq!(host["Privileged"], false, "{host}");
+    assert!(host["CapAdd"].is_null(), "CapAdd: {}", host["CapAdd"]);
+    assert!(host["CapDrop"].is_null(), "CapDrop: {}", host["CapDrop"]);
+    assert!(
+        host["SecurityOpt"].is_null(),
+        "SecurityOpt: {}",
+        host["SecurityOpt"]
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "docker run's exit status\n{logs}"
+    );
+    assert_eq!(inspect[0]["State"]["ExitCode"], 3, "docker inspect\n{logs}");
+    if let Err(e) = shadow_alert(&receiver.bodies()) {
+        panic!("{e}\n{logs}");
+    }
+}
+
+/// `vigil run` as the entrypoint of a container in a CRI pod (containerd, crictl): the
+/// runtime's default seccomp profile (`RuntimeDefault`) and capabilities, none added, host
+/// network; the alert reaches the receiver over HTTP and the container's exit code is the
+/// workload's.
+#[test]
+fn vigil_run_as_cri_pod_entrypoint_posts_alerts_and_keeps_the_exit_code() {
+    const TEST: &str = "vigil_run_as_cri_pod_entrypoint_posts_alerts_and_keeps_the_exit_code";
+    if let Some(reason) = cri_requirement().or_else(entrypoint_requirement) {
+        assert!(!strict(), "{TEST}: VIGIL_TEST_STRICT=1 but {reason}");
+        eprintln!("skipping {TEST}: {reason}");
+        return;
+    }
+    let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("entry-cri");
+    let rootfs = vigil_rootfs(&dir);
+    // The pause image needs no vigil: busybox's `sleep` only.
+    let pause_rootfs = busybox_rootfs(&dir.join("pause"));
+    let (image, pause) = oci_archives(&dir, &rootfs, &pause_rootfs).expect("test images");
+    let config = dir.join("containerd.toml");
+    std::fs::write(&config, CONTAINERD_CONFIG).unwrap();
+    let receiver = receiver::Receiver::start();
+    let daemon = Containerd::start(&config, &dir.join("containerd.log"));
+    for archive in [&image, &pause] {
+        run(
+            "ctr",
+            &[
+                "--address",
+                CONTAINERD_SOCK,
+                "-n",
+                "k8s.io",
+                "images",
+                "import",
+                &archive.to_string_lossy(),
+            ],
+        )
+        .expect("ctr images import");
+    }
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let pod_json = dir.join("pod.json");
+    std::fs::write(
+        &pod_json,
+        serde_json::json!({
+            "metadata": {"name": "task", "namespace": "jobs",
+                         "uid": format!("5e1f7a2c-{:04x}-4b6d-9c0e-0123456789ab",
+                                        std::process::id() & 0xffff),
+                         "attempt": 0},
+            "log_directory": logs,
+            // Host network: the receiver on this host's loopback is the pod's.
+            "linux": {"security_context": {"namespace_options": {"network": 2}}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let ctr_json = dir.join("ctr.json");
+    std::fs::write(
+        &ctr_json,
+        serde_json::json!({
+            "metadata": {"name": "task"},
+            "image": {"image": OCI_IMAGE},
+            "command": entrypoint_command(receiver.addr.port()),
+            "log_path": "task.log",
+            // The runtime's default seccomp profile, as Kubernetes' `RuntimeDefault`; no
+            // capability added.
+            "linux": {"security_context": {"seccomp": {"profile_type": 0}}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let (pod_json, ctr_json) = (pod_json.to_string_lossy(), ctr_json.to_string_lossy());
+    let pod_id = daemon.crictl(&["runp", &pod_json]).expect("crictl runp");
+    let id = daemon
+        .crictl(&["create", &pod_id, &ctr_json, &pod_json])
+        .expect("crictl create");
+    daemon.crictl(&["start", &id]).expect("crictl start");
+    let deadline = Instant::now() + RUN_WAIT;
+    let status = loop {
+        let inspect: Value = daemon
+            .crictl(&["inspect", &id])
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .expect("crictl inspect");
+        if inspect["status"]["state"] == "CONTAINER_EXITED" || Instant::now() > deadline {
+            break inspect;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let log = std::fs::read_to_string(logs.join("task.log")).unwrap_or_default();
+    let _ = daemon.crictl(&["stopp", &pod_id]);
+    let _ = daemon.crictl(&["rmp", &pod_id]);
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        status["status"]["state"], "CONTAINER_EXITED",
+        "the container did not exit within {RUN_WAIT:?}; its log:\n{log}"
+    );
+    // The spec the runtime ran: its default seccomp profile, and no capability beyond the
+    // runtime's default set (no CAP_SYS_PTRACE, no CAP_SYS_ADMIN).
+    let linux = &status["info"]["runtimeSpec"]["linux"];
+    assert_eq!(
+        linux["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO",
+        "not the runtime's default seccomp profile: {}",
+        linux["seccomp"]["defaultAction"]
+    );
+    let caps = &status["info"]["runtimeSpec"]["process"]["capabilities"]["bounding"];
+    let caps: Vec<&str> = caps
+        .as_array()
+        .expect("bounding capabilities")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for cap in ["CAP_SYS_PTRACE", "CAP_SYS_ADMIN"] {
+        assert!(!caps.contains(&cap), "{cap} in the bounding set {caps:?}");
+    }
+    assert_eq!(
+        status["status"]["exitCode"], 3,
+        "the container's exit code; its log:\n{log}"
+    );
+    if let Err(e) = shadow_alert(&receiver.bodies()) {
+        panic!("{e}\ncontainer log:\n{log}");
+    }
 }

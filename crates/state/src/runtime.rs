@@ -100,6 +100,27 @@ impl RuntimeDirs {
         }
     }
 
+    /// Every directory a lookup reads below these roots, with the runtime each serves (the
+    /// runtime name of a runc root; `docker`, `podman`, `containerd` for the others): what a
+    /// deployment must make visible to the agent at the same paths (deploy/README.md).
+    /// Daemons found by discovery add theirs at run time.
+    pub fn read_dirs(&self) -> Vec<(PathBuf, String)> {
+        let mut dirs: Vec<(PathBuf, String)> = self.runc_roots.clone();
+        for root in &self.docker_roots {
+            dirs.push((docker_containers(root), "docker".into()));
+            dirs.push((docker_images(root), "docker".into()));
+        }
+        for root in &self.podman_roots {
+            for driver in STORAGE_DRIVERS {
+                dirs.push((storage_containers(root, driver), "podman".into()));
+            }
+        }
+        for root in &self.containerd_roots {
+            dirs.push((cri_containers(root), "containerd".into()));
+        }
+        dirs
+    }
+
     /// Adds a docker daemon's data root and exec root (paths as the daemon names them) when
     /// they are not there yet.
     fn add_docker(&mut self, data_root: &str, exec_root: &str) {
@@ -115,6 +136,30 @@ impl RuntimeDirs {
             self.runc_roots.push(runc);
         }
     }
+}
+
+/// containers/storage's drivers whose `<driver>-containers/containers.json` is read.
+const STORAGE_DRIVERS: [&str; 4] = ["overlay", "vfs", "btrfs", "zfs"];
+
+/// docker's per-container directories (`<id>/config.v2.json`, `<id>/hostconfig.json`) in a
+/// data root.
+fn docker_containers(data_root: &Path) -> PathBuf {
+    data_root.join("containers")
+}
+
+/// docker's image store of a data root (`<driver>/repositories.json`).
+fn docker_images(data_root: &Path) -> PathBuf {
+    data_root.join("image")
+}
+
+/// containers/storage's container list directory of `driver` in a graph root.
+fn storage_containers(graph_root: &Path, driver: &str) -> PathBuf {
+    graph_root.join(format!("{driver}-containers"))
+}
+
+/// The CRI plugin's per-container directories (`<id>/status`) in a containerd root.
+fn cri_containers(containerd_root: &Path) -> PathBuf {
+    containerd_root.join("io.containerd.grpc.v1.cri/containers")
 }
 
 /// `path` (absolute, as a daemon names it) below `root`.
@@ -136,7 +181,7 @@ fn lookup_any(dirs: &RuntimeDirs, short_id: &[u8]) -> Option<(ContainerInfo, boo
     }
     // Docker first: its runc state (`runtime-runc/moby`) carries no name, image or labels.
     for root in &dirs.docker_roots {
-        let containers = root.join("containers");
+        let containers = docker_containers(root);
         if let Some(full) = find_entry(&containers, short) {
             let dir = containers.join(&full);
             if let Some(text) = read_small(&dir.join("config.v2.json")) {
@@ -185,10 +230,7 @@ fn lookup_any(dirs: &RuntimeDirs, short_id: &[u8]) -> Option<(ContainerInfo, boo
 /// `createdAt`) from the CRI plugin's status file.
 fn add_cri(dirs: &RuntimeDirs, info: &mut ContainerInfo, full_id: &str) {
     for root in &dirs.containerd_roots {
-        let path = root
-            .join("io.containerd.grpc.v1.cri/containers")
-            .join(full_id)
-            .join("status");
+        let path = cri_containers(root).join(full_id).join("status");
         let Some(status) = read_small(&path).and_then(|t| serde_json::from_str::<Value>(&t).ok())
         else {
             continue;
@@ -250,8 +292,8 @@ fn podman_storage_entry(dirs: &RuntimeDirs, id: &str) -> Option<StorageEntry> {
         return None;
     }
     for root in &dirs.podman_roots {
-        for driver in ["overlay", "vfs", "btrfs", "zfs"] {
-            let path = root.join(format!("{driver}-containers/containers.json"));
+        for driver in STORAGE_DRIVERS {
+            let path = storage_containers(root, driver).join("containers.json");
             let Some(text) = read_small(&path) else {
                 continue;
             };
@@ -617,7 +659,7 @@ fn repo_digest(root: &Path, driver: &str, repository: &str, image_id: &str) -> O
     {
         return None;
     }
-    let text = read_small(&root.join("image").join(driver).join("repositories.json"))?;
+    let text = read_small(&docker_images(root).join(driver).join("repositories.json"))?;
     let repos: Value = serde_json::from_str(&text).ok()?;
     let refs = repos.get("Repositories")?.get(repository)?.as_object()?;
     refs.iter()
@@ -1181,6 +1223,119 @@ mod tests {
         );
         let info = lookup(&dirs, &ID.as_bytes()[..12]).unwrap();
         assert_eq!((info.name.as_str(), info.image.as_str()), (ID, ""));
+    }
+
+    /// Copies `rel` (a directory below `from`) to the same place below `to`.
+    fn copy_tree(from: &Path, to: &Path, rel: &Path) {
+        let Ok(entries) = fs::read_dir(from.join(rel)) else {
+            return;
+        };
+        fs::create_dir_all(to.join(rel)).unwrap();
+        for e in entries.flatten() {
+            let sub = rel.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy_tree(from, to, &sub);
+            } else {
+                fs::copy(from.join(&sub), to.join(&sub)).unwrap();
+            }
+        }
+    }
+
+    /// `read_dirs` is what a deployment mounts (deploy/README.md, checked by the Helm test):
+    /// a host tree holding only those directories gives every runtime's lookup the same
+    /// answer as the whole tree, and each directory that exists is needed by some lookup.
+    #[test]
+    fn read_dirs_hold_everything_a_lookup_reads() {
+        let ids: Vec<String> = ["d0", "c1", "f2", "b3"]
+            .iter()
+            .map(|p| format!("{p}{}", &ID[2..]))
+            .collect();
+        let t = Tree::new("read-dirs-full");
+        // docker: its record and image store (and runc state, read when the record is not).
+        let dir = format!("var/lib/docker/containers/{}", ids[0]);
+        t.write(
+            &format!("{dir}/config.v2.json"),
+            &docker_config_v2(&ids[0], "web-a"),
+        );
+        t.write(&format!("{dir}/hostconfig.json"), r#"{"Privileged": true}"#);
+        t.write(
+            "var/lib/docker/image/overlay2/repositories.json",
+            r#"{"Repositories": {"vigiltest/bb": {"vigiltest/bb@sha256:beef": "sha256:1111"}}}"#,
+        );
+        t.write(
+            &format!("run/docker/runtime-runc/moby/{}/state.json", ids[3]),
+            &runc_state(&ids[3], &["bundle=/run/docker/x"]),
+        );
+        // containerd's CRI: runc state with the CRI annotations, the CRI plugin's status.
+        t.write(
+            &format!("run/containerd/runc/k8s.io/{}/state.json", ids[1]),
+            &runc_state(
+                &ids[1],
+                &[
+                    "io.kubernetes.cri.container-type=container",
+                    "io.kubernetes.cri.container-name=web",
+                    "io.kubernetes.cri.sandbox-name=web-7d9f",
+                ],
+            ),
+        );
+        t.write(
+            &format!(
+                "var/lib/containerd/io.containerd.grpc.v1.cri/containers/{}/status",
+                ids[1]
+            ),
+            r#"{"CreatedAt":1795791958400472273}"#,
+        );
+        // CRI-O: runc state in /run/runc with CRI-O's annotations.
+        t.write(
+            &format!("run/runc/{}/state.json", ids[2]),
+            &runc_state(
+                &ids[2],
+                &[
+                    "io.kubernetes.container.name=api",
+                    "io.kubernetes.pod.name=api-5c",
+                    "io.kubernetes.pod.namespace=shop",
+                ],
+            ),
+        );
+        let full = RuntimeDirs::under(&t.0);
+        let lookups = |dirs: &RuntimeDirs| -> Vec<Option<ContainerInfo>> {
+            ids.iter()
+                .map(|id| lookup(dirs, &id.as_bytes()[..SHORT_ID_LEN]))
+                .collect()
+        };
+        let want = lookups(&full);
+        assert!(want.iter().all(Option::is_some), "{want:?}");
+        assert_eq!(want[0].as_ref().unwrap().image_digest, "sha256:beef");
+        assert_eq!(
+            want[1].as_ref().unwrap().start_ts,
+            1_795_791_958_400_472_273
+        );
+
+        let rel = |d: &Path| d.strip_prefix(&t.0).unwrap().to_path_buf();
+        let read: Vec<PathBuf> = full.read_dirs().iter().map(|(d, _)| rel(d)).collect();
+        let only = |skip: Option<&Path>| {
+            let part = Tree::new("read-dirs-part");
+            for d in read.iter().filter(|d| Some(d.as_path()) != skip) {
+                copy_tree(&t.0, &part.0, d);
+            }
+            let got = lookups(&RuntimeDirs::under(&part.0));
+            (part, got)
+        };
+        assert_eq!(only(None).1, want, "the listed directories are not enough");
+        for d in read.iter().filter(|d| t.0.join(d).is_dir()) {
+            assert_ne!(
+                only(Some(d)).1,
+                want,
+                "{} is listed but no lookup needs it",
+                d.display()
+            );
+        }
+        // Each runtime is named.
+        let listed = full.read_dirs();
+        let runtimes: Vec<&str> = listed.iter().map(|(_, r)| r.as_str()).collect();
+        for r in ["runc", "containerd", "docker", "podman"] {
+            assert!(runtimes.contains(&r), "{r} in {runtimes:?}");
+        }
     }
 
     #[test]

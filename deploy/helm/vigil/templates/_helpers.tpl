@@ -12,3 +12,29 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/name: vigil
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{/*
+The runtime state directories mounted read-only for the container metadata reader, for the
+runtimes enabled in .Values.containerRuntimes (a YAML list of {name, path}). Why each one:
+deploy/README.md, "What the agent reads from the node".
+*/}}
+{{- define "vigil.runtimeMounts" -}}
+{{- $r := .Values.containerRuntimes -}}
+{{- $m := list -}}
+{{- if $r.containerd -}}
+{{- $m = append $m (dict "name" "containerd-runc" "path" "/run/containerd/runc") -}}
+{{- $m = append $m (dict "name" "containerd-cri" "path" "/var/lib/containerd/io.containerd.grpc.v1.cri/containers") -}}
+{{- end -}}
+{{- if $r.crio -}}
+{{- $m = append $m (dict "name" "runc" "path" "/run/runc") -}}
+{{- end -}}
+{{- if $r.docker -}}
+{{- $m = append $m (dict "name" "docker-containers" "path" "/var/lib/docker/containers") -}}
+{{- $m = append $m (dict "name" "docker-image" "path" "/var/lib/docker/image") -}}
+{{- $m = append $m (dict "name" "docker-runc" "path" "/run/docker/runtime-runc") -}}
+{{- if not $r.containerd -}}
+{{- $m = append $m (dict "name" "containerd-runc-moby" "path" "/run/containerd/runc/moby") -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $m -}}
+{{- end -}}
