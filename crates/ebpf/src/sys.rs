@@ -113,12 +113,17 @@ enum SyscallLinks {
 }
 
 impl SyscallLinks {
-    fn into_links(self) -> Vec<Link> {
+    /// Moves the links into `links` and what must outlive them (a stub object's slot map)
+    /// into `slots`.
+    fn take_into(self, links: &mut Vec<Link>, slots: &mut Vec<Rc<MapHandle>>) {
         match self {
-            SyscallLinks::Tracepoint(enter, exit) => vec![enter, exit],
-            SyscallLinks::Fexit(link, _slot) => vec![link],
-            SyscallLinks::Raw(link) => link.into_iter().collect(),
-            SyscallLinks::Exit(exit, enter) => std::iter::once(exit).chain(enter).collect(),
+            SyscallLinks::Tracepoint(enter, exit) => links.extend([enter, exit]),
+            SyscallLinks::Fexit(link, slot) => {
+                links.push(link);
+                slots.push(slot);
+            }
+            SyscallLinks::Raw(link) => links.extend(link),
+            SyscallLinks::Exit(exit, enter) => links.extend(std::iter::once(exit).chain(enter)),
         }
     }
 }
@@ -566,14 +571,14 @@ impl Bpf {
             .filter(|nr| !keep.contains(nr))
             .copied()
             .collect();
-        let mut detach = Vec::new();
+        let (mut detach, mut slots) = (Vec::new(), Vec::new());
         for nr in gone {
             if let Some(links) = self.syscall_links.remove(&nr) {
                 self.set_hooked(nr, false)?;
-                detach.extend(links.into_links());
+                links.take_into(&mut detach, &mut slots);
             }
         }
-        release(detach);
+        release(detach, slots);
         let mut new = Vec::new();
         for &(nr, name, spec, _) in wanted {
             if self.syscall_links.contains_key(&nr) {
@@ -625,7 +630,7 @@ impl Bpf {
                 }
                 if self.syscall_links.is_empty() {
                     if let Some(link) = self.raw_exit.take() {
-                        release(vec![link]);
+                        release(vec![link], Vec::new());
                     }
                 } else if self.raw_exit.is_none() {
                     let link =
@@ -789,7 +794,7 @@ impl Bpf {
         self.fallback = keep;
         if self.fallback.is_empty() {
             if let Some((enter, exit)) = self.raw_links.take() {
-                release(vec![enter, exit]);
+                release(vec![enter, exit], Vec::new());
             }
         } else if self.raw_links.is_none() {
             let tracefs = &self.tracefs;
@@ -875,11 +880,12 @@ impl Drop for Bpf {
             links.push(enter);
             links.push(exit);
         }
+        let mut slots = Vec::new();
         for (_, hooked) in std::mem::take(&mut self.syscall_links) {
-            links.extend(hooked.into_links());
+            hooked.take_into(&mut links, &mut slots);
         }
         links.extend(self.raw_exit.take());
-        release(links);
+        release(links, slots);
     }
 }
 
@@ -1055,18 +1061,28 @@ fn attach_tracepoint(
 
 /// Detaches `links` without waiting for the kernel's teardown when it can (a [`Releaser`]
 /// does it), else in parallel threads.
-fn release(links: Vec<Link>) {
+///
+/// `slots` (the fexit stubs' program arrays) outlive the links: the kernel empties a program
+/// array when user space lets go of it, which rewrites the tail call in each stub's code,
+/// and that must not happen while a stub is still attached and running (under emulation it
+/// crashed a guest kernel in the stub: `int3`).
+fn release(links: Vec<Link>, slots: Vec<Rc<MapHandle>>) {
     if links.is_empty() {
         return;
     }
     let fds: Vec<RawFd> = links.iter().map(|l| l.as_fd().as_raw_fd()).collect();
-    match Releaser::start(&fds) {
+    let slot_fds: Vec<RawFd> = slots.iter().map(|m| m.as_fd().as_raw_fd()).collect();
+    match Releaser::start(&fds, &slot_fds) {
         // The releaser holds the last references: dropping ours only disables the events.
         Some(releaser) => {
             drop(links);
+            drop(slots);
             drop(releaser);
         }
-        None => detach_all(links),
+        None => {
+            detach_all(links);
+            drop(slots);
+        }
     }
 }
 
@@ -1080,21 +1096,24 @@ struct Releaser {
 }
 
 impl Releaser {
-    /// Forks the releaser holding `fds`; `None` if it cannot (the caller detaches itself).
-    fn start(fds: &[RawFd]) -> Option<Releaser> {
+    /// Forks the releaser holding `fds` and `after`; once let go it closes `fds` (the links)
+    /// one by one, then exits (closing `after`). `None` if it cannot fork (the caller
+    /// detaches itself).
+    fn start(fds: &[RawFd], after: &[RawFd]) -> Option<Releaser> {
         let mut pipe = [-1 as libc::c_int; 2];
         // SAFETY: `pipe` is a valid array of two ints for pipe2 to fill.
         if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return None;
         }
         let [wait_fd, go] = pipe;
-        let mut keep: Vec<RawFd> = fds.to_vec();
+        let mut keep: Vec<RawFd> = fds.iter().chain(after).copied().collect();
         keep.push(wait_fd);
+        let links: Vec<libc::c_int> = fds.to_vec();
         // Computed before forking: the child only makes system calls.
         let gaps = close_gaps(&keep);
         // SAFETY: fork in a possibly multi-threaded process; both children below only make
-        // async-signal-safe system calls (fork, close_range, setsid, read, _exit) and never
-        // return into Rust code.
+        // async-signal-safe system calls (fork, close_range, setsid, read, close, _exit) on
+        // memory prepared before the fork, and never return into Rust code.
         let child = unsafe { libc::fork() };
         if child < 0 {
             // SAFETY: closing the two pipe fds this function created.
@@ -1120,6 +1139,9 @@ impl Releaser {
                     if n >= 0 || *libc::__errno_location() != libc::EINTR {
                         break;
                     }
+                }
+                for &fd in &links {
+                    libc::close(fd);
                 }
                 libc::_exit(0);
             }
