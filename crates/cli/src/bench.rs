@@ -243,26 +243,15 @@ pub struct GenerateBenchArgs {
     out: Option<PathBuf>,
 }
 
-/// `5`, `2.5s`, `100ms`, `1m`.
+/// A duration flag, in the configuration's grammar (`vigil_config::parse_duration`: `5`,
+/// `2.5s`, `100ms`, `1m`).
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (num, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (text, 1.0)
-    };
-    let value: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("invalid duration `{text}` (e.g. 5, 2.5s, 100ms, 1m)"))?;
-    if !value.is_finite() || value < 0.0 || value * scale > 1e7 {
-        return Err(format!("duration out of range: `{text}`"));
-    }
-    Ok(Duration::from_secs_f64(value * scale))
+    vigil_config::parse_duration(text).ok_or_else(|| {
+        format!(
+            "invalid duration `{text}` (expected {})",
+            vigil_config::DURATION_SYNTAX
+        )
+    })
 }
 
 fn exe() -> Result<PathBuf> {
@@ -611,7 +600,16 @@ mod tests {
             "millis"
         );
         assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)), "minutes");
+        assert_eq!(
+            parse_duration("0.1"),
+            Ok(Duration::from_millis(100)),
+            "bare decimal"
+        );
         assert!(parse_duration("-1").is_err(), "negative");
-        assert!(parse_duration("abc").is_err(), "garbage");
+        let e = parse_duration("abc").unwrap_err();
+        assert!(
+            e.contains("invalid duration `abc`") && e.contains("ms"),
+            "{e}"
+        );
     }
 }

@@ -11,10 +11,10 @@ use std::io::{self, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::thread;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
+use vigil_config::{parse_duration, DURATION_SYNTAX};
 use vigil_generator::{Action, Context};
 
 use crate::InvalidInput;
@@ -195,8 +195,12 @@ fn lookup_user(name: &str) -> Result<(u32, u32)> {
 }
 
 fn run(args: &RunArgs) -> Result<ExitCode> {
-    let pause = parse_duration(&args.sleep)
-        .ok_or_else(|| InvalidInput(format!("invalid duration `{}`", args.sleep)))?;
+    let pause = parse_duration(&args.sleep).ok_or_else(|| {
+        InvalidInput(format!(
+            "invalid duration `{}` (expected {DURATION_SYNTAX})",
+            args.sleep
+        ))
+    })?;
     let actions: Vec<_> = select(args.pattern.as_deref().unwrap_or(""))?
         .into_iter()
         .filter(|a| args.slow || !a.slow)
@@ -284,31 +288,14 @@ fn run(args: &RunArgs) -> Result<ExitCode> {
     })
 }
 
-/// `100ms`, `1s`, `1.5s`, `2m`, `1h`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num.parse().ok()?;
-    let secs = match unit {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "us" | "µs" => value / 1_000_000.0,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return None,
-    };
-    Duration::try_from_secs_f64(secs).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
-    fn durations() {
+    fn sleep_takes_every_form_it_took_before_the_grammars_merged() {
+        // `--sleep` had its own grammar; these are the forms it accepted, in config's now.
         assert_eq!(parse_duration("100ms"), Some(Duration::from_millis(100)));
         assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
         assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));

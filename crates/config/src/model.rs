@@ -274,24 +274,48 @@ impl Default for Metrics {
     }
 }
 
-/// Parses Falco's duration syntax (`1h`, `15m`, `30s`, `500ms`); `None` when malformed or zero.
+/// What [`parse_duration`] accepts, for error messages.
+pub const DURATION_SYNTAX: &str = "a number and a unit: ns, us, ms, s, m, h, d, w (e.g. 500ms, 2.5s, 1h); a bare number is seconds";
+
+/// Parses a duration: Falco's syntax (`1h`, `15m`, `30s`, `500ms`) widened by decimals (`2.5s`)
+/// and bare seconds (`5`, `0.1`), the one grammar of every duration Vigil reads — configuration
+/// files and command-line flags alike. `None` when malformed or too large; zero is a duration
+/// (a setting that must be positive says so itself). Exact: no floating point.
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit())?;
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let d = match unit {
-        "ns" => Duration::from_nanos(n),
-        "us" => Duration::from_micros(n),
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.checked_mul(60)?),
-        "h" => Duration::from_secs(n.checked_mul(3600)?),
-        "d" => Duration::from_secs(n.checked_mul(86_400)?),
-        "w" => Duration::from_secs(n.checked_mul(604_800)?),
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let unit_ns: u128 = match unit {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "" | "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        "d" => 86_400_000_000_000,
+        "w" => 604_800_000_000_000,
         _ => return None,
     };
-    (!d.is_zero()).then_some(d)
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let mut ns = whole.checked_mul(unit_ns)?;
+    // The fraction's digits beyond a nanosecond are dropped.
+    let mut scale = unit_ns;
+    for digit in fraction.bytes() {
+        scale /= 10;
+        ns = ns.checked_add(u128::from(digit - b'0') * scale)?;
+    }
+    let secs = u64::try_from(ns / 1_000_000_000).ok()?;
+    Some(Duration::new(secs, (ns % 1_000_000_000) as u32))
 }
 
 /// Formats a duration in the largest unit that represents it exactly.
@@ -372,10 +396,42 @@ mod tests {
     fn durations() {
         assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
         assert_eq!(parse_duration("5000ms"), Some(Duration::from_secs(5)));
-        assert_eq!(parse_duration("0s"), None);
-        assert_eq!(parse_duration("h"), None);
-        assert_eq!(parse_duration("10"), None);
-        assert_eq!(parse_duration("99999999999999999999w"), None);
+        assert_eq!(
+            parse_duration("0s"),
+            Some(Duration::ZERO),
+            "zero is a duration"
+        );
+        assert_eq!(
+            parse_duration("10"),
+            Some(Duration::from_secs(10)),
+            "bare seconds"
+        );
+        assert_eq!(parse_duration("0.1"), Some(Duration::from_millis(100)));
+        assert_eq!(parse_duration("2.5s"), Some(Duration::from_millis(2500)));
+        assert_eq!(parse_duration(".5m"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1.5us"), Some(Duration::from_nanos(1500)));
+        assert_eq!(
+            parse_duration("1.0000000009s"),
+            Some(Duration::new(1, 0)),
+            "below 1 ns"
+        );
+        assert_eq!(parse_duration(" 3µs "), Some(Duration::from_micros(3)));
+        for bad in [
+            "",
+            "h",
+            ".",
+            "s",
+            "1x",
+            "-1s",
+            "1e3s",
+            "1.2.3s",
+            "10 parsecs",
+            "abc",
+            "inf",
+            "99999999999999999999w",
+        ] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
         assert_eq!(format_duration(Duration::from_secs(3600)), "1h");
         assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
         for s in ["1w", "2d", "90m", "17s", "3us", "7ns"] {

@@ -366,13 +366,19 @@ section!(metrics_section, Metrics, ignored: METRICS_FALCO_ONLY, {
 impl Ctx<'_> {
     fn duration(&self, n: &Node, path: &str) -> Result<std::time::Duration, ConfigError> {
         let s = self.string(n, path)?;
-        parse_duration(&s).ok_or_else(|| {
-            self.err(
+        match parse_duration(&s) {
+            Some(d) if !d.is_zero() => Ok(d),
+            Some(_) => Err(self.err(
                 n,
                 path,
-                format!("invalid duration `{s}` (expected a positive integer and a unit: ms, s, m, h, d, w)"),
-            )
-        })
+                format!("invalid duration `{s}` (must be positive)"),
+            )),
+            None => Err(self.err(
+                n,
+                path,
+                format!("invalid duration `{s}` (expected {DURATION_SYNTAX})"),
+            )),
+        }
     }
 
     fn opt_path(&self, n: &Node, path: &str) -> Result<Option<PathBuf>, ConfigError> {
