@@ -12,6 +12,7 @@ use crate::agent::{
     other_cpus, release_budget, AgentLaunch, AgentSpec, BackgroundAgent, CpuBudget, WatchStats,
 };
 use crate::overhead::WorkerLaunch;
+use crate::plots;
 use crate::report::{self, cell};
 use crate::stats::Step;
 use crate::system::SystemInfo;
@@ -254,44 +255,7 @@ pub fn run(opts: &CapacityOptions, progress: Progress) -> Result<Vec<BudgetResul
     }
     let (md, json) = render(opts, &info, started, &budgets);
     report::write_report(&opts.out, &md, &json)?;
-    let series: Vec<(String, Vec<(f64, f64)>)> = budgets
-        .iter()
-        .map(|b| {
-            (
-                format!("{} CPU", b.cpus),
-                b.steps
-                    .iter()
-                    .filter_map(|s| Some((s.achieved, s.drop_pct()?)))
-                    .collect(),
-            )
-        })
-        .collect();
-    report::line_chart(
-        &opts.out.join("capacity-drops.svg"),
-        "Dropped events vs offered rate",
-        "watched syscalls/s achieved",
-        "dropped %",
-        &series,
-    )?;
-    let cpu: Vec<(String, Vec<(f64, f64)>)> = budgets
-        .iter()
-        .map(|b| {
-            (
-                format!("{} CPU", b.cpus),
-                b.steps
-                    .iter()
-                    .filter_map(|s| Some((s.achieved, s.agent_cpu_pct?)))
-                    .collect(),
-            )
-        })
-        .collect();
-    report::line_chart(
-        &opts.out.join("capacity-cpu.svg"),
-        "Agent CPU vs offered rate",
-        "watched syscalls/s achieved",
-        "% of one CPU",
-        &cpu,
-    )?;
+    plots::from_report(&json, &opts.out)?;
     Ok(budgets)
 }
 

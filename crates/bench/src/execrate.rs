@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::agent::{AgentLaunch, AgentSpec, BackgroundAgent};
 use crate::overhead::WorkerLaunch;
+use crate::plots;
 use crate::report::{self, cell};
 use crate::system::{self, SystemInfo};
 use crate::{sys, BenchError, Progress};
@@ -194,36 +195,7 @@ pub fn run(
     }
     let (md, json) = render(opts, &info, started, &rows);
     report::write_report(&opts.out, &md, &json)?;
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = opts
-        .watch_procs
-        .iter()
-        .map(|n| {
-            (
-                format!("{n} CPU %"),
-                rows.iter()
-                    .filter_map(|(_, _, on)| Some((on.achieved?, *on.procs_cpu_pct.get(n)?)))
-                    .collect(),
-            )
-        })
-        .collect();
-    series.push((
-        "workload extra CPU % (on − off)".into(),
-        rows.iter()
-            .filter_map(|(_, off, on)| {
-                Some((
-                    on.achieved?,
-                    (on.workload_cpu_pct - off.workload_cpu_pct).max(0.0),
-                ))
-            })
-            .collect(),
-    ));
-    report::line_chart(
-        &opts.out.join("exec-rate-cpu.svg"),
-        "CPU vs exec rate (agent on)",
-        "execs/s achieved",
-        "% of one CPU",
-        &series,
-    )?;
+    plots::from_report(&json, &opts.out)?;
     Ok(rows)
 }
 

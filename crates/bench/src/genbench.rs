@@ -19,6 +19,7 @@ use regex::Regex;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::plots;
 use crate::report::{self, cell};
 use crate::stats::{lost_percent, next_sleep};
 use crate::system::{self, SystemInfo};
@@ -514,21 +515,7 @@ pub fn run(opts: &mut GenBenchOptions, progress: Progress) -> Result<Vec<Round>,
     }
     let (md, json) = render(opts, &info, started, &actions, &rounds);
     report::write_report(&opts.out, &md, &json)?;
-    let eps: Vec<(f64, f64)> = rounds.iter().map(|r| (r.round as f64, r.eps)).collect();
-    let lost: Vec<(f64, f64)> = rounds
-        .iter()
-        .map(|r| {
-            let (e, a) = r.totals();
-            (r.round as f64, lost_percent(e, a))
-        })
-        .collect();
-    report::line_chart(
-        &opts.out.join("generate-bench.svg"),
-        "Actions per second and lost alerts per round",
-        "round",
-        "EPS / lost %",
-        &[("throughput (EPS)".into(), eps), ("lost %".into(), lost)],
-    )?;
+    plots::from_report(&json, &opts.out)?;
     Ok(rounds)
 }
 

@@ -6,7 +6,8 @@
 //! - [`execrate`]: `/bin/true` at fixed exec rates; CPU of named processes and of the workload.
 //! - [`capacity`]: a watched-syscall ramp under a CPU budget until the agent drops events.
 //! - [`genbench`]: Falco event-generator's `bench` method over `vigil generate` actions.
-//! - [`report`]: Markdown + JSON + SVG reports; [`system`]: machine facts and `/proc` readers.
+//! - [`report`]: Markdown + JSON reports and the charts; [`plots`]: a report's SVG plots, drawn
+//!   from its `report.json` alone; [`system`]: machine facts and `/proc` readers.
 //!
 //! Knows the agents only by their command lines and documented contracts (readiness line,
 //! SIGTERM, `--stats` JSON line: see [`agent`]); knows nothing about flags or where text goes —
@@ -21,6 +22,7 @@ pub mod capacity;
 pub mod execrate;
 pub mod genbench;
 pub mod overhead;
+pub mod plots;
 pub mod report;
 pub mod stats;
 mod sys;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::agent::{tail, AgentExit, AgentLaunch, AgentSpec, BackgroundAgent};
+use crate::plots;
 use crate::report::{self, cell, pct};
 use crate::stats::{geometric_mean, interleaved_schedule, median, percent_change, unixbench_index};
 use crate::system::SystemInfo;
@@ -248,7 +249,7 @@ pub fn run(opts: &OverheadOptions, progress: Progress) -> Result<OverheadResult,
     }
     let (markdown, json) = render(opts, &info, started, &configs, &cells, &agent_exits);
     report::write_report(&opts.out, &markdown, &json)?;
-    plots(opts, &configs, &cells)?;
+    plots::from_report(&json, &opts.out)?;
     Ok(OverheadResult {
         configs,
         cells,
@@ -469,106 +470,6 @@ fn render(
     (md, json)
 }
 
-fn plots(
-    opts: &OverheadOptions,
-    configs: &[Variant],
-    cells: &[Vec<Cell>],
-) -> Result<(), BenchError> {
-    let pick = |pred: &dyn Fn(Test) -> bool| -> Vec<(usize, Test)> {
-        opts.tests
-            .iter()
-            .copied()
-            .enumerate()
-            .filter(|(_, t)| pred(*t))
-            .collect()
-    };
-    let ub = pick(&|t: Test| t.baseline().is_some());
-    let ns = pick(&|t: Test| t.baseline().is_none());
-    let names = |sel: &[(usize, Test)]| {
-        sel.iter()
-            .map(|(_, t)| t.name().to_string())
-            .collect::<Vec<_>>()
-    };
-    let index_series: Vec<(String, Vec<Option<f64>>)> = configs
-        .iter()
-        .enumerate()
-        .map(|(ci, c)| {
-            (
-                c.label.clone(),
-                ub.iter()
-                    .map(|(ti, t)| index_of(*t, median(&cells[ci][*ti].scores)))
-                    .collect(),
-            )
-        })
-        .collect();
-    report::bar_chart(
-        &opts.out.join("overhead-index.svg"),
-        "UnixBench index per test (higher is better)",
-        "index",
-        &names(&ub),
-        &index_series,
-    )?;
-    let all: Vec<(usize, Test)> = opts.tests.iter().copied().enumerate().collect();
-    let change_series: Vec<(String, Vec<Option<f64>>)> = configs
-        .iter()
-        .enumerate()
-        .skip(1)
-        .map(|(ci, c)| {
-            (
-                c.label.clone(),
-                all.iter()
-                    .map(|(ti, t)| {
-                        speed_change(
-                            *t,
-                            median(&cells[0][*ti].scores)?,
-                            median(&cells[ci][*ti].scores)?,
-                        )
-                    })
-                    .collect(),
-            )
-        })
-        .collect();
-    report::bar_chart(
-        &opts.out.join("overhead-change.svg"),
-        "Speed change vs agent off, % (negative = slower)",
-        "% speed change",
-        &names(&all),
-        &change_series,
-    )?;
-    let ns_series: Vec<(String, Vec<Option<f64>>)> = configs
-        .iter()
-        .enumerate()
-        .map(|(ci, c)| {
-            (
-                c.label.clone(),
-                ns.iter()
-                    .map(|(ti, _)| median(&cells[ci][*ti].scores))
-                    .collect(),
-            )
-        })
-        .collect();
-    report::bar_chart(
-        &opts.out.join("overhead-ns.svg"),
-        "ns per loop (lower is better)",
-        "ns",
-        &names(&ns),
-        &ns_series,
-    )?;
-    Ok(())
-}
-
-/// Change in speed from `off` to `on`, percent (negative = slower), whatever the unit:
-/// for ns-per-loop tests speed is the inverse of the score.
-pub fn speed_change(test: Test, off: f64, on: f64) -> Option<f64> {
-    if test.unit().higher_is_better() {
-        percent_change(off, on)
-    } else if on > 0.0 && off > 0.0 {
-        percent_change(1.0 / off, 1.0 / on)
-    } else {
-        None
-    }
-}
-
 /// Removes a scratch directory made for a run.
 pub fn clean_scratch(dir: &Path) {
     let _ = fs::remove_dir_all(dir);
@@ -577,15 +478,6 @@ pub fn clean_scratch(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn speed_change_is_negative_when_slower_in_any_unit() {
-        let c = speed_change(Test::Pipe, 200.0, 150.0).unwrap();
-        assert!((c + 25.0).abs() < 1e-9, "fewer loops/s = slower: {c}");
-        let c = speed_change(Test::Getpid, 100.0, 125.0).unwrap();
-        assert!((c + 20.0).abs() < 1e-9, "more ns/loop = slower: {c}");
-        assert_eq!(speed_change(Test::Getpid, 0.0, 1.0), None, "zero ns");
-    }
 
     #[test]
     fn argv_puts_taskset_then_prefix_then_worker() {
