@@ -17,7 +17,7 @@ TEST_PACKAGES := strace runc debootstrap openssl curl bpftool sudo logrotate rsy
   qemu-system-x86 cpio busybox-static
 RUST_COMPONENTS := rustfmt clippy
 
-.PHONY: all deps test-deps runtime-deps build static image run test lint fmt bench fuzz clean
+.PHONY: all deps test-deps runtime-deps build static image run test lint fmt bench bench-svg fuzz clean
 
 all: build
 
@@ -118,6 +118,13 @@ fmt:
 bench: deps
 	$(CARGO) bench -p vigil-engine
 	$(CARGO) bench -p vigil-output
+
+# The plots of every published bench run (docs/bench keeps only report.md and report.json),
+# drawn from its report.json into target/bench-svg/<run>/.
+bench-svg: build
+	@for j in $$(find docs/bench -name report.json | sort); do \
+	  d=$$(dirname $$j); $(VIGIL) bench report --svg target/bench-svg/$${d#docs/bench/} $$d || exit 1; \
+	done
 
 # Runs each fuzz target for FUZZ_SECONDS (needs the nightly toolchain and cargo-fuzz). The
 # rules targets start from fuzz/seeds/<target> (checked in; new corpus entries go to the

@@ -39,9 +39,24 @@ pub enum BenchCommand {
         after_help = "Example:\n  vigil bench capacity --cpus 0.5,1,2 --start 100000 --step x1.5 --duration 60"
     )]
     Capacity(CapacityArgs),
+    /// Draw a published run's SVG plots again from its report.json.
+    #[command(
+        after_help = "Example:\n  vigil bench report --svg target/bench/plots docs/bench/capacity-default"
+    )]
+    Report(ReportArgs),
     /// Run one workload (used by the benches; wrap it with `vigil run --` or `strace`).
     #[command(hide = true)]
     Worker(WorkerArgs),
+}
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// A run's `report.json`, or the directory holding it.
+    #[arg(value_name = "REPORT")]
+    report: PathBuf,
+    /// Directory to draw the plots into (created if needed).
+    #[arg(long, value_name = "DIR")]
+    svg: PathBuf,
 }
 
 /// How background agents are started and recognised as ready.
@@ -302,8 +317,36 @@ pub fn run(command: BenchCommand) -> Result<ExitCode> {
         BenchCommand::Overhead(args) => overhead(args),
         BenchCommand::ExecRate(args) => exec_rate(args),
         BenchCommand::Capacity(args) => capacity(args),
+        BenchCommand::Report(args) => report(args),
         BenchCommand::Worker(args) => worker(args),
     }
+}
+
+/// `vigil bench report --svg DIR REPORT`: the plots of a published run, from its report.json.
+fn report(args: ReportArgs) -> Result<ExitCode> {
+    let path = if args.report.is_dir() {
+        args.report.join("report.json")
+    } else {
+        args.report
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read `{}`", path.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| InvalidInput(format!("`{}` is not JSON: {e}", path.display())))?;
+    std::fs::create_dir_all(&args.svg)
+        .with_context(|| format!("cannot create `{}`", args.svg.display()))?;
+    let files = vigil_bench::plots::from_report(&json, &args.svg).map_err(|e| match e {
+        vigil_bench::BenchError::Invalid { .. } => {
+            anyhow::Error::new(InvalidInput(format!("`{}`: {e}", path.display())))
+        }
+        other => other.into(),
+    })?;
+    let mut stdout = std::io::stdout().lock();
+    for f in files {
+        writeln!(stdout, "{}", f.display())?;
+    }
+    stdout.flush()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn overhead(args: OverheadArgs) -> Result<ExitCode> {
@@ -611,5 +654,32 @@ mod tests {
             e.contains("invalid duration `abc`") && e.contains("ms"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn report_draws_a_published_runs_plots_and_refuses_what_is_not_a_report() {
+        let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/bench/capacity-default");
+        let out = std::env::temp_dir().join(format!("vigil-bench-report-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let code = report(ReportArgs {
+            report: run.clone(),
+            svg: out.clone(),
+        })
+        .unwrap();
+        assert_eq!(code, ExitCode::SUCCESS);
+        for name in ["capacity-drops.svg", "capacity-cpu.svg"] {
+            let svg = std::fs::read_to_string(out.join(name)).unwrap();
+            assert!(
+                svg.starts_with("<svg") && svg.contains("<polyline"),
+                "{name}"
+            );
+        }
+        let e = report(ReportArgs {
+            report: run.join("report.md"),
+            svg: out.clone(),
+        })
+        .unwrap_err();
+        assert!(e.downcast_ref::<InvalidInput>().is_some(), "{e:#}");
+        let _ = std::fs::remove_dir_all(&out);
     }
 }
