@@ -41,7 +41,7 @@ pub enum BenchCommand {
     Capacity(CapacityArgs),
     /// Draw a published run's SVG plots again from its report.json.
     #[command(
-        after_help = "Example:\n  vigil bench report --svg target/bench/plots docs/bench/capacity-default"
+        after_help = "Example:\n  vigil bench report --svg target/bench/plots docs/bench/capacity-60s-default"
     )]
     Report(ReportArgs),
     /// Run one workload (used by the benches; wrap it with `vigil run --` or `strace`).
@@ -658,7 +658,7 @@ mod tests {
 
     #[test]
     fn report_draws_a_published_runs_plots_and_refuses_what_is_not_a_report() {
-        let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/bench/capacity-default");
+        let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/bench/capacity-60s-default");
         let out = std::env::temp_dir().join(format!("vigil-bench-report-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         let code = report(ReportArgs {
