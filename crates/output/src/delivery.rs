@@ -26,17 +26,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::metrics::{names, Metrics};
-use crate::sinks::{Sink, SinkError};
+use crate::sinks::{Record, Sink, SinkError};
 use crate::spool::{Losses, Spool, SpoolSync};
-
-/// One formatted alert on its way to an output.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
-    /// Syslog severity (0 emergency … 7 debug) of the alert's priority.
-    pub severity: u8,
-    /// The formatted alert, without a trailing newline.
-    pub body: Arc<str>,
-}
 
 /// Why an alert was dropped (the `reason` label).
 pub mod reason {

@@ -14,8 +14,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use crate::delivery::Record;
-use crate::sinks::{Sink, SinkError};
+use crate::sinks::{Record, Sink, SinkError};
 
 /// The longest wait for the connection itself (shorter when `http_output.timeout` is).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

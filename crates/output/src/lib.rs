@@ -30,11 +30,12 @@ pub mod spool;
 pub mod stats;
 pub mod time;
 
-pub use delivery::{DeliveryOptions, Record, SinkReport};
+pub use delivery::{DeliveryOptions, SinkReport};
 pub use format::Formatter;
 pub use metrics::Metrics;
 pub use outputs::{DeliveryReport, Outputs, OutputsError};
 pub use settings::OutputSettings;
+pub use sinks::Record;
 
 /// One rule match, rendered.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,12 +6,12 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::delivery::{reason, Delivery, DeliveryOptions, Record, SinkReport};
+use crate::delivery::{reason, Delivery, DeliveryOptions, SinkReport};
 use crate::format::Formatter;
 use crate::http::{HttpSetupError, HttpSink};
 use crate::metrics::{self, names, Metrics};
 use crate::settings::{Delivery as DeliveryConfig, DropAlertSettings, OutputSettings};
-use crate::sinks::{self, FileSink, ProgramSink, Sink, SyslogSink};
+use crate::sinks::{self, FileSink, ProgramSink, Record, Sink, SyslogSink};
 use crate::Alert;
 
 /// Rule name of the internal alert for dropped events.

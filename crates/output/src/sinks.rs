@@ -1,5 +1,5 @@
 //! The outputs themselves: stdout, file, syslog, program and (in [`crate::http`]) HTTP.
-//! Each delivers one formatted record at a time; queueing and retries are
+//! Each delivers one formatted [`Record`] at a time; queueing and retries are
 //! [`crate::delivery`]'s job.
 
 use std::fs::File;
@@ -7,8 +7,16 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
 
-use crate::delivery::Record;
+/// One formatted alert on its way to an output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Syslog severity (0 emergency … 7 debug) of the alert's priority.
+    pub severity: u8,
+    /// The formatted alert, without a trailing newline.
+    pub body: Arc<str>,
+}
 
 /// Why a delivery attempt failed.
 #[derive(Debug, thiserror::Error)]

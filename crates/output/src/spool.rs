@@ -53,7 +53,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::delivery::Record;
+use crate::sinks::Record;
 
 /// The largest record the spool accepts (bigger ones are refused, and skipped as corrupt on
 /// read).

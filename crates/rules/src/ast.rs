@@ -5,6 +5,11 @@
 use std::borrow::Cow;
 use std::fmt;
 
+/// Whitespace as the lexer sees it (unlike `u8::is_ascii_whitespace`, includes vertical tab).
+pub(crate) fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c')
+}
+
 /// A byte range in the source text of one condition (or output template).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Span {
@@ -458,9 +463,9 @@ impl fmt::Display for Operand {
                 if let Some(arg) = &self.field.arg {
                     // The selector is one character; quote anything a bare argument cannot be.
                     let plain = !arg.is_empty()
-                        && arg.bytes().all(|b| {
-                            !(crate::parser::is_ws(b) || matches!(b, b'[' | b']' | b'"' | b'\''))
-                        });
+                        && arg
+                            .bytes()
+                            .all(|b| !(is_ws(b) || matches!(b, b'[' | b']' | b'"' | b'\'')));
                     if plain {
                         write!(f, "[{arg}]")?;
                     } else {
@@ -506,7 +511,7 @@ impl fmt::Display for FieldName {
             let plain = !arg.is_empty()
                 && arg
                     .bytes()
-                    .all(|b| !(crate::parser::is_ws(b) || matches!(b, b'[' | b']' | b'"' | b'\'')));
+                    .all(|b| !(is_ws(b) || matches!(b, b'[' | b']' | b'"' | b'\'')));
             if plain {
                 write!(f, "[{arg}]")?;
             } else {

@@ -8,6 +8,7 @@
 use crate::ast::{
     CallArg, CmpOp, Expr, Literal, Modifier, MultiCall, MultiFn, Operand, Rhs, Span, Transformer,
 };
+use crate::diag::CompileError;
 use crate::eval::{
     CArg, CBase, CMulti, COperand, FieldSlots, Filter, Glob, Node, PathSet, Test, V,
 };
@@ -21,26 +22,8 @@ use crate::template::{parse_template, Segment, TField, Template};
 use aho_corasick::AhoCorasick;
 use memchr::memmem;
 use rustc_hash::FxHashMap;
-use std::fmt;
 use std::net::IpAddr;
 use vigil_fields::{Catalog, FieldRef, FieldType, IpNet, LookupError};
-
-/// A problem found while compiling a condition or template, with a stable code and the byte span
-/// in the text it was parsed from. Warnings (codes `W_…`) use the same shape.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CompileError {
-    pub code: &'static str,
-    pub message: String,
-    pub span: Span,
-}
-
-impl fmt::Display for CompileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} @ {}", self.code, self.message, self.span.start)
-    }
-}
-
-impl std::error::Error for CompileError {}
 
 fn err(code: &'static str, message: String, span: Span) -> CompileError {
     CompileError {

@@ -38,6 +38,25 @@
 
 use std::fmt;
 
+use crate::ast::Span;
+
+/// A problem found while compiling a condition or template, with a stable code and the byte span
+/// in the text it was parsed from. Warnings (codes `W_…`) use the same shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileError {
+    pub code: &'static str,
+    pub message: String,
+    pub span: Span,
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} @ {}", self.code, self.message, self.span.start)
+    }
+}
+
+impl std::error::Error for CompileError {}
+
 /// How bad a diagnostic is: any error makes the load fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Severity {

@@ -35,7 +35,7 @@
 //!   `/usr/bin/ls`, not `/usr/binx`); items may hold glob wildcards, matched per path component.
 
 use crate::ast::{CmpOp, Modifier, MultiFn, Transformer};
-use crate::compile::CompileError;
+use crate::diag::CompileError;
 use aho_corasick::AhoCorasick;
 use base64::Engine as _;
 use memchr::memmem;

@@ -27,8 +27,8 @@
 //! phases, which do recurse over the tree, see bounded depth: adversarial input yields `E_DEPTH`.
 
 use crate::ast::{
-    CallArg, CmpOp, Expr, FieldName, Literal, Modifier, MultiCall, MultiFn, Operand, Rhs, Span,
-    Transformer,
+    is_ws, CallArg, CmpOp, Expr, FieldName, Literal, Modifier, MultiCall, MultiFn, Operand, Rhs,
+    Span, Transformer,
 };
 use std::fmt;
 
@@ -99,11 +99,6 @@ pub(crate) fn transformer_named(name: &str) -> Option<Transformer> {
         "len" => Transformer::Len,
         _ => return None,
     })
-}
-
-/// Whitespace as the lexer sees it (unlike `u8::is_ascii_whitespace`, includes vertical tab).
-pub(crate) fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c')
 }
 
 fn is_ident_start(b: u8) -> bool {

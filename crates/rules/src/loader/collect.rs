@@ -1319,7 +1319,7 @@ fn check_name(file: usize, pos: Pos, kind: &str, name: &str, rep: &mut Reporter)
     } else {
         let valid = !name.is_empty()
             && name.bytes().all(|b| {
-                !matches!(b, b'(' | b')' | b'"' | b'\'' | b'=' | b',') && !crate::parser::is_ws(b)
+                !matches!(b, b'(' | b')' | b'"' | b'\'' | b'=' | b',') && !crate::ast::is_ws(b)
             });
         (
             valid,

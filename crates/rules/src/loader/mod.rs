@@ -22,7 +22,8 @@ pub mod yaml;
 
 use std::collections::HashSet;
 
-use crate::compile::{CompileError, Compiler};
+use crate::compile::Compiler;
+use crate::diag::CompileError;
 use crate::diag::{Diagnostic, Severity};
 use crate::ruleset::{Rule, Ruleset};
 use collect::{Collected, Counts};

@@ -677,7 +677,7 @@ fn push_values(items: &mut Vec<Literal>, v: &ExValue, span: Span) {
 /// quotes it (`exceptions_values_transformer_space`); the compiler then warns
 /// (`W_FIELD_AS_VALUE`). Every span of the result is `span`.
 fn transformer_value(text: &str, span: Span) -> Option<Rhs> {
-    if text.is_empty() || text.bytes().any(crate::parser::is_ws) || !text.ends_with(')') {
+    if text.is_empty() || text.bytes().any(crate::ast::is_ws) || !text.ends_with(')') {
         return None;
     }
     match parse_condition(&format!("evt.num = {text}")) {
