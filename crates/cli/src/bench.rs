@@ -658,7 +658,8 @@ mod tests {
 
     #[test]
     fn report_draws_a_published_runs_plots_and_refuses_what_is_not_a_report() {
-        let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/bench/capacity-60s-default");
+        let run =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/bench/capacity-60s-default");
         let out = std::env::temp_dir().join(format!("vigil-bench-report-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         let code = report(ReportArgs {
