@@ -183,7 +183,7 @@ fn support(selection: &RulesSelection) -> Result<ExitCode> {
         "engine_info": { "engine_version": engine_version() },
         "system_info": {
             "sysname": read("ostype"),
-            "nodename": read("hostname"),
+            "nodename": vigil_state::procfs::host_name(),
             "release": read("osrelease"),
             "version": read("version"),
             "machine": std::env::consts::ARCH,

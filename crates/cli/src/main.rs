@@ -443,7 +443,7 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
         watch: args.selection.watch_sources(),
     };
     let engine_for = |ruleset| {
-        let hostname = outputs::host_name();
+        let hostname = vigil_state::procfs::host_name();
         Engine::new(ruleset, system_state_config(&hostname), hostname)
     };
     outputs::run(
@@ -563,7 +563,7 @@ fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
     let config = selection.config.load()?;
     let mut ruleset = load_selection(selection, &config)?;
     let identity = run::identity_is_fixed();
-    let hostname = outputs::host_name();
+    let hostname = vigil_state::procfs::host_name();
     // Where the identity is fixed the rules that cannot match here are disabled; where it
     // may change they stop only in the processes that enter new namespaces.
     let (folded, elsewhere_only) = if identity.is_ok() {

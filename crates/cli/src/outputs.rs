@@ -606,7 +606,7 @@ pub fn run(
     reload: &mut Reload<'_>,
 ) -> Result<ExitCode> {
     let mut engine = engine_for(ruleset);
-    let hostname = host_name();
+    let hostname = vigil_state::procfs::host_name();
     let stats_file = flags
         .stats_file
         .as_deref()
@@ -683,11 +683,4 @@ fn reload_all(reload: &mut Reload<'_>, engine: &mut Engine) -> Result<Config> {
     engine.set_ruleset(ruleset);
     engine.set_decorator(decorator);
     Ok(config)
-}
-
-/// This host's name (empty when unreadable).
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default()
 }

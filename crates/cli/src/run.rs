@@ -511,7 +511,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     // Before the agent starts: the start-up lines come from the tracer first.
     crate::outputs::init_logging();
     let (config, mut ruleset) = configure(&args.rules)?;
-    let hostname = crate::outputs::host_name();
+    let hostname = vigil_state::procfs::host_name();
     let folds = identity_is_fixed().is_ok();
     let folded = if folds {
         fold_as_here(&mut ruleset, &hostname)

@@ -395,8 +395,8 @@ pub fn read_snapshot(
     pids.dedup();
 
     let mut snap = Snapshot {
-        hostname: read_small(src, "sys/kernel/hostname", &mut stats)
-            .map(|h| trim_newline(&h).to_vec())
+        hostname: hostname(src)
+            .map_err(|e| classify(&e, &mut stats))
             .unwrap_or_default(),
         start_ts: now_ns(),
         ..Snapshot::default()
@@ -731,6 +731,20 @@ fn parse_num<T: std::str::FromStr>(b: &[u8]) -> Option<T> {
 
 fn trim_newline(b: &[u8]) -> &[u8] {
     b.strip_suffix(b"\n").unwrap_or(b)
+}
+
+/// This host's name as the kernel has it (`sys/kernel/hostname`: the UTS namespace's nodename,
+/// what `gethostname(2)` returns), without the newline — the one reader of the host name.
+pub fn hostname(src: &dyn ProcSource) -> io::Result<Vec<u8>> {
+    src.read("sys/kernel/hostname", SMALL_FILE)
+        .map(|h| trim_newline(&h).to_vec())
+}
+
+/// The live host's [`hostname`] as text (invalid UTF-8 replaced), empty when unreadable.
+pub fn host_name() -> String {
+    hostname(&RealProc::default())
+        .map(|h| String::from_utf8_lossy(&h).into_owned())
+        .unwrap_or_default()
 }
 
 /// `btime` (boot time, seconds since the epoch) from `/proc/stat`.
@@ -1135,6 +1149,14 @@ mod tests {
         p.link(&format!("{pid}/cwd"), "/tmp");
         p.file(&format!("{pid}/loginuid"), "1000");
         p.file(&format!("{pid}/cgroup"), "0::/user.slice/session-1.scope\n");
+    }
+
+    #[test]
+    fn hostname_is_the_kernels_without_its_newline() {
+        assert_eq!(hostname(&base()).unwrap(), b"box");
+        assert!(hostname(&FakeProc::new()).is_err(), "unreadable");
+        let live = host_name();
+        assert!(!live.is_empty() && !live.ends_with('\n'), "{live:?}");
     }
 
     fn base() -> FakeProc {
