@@ -10,7 +10,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use vigil_event::{
-    table, Event, EventType, FdInfo, FdKind, GroupInfo, Param, Snapshot, SockAddr, SockTuple,
+    table, Event, EventType, FdInfo, FdType, GroupInfo, Param, Snapshot, SockAddr, SockTuple,
     ThreadInfo, UserInfo,
 };
 
@@ -59,7 +59,8 @@ pub fn snapshot() -> Snapshot {
         (0..3)
             .map(|fd| FdInfo {
                 fd,
-                kind: FdKind::File,
+                kind: FdType::File,
+                tuple: None,
                 name: name.as_bytes().to_vec(),
                 flags: 2,
             })

@@ -499,7 +499,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vigil_event::{FdInfo, FdKind, ThreadInfo};
+    use vigil_event::{FdInfo, FdType, ThreadInfo};
 
     const PID: i64 = 100;
 
@@ -517,9 +517,10 @@ mod tests {
         );
         let ruleset = loaded.ruleset.expect("rules load");
         let mut engine = Engine::new(ruleset, StateConfig::default(), "h".into());
-        let fd = |fd: i64, kind: FdKind, name: &str| FdInfo {
+        let fd = |fd: i64, kind: FdType, name: &str| FdInfo {
             fd,
             kind,
+            tuple: None,
             name: name.as_bytes().to_vec(),
             flags: 0,
         };
@@ -530,17 +531,10 @@ mod tests {
                 ppid: 1,
                 comm: b"sh".to_vec(),
                 fds: vec![
-                    fd(0, FdKind::File, "/dev/null"),
-                    fd(1, FdKind::File, "/tmp/out"),
-                    fd(
-                        5,
-                        FdKind::Inet {
-                            tuple: None,
-                            ipv6: false,
-                        },
-                        "",
-                    ),
-                    fd(6, FdKind::Pipe, ""),
+                    fd(0, FdType::File, "/dev/null"),
+                    fd(1, FdType::File, "/tmp/out"),
+                    fd(5, FdType::Ipv4, ""),
+                    fd(6, FdType::Pipe, ""),
                 ],
                 ..ThreadInfo::default()
             }],

@@ -184,18 +184,18 @@ impl Event {
     }
 }
 
-/// The kind of object behind a file descriptor (Falco `fd.type` / `fd.typechar`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FdKind {
+/// What a file descriptor refers to, as Falco types it (`fd.type`, `fd.typechar`): the one
+/// fd-type enum of the workspace (snapshots, capture files and the state's fd tables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FdType {
     /// A regular file or device (`file`, `f`).
     File,
     /// A directory (`directory`, `d`).
     Directory,
-    /// An IPv4 or IPv6 socket (`ipv4`/`ipv6`, `4`/`6`), with its tuple once known.
-    Inet {
-        tuple: Option<SockTuple>,
-        ipv6: bool,
-    },
+    /// An IPv4 socket (`ipv4`, `4`).
+    Ipv4,
+    /// An IPv6 socket (`ipv6`, `6`).
+    Ipv6,
     /// A Unix socket (`unix`, `u`).
     Unix,
     /// A pipe or FIFO (`pipe`, `p`).
@@ -224,11 +224,67 @@ pub enum FdKind {
     Other,
 }
 
+impl FdType {
+    /// Falco's `fd.type` string.
+    pub fn name(self) -> &'static str {
+        match self {
+            FdType::File => "file",
+            FdType::Directory => "directory",
+            FdType::Ipv4 => "ipv4",
+            FdType::Ipv6 => "ipv6",
+            FdType::Unix => "unix",
+            FdType::Pipe => "pipe",
+            FdType::Memfd => "memfd",
+            FdType::Event => "event",
+            FdType::Signalfd => "signalfd",
+            FdType::Eventpoll => "eventpoll",
+            FdType::Inotify => "inotify",
+            FdType::Timerfd => "timerfd",
+            FdType::Netlink => "netlink",
+            FdType::Bpf => "bpf",
+            FdType::Userfaultfd => "userfaultfd",
+            FdType::IoUring => "io_uring",
+            // Falco's type string for descriptors it cannot classify (a packet socket …).
+            FdType::Other => "<NA>",
+        }
+    }
+
+    /// Falco's `fd.typechar`.
+    pub fn typechar(self) -> &'static str {
+        match self {
+            FdType::File => "f",
+            FdType::Directory => "d",
+            FdType::Ipv4 => "4",
+            FdType::Ipv6 => "6",
+            FdType::Unix => "u",
+            FdType::Pipe => "p",
+            FdType::Memfd => "m",
+            FdType::Event => "e",
+            FdType::Signalfd => "s",
+            FdType::Eventpoll => "l",
+            FdType::Inotify => "i",
+            FdType::Timerfd => "t",
+            FdType::Netlink => "n",
+            FdType::Bpf => "b",
+            FdType::Userfaultfd => "u",
+            FdType::IoUring => "r",
+            FdType::Other => "o",
+        }
+    }
+
+    /// An IPv4 or IPv6 socket.
+    pub fn is_inet(self) -> bool {
+        matches!(self, FdType::Ipv4 | FdType::Ipv6)
+    }
+}
+
 /// One open file descriptor in a process-table snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FdInfo {
     pub fd: i64,
-    pub kind: FdKind,
+    pub kind: FdType,
+    /// An inet socket's tuple once known (always `None` for other types).
+    pub tuple: Option<SockTuple>,
     /// The name Falco shows as `fd.name`: the absolute path for files, directories, memfds
     /// (`memfd:NAME`) and Unix sockets; empty where the tuple names the socket.
     pub name: Vec<u8>,

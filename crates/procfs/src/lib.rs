@@ -23,7 +23,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use vigil_event::{FdInfo, FdKind, Snapshot, SockTuple, ThreadInfo};
+use vigil_event::{FdInfo, FdType, Snapshot, SockTuple, ThreadInfo};
 
 mod cgroup;
 
@@ -690,10 +690,12 @@ impl Reader<'_> {
                 continue;
             };
             let (mut kind, mut name) = classify_fd_target(&target);
+            let mut tuple = None;
             if let Some(ino) = socket_inode(&target) {
-                if let Some((k, n)) = self.net_table(pid).and_then(|t| t.sockets.get(&ino)) {
-                    kind = k.clone();
-                    name = n.clone();
+                if let Some(socket) = self.net_table(pid).and_then(|t| t.sockets.get(&ino)) {
+                    kind = socket.kind;
+                    tuple = socket.tuple.clone();
+                    name = socket.name.clone();
                 }
             }
             let flags = self
@@ -703,6 +705,7 @@ impl Reader<'_> {
             out.push(FdInfo {
                 fd,
                 kind,
+                tuple,
                 name,
                 flags,
             });
@@ -904,10 +907,19 @@ fn pick_cgroup(raw: &[u8]) -> Vec<u8> {
 /// `/proc/<pid>/net/*` tables can be large on busy hosts; beyond this, sockets stay `<NA>`.
 const NET_FILE: usize = 8 << 20;
 
+/// One socket of a network namespace's tables: its type, tuple (inet, once connected) and
+/// `fd.name` (a Unix socket's path).
+#[derive(Debug)]
+struct Socket {
+    kind: FdType,
+    tuple: Option<SockTuple>,
+    name: Vec<u8>,
+}
+
 /// The sockets of one network namespace by inode, from `/proc/<pid>/net/{tcp,udp,unix,…}`.
 #[derive(Debug, Default)]
 struct NetTable {
-    sockets: HashMap<u64, (FdKind, Vec<u8>)>,
+    sockets: HashMap<u64, Socket>,
 }
 
 /// The inode of a `socket:[N]` fd link target.
@@ -1003,8 +1015,15 @@ impl NetTable {
                     dst_port: srv.1,
                 }
             });
-            self.sockets
-                .insert(row.inode, (FdKind::Inet { tuple, ipv6 }, Vec::new()));
+            let kind = if ipv6 { FdType::Ipv6 } else { FdType::Ipv4 };
+            self.sockets.insert(
+                row.inode,
+                Socket {
+                    kind,
+                    tuple,
+                    name: Vec::new(),
+                },
+            );
         }
     }
 
@@ -1019,7 +1038,14 @@ impl NetTable {
                 continue;
             };
             let path = f.get(7).map(|p| p.to_vec()).unwrap_or_default();
-            self.sockets.insert(inode, (FdKind::Unix, path));
+            self.sockets.insert(
+                inode,
+                Socket {
+                    kind: FdType::Unix,
+                    tuple: None,
+                    name: path,
+                },
+            );
         }
     }
 
@@ -1031,7 +1057,14 @@ impl NetTable {
                 .rfind(|w| !w.is_empty())
                 .and_then(parse_num::<u64>);
             if let Some(inode) = inode.filter(|&i| i != 0) {
-                self.sockets.insert(inode, (FdKind::Netlink, Vec::new()));
+                self.sockets.insert(
+                    inode,
+                    Socket {
+                        kind: FdType::Netlink,
+                        tuple: None,
+                        name: Vec::new(),
+                    },
+                );
             }
         }
     }
@@ -1051,39 +1084,40 @@ pub fn read_fd(pid: i64, fd: i64) -> Option<FdInfo> {
     Some(FdInfo {
         fd,
         kind,
+        tuple: None,
         name,
         flags,
     })
 }
 
 /// The kind and `fd.name` of an fd from its `/proc/<pid>/fd/N` link target.
-fn classify_fd_target(target: &[u8]) -> (FdKind, Vec<u8>) {
+fn classify_fd_target(target: &[u8]) -> (FdType, Vec<u8>) {
     if let Some(rest) = target.strip_prefix(b"/memfd:") {
         let name = rest.strip_suffix(b" (deleted)").unwrap_or(rest);
         let mut out = b"memfd:".to_vec();
         out.extend_from_slice(name);
-        return (FdKind::Memfd, out);
+        return (FdType::Memfd, out);
     }
     if target.starts_with(b"/") {
-        return (FdKind::File, target.to_vec());
+        return (FdType::File, target.to_vec());
     }
     let kind = if target.starts_with(b"pipe:") {
-        FdKind::Pipe
+        FdType::Pipe
     } else if let Some(anon) = target.strip_prefix(b"anon_inode:") {
         match anon {
-            b"[eventfd]" => FdKind::Event,
-            b"[eventpoll]" => FdKind::Eventpoll,
-            b"[signalfd]" => FdKind::Signalfd,
-            b"[timerfd]" => FdKind::Timerfd,
-            b"inotify" => FdKind::Inotify,
-            b"[userfaultfd]" => FdKind::Userfaultfd,
-            b"[io_uring]" => FdKind::IoUring,
-            a if a.starts_with(b"bpf") => FdKind::Bpf,
-            _ => FdKind::Other,
+            b"[eventfd]" => FdType::Event,
+            b"[eventpoll]" => FdType::Eventpoll,
+            b"[signalfd]" => FdType::Signalfd,
+            b"[timerfd]" => FdType::Timerfd,
+            b"inotify" => FdType::Inotify,
+            b"[userfaultfd]" => FdType::Userfaultfd,
+            b"[io_uring]" => FdType::IoUring,
+            a if a.starts_with(b"bpf") => FdType::Bpf,
+            _ => FdType::Other,
         }
     } else {
         // `socket:[ino]`: the family needs `/proc/net/*` lookups, not done here.
-        FdKind::Other
+        FdType::Other
     };
     (kind, target.to_vec())
 }
@@ -1260,51 +1294,51 @@ mod tests {
 
     #[test]
     fn fd_link_kinds() {
-        let cases: &[(&[u8], FdKind, &[u8])] = &[
-            (b"/etc/passwd", FdKind::File, b"/etc/passwd"),
-            (b"/memfd:payload (deleted)", FdKind::Memfd, b"memfd:payload"),
-            (b"/memfd:x", FdKind::Memfd, b"memfd:x"),
-            (b"pipe:[1234]", FdKind::Pipe, b"pipe:[1234]"),
-            (b"socket:[99]", FdKind::Other, b"socket:[99]"),
+        let cases: &[(&[u8], FdType, &[u8])] = &[
+            (b"/etc/passwd", FdType::File, b"/etc/passwd"),
+            (b"/memfd:payload (deleted)", FdType::Memfd, b"memfd:payload"),
+            (b"/memfd:x", FdType::Memfd, b"memfd:x"),
+            (b"pipe:[1234]", FdType::Pipe, b"pipe:[1234]"),
+            (b"socket:[99]", FdType::Other, b"socket:[99]"),
             (
                 b"anon_inode:[eventfd]",
-                FdKind::Event,
+                FdType::Event,
                 b"anon_inode:[eventfd]",
             ),
             (
                 b"anon_inode:[eventpoll]",
-                FdKind::Eventpoll,
+                FdType::Eventpoll,
                 b"anon_inode:[eventpoll]",
             ),
             (
                 b"anon_inode:[signalfd]",
-                FdKind::Signalfd,
+                FdType::Signalfd,
                 b"anon_inode:[signalfd]",
             ),
             (
                 b"anon_inode:[timerfd]",
-                FdKind::Timerfd,
+                FdType::Timerfd,
                 b"anon_inode:[timerfd]",
             ),
             (
                 b"anon_inode:inotify",
-                FdKind::Inotify,
+                FdType::Inotify,
                 b"anon_inode:inotify",
             ),
-            (b"anon_inode:bpf-map", FdKind::Bpf, b"anon_inode:bpf-map"),
-            (b"anon_inode:bpf-prog", FdKind::Bpf, b"anon_inode:bpf-prog"),
+            (b"anon_inode:bpf-map", FdType::Bpf, b"anon_inode:bpf-map"),
+            (b"anon_inode:bpf-prog", FdType::Bpf, b"anon_inode:bpf-prog"),
             (
                 b"anon_inode:[userfaultfd]",
-                FdKind::Userfaultfd,
+                FdType::Userfaultfd,
                 b"anon_inode:[userfaultfd]",
             ),
             (
                 b"anon_inode:[io_uring]",
-                FdKind::IoUring,
+                FdType::IoUring,
                 b"anon_inode:[io_uring]",
             ),
-            (b"anon_inode:[pidfd]", FdKind::Other, b"anon_inode:[pidfd]"),
-            (b"", FdKind::Other, b""),
+            (b"anon_inode:[pidfd]", FdType::Other, b"anon_inode:[pidfd]"),
+            (b"", FdType::Other, b""),
         ];
         for (target, kind, name) in cases {
             let got = classify_fd_target(target);
@@ -1389,44 +1423,36 @@ mod tests {
 
         let (snap, _) = read_snapshot(&p, &opts()).unwrap();
         let fds = &thread(&snap, 100).fds;
-        let kind = |fd: i64| &fds.iter().find(|f| f.fd == fd).unwrap().kind;
+        let kind = |fd: i64| {
+            let f = fds.iter().find(|f| f.fd == fd).unwrap();
+            (f.kind, f.tuple.clone())
+        };
         let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        let inet = |src: (IpAddr, u16), dst: (IpAddr, u16), ipv6| FdKind::Inet {
-            tuple: Some(SockTuple::Inet {
+        let inet = |src: (IpAddr, u16), dst: (IpAddr, u16), ipv6| {
+            let tuple = Some(SockTuple::Inet {
                 l4proto: 6,
                 src_ip: src.0,
                 src_port: src.1,
                 dst_ip: dst.0,
                 dst_port: dst.1,
-            }),
-            ipv6,
+            });
+            (if ipv6 { FdType::Ipv6 } else { FdType::Ipv4 }, tuple)
         };
-        assert_eq!(
-            kind(3),
-            &FdKind::Inet {
-                tuple: None,
-                ipv6: false
-            },
-            "listening"
-        );
-        assert_eq!(
-            kind(4),
-            &inet((lo, 40000), (lo, 8080), false),
-            "server side"
-        );
+        assert_eq!(kind(3), (FdType::Ipv4, None), "listening");
+        assert_eq!(kind(4), inet((lo, 40000), (lo, 8080), false), "server side");
         assert_eq!(
             kind(5),
-            &inet((lo, 40001), ("127.0.0.2".parse().unwrap(), 80), false),
+            inet((lo, 40001), ("127.0.0.2".parse().unwrap(), 80), false),
             "client side"
         );
         let lo6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
-        assert_eq!(kind(6), &inet((lo6, 22), (lo6, 54321), true));
-        assert_eq!(kind(7), &FdKind::Unix);
+        assert_eq!(kind(6), inet((lo6, 22), (lo6, 54321), true));
+        assert_eq!(kind(7), (FdType::Unix, None));
         assert_eq!(fds.iter().find(|f| f.fd == 7).unwrap().name, b"/run/x.sock");
-        assert_eq!(kind(8), &FdKind::Unix);
-        assert_eq!(kind(9), &FdKind::Netlink);
+        assert_eq!(kind(8), (FdType::Unix, None));
+        assert_eq!(kind(9), (FdType::Netlink, None));
         let other = &thread(&snap, 200).fds;
-        assert_eq!(other[0].kind, FdKind::Other, "another namespace");
+        assert_eq!(other[0].kind, FdType::Other, "another namespace");
         assert_eq!(socket_inode(b"socket:[12]"), Some(12));
         assert_eq!(socket_inode(b"pipe:[12]"), None);
         assert_eq!(parse_endpoint(b"zz:1", false), None);
@@ -1493,19 +1519,22 @@ mod tests {
             vec![
                 FdInfo {
                     fd: 0,
-                    kind: FdKind::File,
+                    kind: FdType::File,
+                    tuple: None,
                     name: b"/dev/pts/0".to_vec(),
                     flags: 0o100002
                 },
                 FdInfo {
                     fd: 3,
-                    kind: FdKind::Other,
+                    kind: FdType::Other,
+                    tuple: None,
                     name: b"socket:[777]".to_vec(),
                     flags: 0
                 },
                 FdInfo {
                     fd: 4,
-                    kind: FdKind::Memfd,
+                    kind: FdType::Memfd,
+                    tuple: None,
                     name: b"memfd:blob".to_vec(),
                     flags: 0
                 },

@@ -607,14 +607,17 @@ pub fn read_str_array(pid: i32, addr: u64) -> (Vec<Vec<u8>>, bool) {
 /// An IP address and port.
 type Endpoint = (IpAddr, u16);
 
-/// Socket `fd` of process `pid` described as a `/proc` snapshot describes one (kind and, for
+/// Socket `fd` of process `pid` described as a `/proc` snapshot describes one (type and, for
 /// a connected inet socket, its tuple client → server; for a Unix socket its named end), for
 /// a socket whose creating call was not traced (an `accept` when no rule watches it) when a
 /// traced call uses it. Read through a copy of the descriptor (`pidfd_getfd`); a TCP socket
 /// is the server side when the process's network namespace listens on its local port (the
 /// snapshot's rule). `None` for other families or when the copy is refused.
-pub(crate) fn describe_socket(pid: i64, fd: i64) -> Option<(vigil_event::FdKind, Vec<u8>)> {
-    use vigil_event::FdKind;
+pub(crate) fn describe_socket(
+    pid: i64,
+    fd: i64,
+) -> Option<(vigil_event::FdType, Option<SockTuple>, Vec<u8>)> {
+    use vigil_event::FdType;
     let (p, f) = (i32::try_from(pid).ok()?, i32::try_from(fd).ok()?);
     let ends = sys::socket_ends(p, f).ok()?;
     let local = ends.local.and_then(|b| parse_sockaddr(&b));
@@ -644,7 +647,8 @@ pub(crate) fn describe_socket(pid: i64, fd: i64) -> Option<(vigil_event::FdKind,
                 }
                 _ => None,
             };
-            Some((FdKind::Inet { tuple, ipv6 }, Vec::new()))
+            let kind = if ipv6 { FdType::Ipv6 } else { FdType::Ipv4 };
+            Some((kind, tuple, Vec::new()))
         }
         (local @ Some(SockAddr::Unix { .. }), peer) => {
             let path = |a: &Option<SockAddr>| match a {
@@ -652,7 +656,8 @@ pub(crate) fn describe_socket(pid: i64, fd: i64) -> Option<(vigil_event::FdKind,
                 _ => None,
             };
             Some((
-                FdKind::Unix,
+                FdType::Unix,
+                None,
                 path(&peer).or_else(|| path(&local)).unwrap_or_default(),
             ))
         }

@@ -102,8 +102,11 @@ impl Ledger {
                 if let Some(mut info) = vigil_procfs::read_fd(event.pid, fd) {
                     if info.name.starts_with(b"socket:") {
                         // A socket whose creating call was not traced (`accept`, …).
-                        if let Some((kind, name)) = crate::decode::describe_socket(event.pid, fd) {
+                        if let Some((kind, tuple, name)) =
+                            crate::decode::describe_socket(event.pid, fd)
+                        {
                             info.kind = kind;
+                            info.tuple = tuple;
                             info.name = name;
                             out.push(Fix::Learn(event.pid, info));
                         }

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use vigil_event::table::{self, EventSpec};
 
-use crate::table::FdType;
+use vigil_event::FdType;
 
 /// "No such parameter": [`vigil_event::Event::param`] returns `Param::None` for it.
 pub(crate) const NONE: u8 = u8::MAX;

@@ -6,16 +6,14 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use vigil_event::{
-    ContainerInfo, Event, FdInfo, FdKind, GroupInfo, Param, Snapshot, SockAddr, SockTuple,
+    ContainerInfo, Event, FdInfo, FdType, GroupInfo, Param, Snapshot, SockAddr, SockTuple,
     ThreadInfo, UserInfo,
 };
 
 use crate::container::ContainerTable;
 use crate::path;
 use crate::schema::{self, Op, NONE};
-use crate::table::{
-    FdEntry, FdObj, FdTable, FdType, Image, ImageParts, Net, Process, Thread, UNKNOWN_ID,
-};
+use crate::table::{FdEntry, FdObj, FdTable, Image, ImageParts, Net, Process, Thread, UNKNOWN_ID};
 use crate::users::{LiveUsers, LiveUsersStats, MemUserDb, UserDb};
 use crate::view::EventView;
 
@@ -1676,58 +1674,33 @@ fn socket_obj(domain: u64, ty: u64, proto: u64) -> FdObj {
 /// the client (a snapshot does not say which end it is).
 fn fd_from_info(fd: &FdInfo) -> (FdObj, bool) {
     let cloexec = u64::from(fd.flags) & O_CLOEXEC != 0;
-    let mut obj = match &fd.kind {
-        FdKind::File | FdKind::Directory => {
-            let ty = if fd.kind == FdKind::File {
-                FdType::File
-            } else {
-                FdType::Directory
-            };
-            let mut obj = FdObj::new(ty, fd.name.clone());
+    let mut obj = match fd.kind {
+        FdType::File | FdType::Directory => {
+            let mut obj = FdObj::new(fd.kind, fd.name.clone());
             obj.set_nameraw(&fd.name);
             obj
         }
-        FdKind::Inet { tuple, ipv6 } => {
-            let ty = if *ipv6 { FdType::Ipv6 } else { FdType::Ipv4 };
-            match tuple {
-                Some(SockTuple::Inet {
-                    l4proto,
-                    src_ip,
-                    src_port,
-                    dst_ip,
-                    dst_port,
-                }) => {
-                    let (net, name) =
-                        net_from_tuple(*l4proto, *src_ip, *src_port, *dst_ip, *dst_port, false);
-                    let mut obj = FdObj::new(ty, name);
-                    obj.net = Some(net);
-                    obj
-                }
-                _ => {
-                    let mut obj = FdObj::new(ty, fd.name.clone());
-                    obj.net = Some(Net::unconnected(0, *ipv6));
-                    obj
-                }
+        FdType::Ipv4 | FdType::Ipv6 => match &fd.tuple {
+            Some(SockTuple::Inet {
+                l4proto,
+                src_ip,
+                src_port,
+                dst_ip,
+                dst_port,
+            }) => {
+                let (net, name) =
+                    net_from_tuple(*l4proto, *src_ip, *src_port, *dst_ip, *dst_port, false);
+                let mut obj = FdObj::new(fd.kind, name);
+                obj.net = Some(net);
+                obj
             }
-        }
-        kind => {
-            let ty = match kind {
-                FdKind::Unix => FdType::Unix,
-                FdKind::Pipe => FdType::Pipe,
-                FdKind::Memfd => FdType::Memfd,
-                FdKind::Event => FdType::Event,
-                FdKind::Signalfd => FdType::Signalfd,
-                FdKind::Eventpoll => FdType::Eventpoll,
-                FdKind::Inotify => FdType::Inotify,
-                FdKind::Timerfd => FdType::Timerfd,
-                FdKind::Netlink => FdType::Netlink,
-                FdKind::Bpf => FdType::Bpf,
-                FdKind::Userfaultfd => FdType::Userfaultfd,
-                FdKind::IoUring => FdType::IoUring,
-                _ => FdType::Other,
-            };
-            FdObj::new(ty, fd.name.clone())
-        }
+            _ => {
+                let mut obj = FdObj::new(fd.kind, fd.name.clone());
+                obj.net = Some(Net::unconnected(0, fd.kind == FdType::Ipv6));
+                obj
+            }
+        },
+        kind => FdObj::new(kind, fd.name.clone()),
     };
     obj.flags = fd.flags;
     (obj, cloexec)

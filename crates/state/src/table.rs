@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
+use vigil_event::FdType;
 
 /// Value of ids we do not know (`vpid` of a child forked inside a foreign pid namespace).
 pub(crate) const UNKNOWN_ID: i64 = -1;
@@ -220,79 +221,6 @@ impl Process {
             subreaper: false,
             pending_newpid: false,
         }
-    }
-}
-
-/// Falco's fd types (`fd.type`, `fd.typechar`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FdType {
-    File,
-    Directory,
-    Ipv4,
-    Ipv6,
-    Unix,
-    Pipe,
-    Memfd,
-    Event,
-    Signalfd,
-    Eventpoll,
-    Inotify,
-    Timerfd,
-    Netlink,
-    Bpf,
-    Userfaultfd,
-    IoUring,
-    Other,
-}
-
-impl FdType {
-    pub fn name(self) -> &'static str {
-        match self {
-            FdType::File => "file",
-            FdType::Directory => "directory",
-            FdType::Ipv4 => "ipv4",
-            FdType::Ipv6 => "ipv6",
-            FdType::Unix => "unix",
-            FdType::Pipe => "pipe",
-            FdType::Memfd => "memfd",
-            FdType::Event => "event",
-            FdType::Signalfd => "signalfd",
-            FdType::Eventpoll => "eventpoll",
-            FdType::Inotify => "inotify",
-            FdType::Timerfd => "timerfd",
-            FdType::Netlink => "netlink",
-            FdType::Bpf => "bpf",
-            FdType::Userfaultfd => "userfaultfd",
-            FdType::IoUring => "io_uring",
-            // Falco's type string for descriptors it cannot classify (a packet socket …).
-            FdType::Other => "<NA>",
-        }
-    }
-
-    pub fn typechar(self) -> &'static str {
-        match self {
-            FdType::File => "f",
-            FdType::Directory => "d",
-            FdType::Ipv4 => "4",
-            FdType::Ipv6 => "6",
-            FdType::Unix => "u",
-            FdType::Pipe => "p",
-            FdType::Memfd => "m",
-            FdType::Event => "e",
-            FdType::Signalfd => "s",
-            FdType::Eventpoll => "l",
-            FdType::Inotify => "i",
-            FdType::Timerfd => "t",
-            FdType::Netlink => "n",
-            FdType::Bpf => "b",
-            FdType::Userfaultfd => "u",
-            FdType::IoUring => "r",
-            FdType::Other => "o",
-        }
-    }
-
-    pub fn is_inet(self) -> bool {
-        matches!(self, FdType::Ipv4 | FdType::Ipv6)
     }
 }
 

@@ -1642,7 +1642,8 @@ fn learned_descriptors_resolve_like_opened_ones() {
     let mut state = tree();
     let info = vigil_event::FdInfo {
         fd: 9,
-        kind: vigil_event::FdKind::File,
+        kind: vigil_event::FdType::File,
+        tuple: None,
         name: b"/etc/ssh".to_vec(),
         flags: O_RDONLY as u32,
     };

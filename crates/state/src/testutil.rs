@@ -23,7 +23,7 @@ use std::borrow::Cow;
 
 use vigil_event::table;
 use vigil_event::{
-    ContainerInfo, Event, FdInfo, FdKind, GroupInfo, MountInfo, Param, Snapshot, SockTuple,
+    ContainerInfo, Event, FdInfo, FdType, GroupInfo, MountInfo, Param, Snapshot, SockTuple,
     ThreadInfo, UserInfo,
 };
 use vigil_fields::{Catalog, Extract, Value};
@@ -192,7 +192,8 @@ fn thread(tid: i64, ppid: i64, comm: &str, exepath: &str, args: &[&str], uid: u3
 fn file(fd: i64, name: &str, flags: u32) -> FdInfo {
     FdInfo {
         fd,
-        kind: FdKind::File,
+        kind: FdType::File,
+        tuple: None,
         name: name.into(),
         flags,
     }
@@ -232,22 +233,21 @@ pub fn snapshot() -> Snapshot {
         file(3, "/home/alice/work/data.txt", O_CLOEXEC as u32),
         FdInfo {
             fd: 4,
-            kind: FdKind::Inet {
-                tuple: Some(SockTuple::Inet {
-                    l4proto: 6,
-                    src_ip: "10.0.0.5".parse().unwrap(),
-                    src_port: 40000,
-                    dst_ip: "93.184.216.34".parse().unwrap(),
-                    dst_port: 443,
-                }),
-                ipv6: false,
-            },
+            kind: FdType::Ipv4,
+            tuple: Some(SockTuple::Inet {
+                l4proto: 6,
+                src_ip: "10.0.0.5".parse().unwrap(),
+                src_port: 40000,
+                dst_ip: "93.184.216.34".parse().unwrap(),
+                dst_port: 443,
+            }),
             name: Vec::new(),
             flags: 2,
         },
         FdInfo {
             fd: 5,
-            kind: FdKind::Directory,
+            kind: FdType::Directory,
+            tuple: None,
             name: b"/etc".to_vec(),
             flags: O_DIRECTORY as u32,
         },

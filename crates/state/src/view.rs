@@ -14,7 +14,8 @@ use crate::path::{basename, dirname};
 use crate::render::{self, TimeFormat};
 use crate::schema::{self, FdRef, Op, PathRef, TypeInfo, NONE, RAW};
 use crate::state::{State, AT_FDCWD, MAX_ANCESTORS};
-use crate::table::{FdEntry, FdType, Image, Net, Process, Thread};
+use crate::table::{FdEntry, Image, Net, Process, Thread};
+use vigil_event::FdType;
 
 /// The thread, process and (lazily) fd, parent and container of one event.
 pub struct EventView<'a> {

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::flags::ALL_TABLES;
 use crate::model::{
-    ContainerInfo, DnsName, Event, EventType, FdInfo, FdKind, GroupInfo, MountInfo, Param,
+    ContainerInfo, DnsName, Event, EventType, FdInfo, FdType, GroupInfo, MountInfo, Param,
     ParamKind, Snapshot, SockAddr, SockTuple, ThreadInfo, UserInfo,
 };
 use crate::table;
@@ -204,25 +204,25 @@ const FD_FILE: u8 = 0;
 const FD_IPV4: u8 = 2;
 const FD_IPV6: u8 = 3;
 
-fn fd_kind_code(kind: &FdKind) -> u8 {
+fn fd_kind_code(kind: FdType) -> u8 {
     match kind {
-        FdKind::File => FD_FILE,
-        FdKind::Directory => 1,
-        FdKind::Inet { ipv6: false, .. } => FD_IPV4,
-        FdKind::Inet { ipv6: true, .. } => FD_IPV6,
-        FdKind::Unix => 4,
-        FdKind::Pipe => 5,
-        FdKind::Memfd => 6,
-        FdKind::Event => 7,
-        FdKind::Signalfd => 8,
-        FdKind::Eventpoll => 9,
-        FdKind::Inotify => 10,
-        FdKind::Timerfd => 11,
-        FdKind::Netlink => 12,
-        FdKind::Bpf => 13,
-        FdKind::Userfaultfd => 14,
-        FdKind::IoUring => 15,
-        FdKind::Other => 16,
+        FdType::File => FD_FILE,
+        FdType::Directory => 1,
+        FdType::Ipv4 => FD_IPV4,
+        FdType::Ipv6 => FD_IPV6,
+        FdType::Unix => 4,
+        FdType::Pipe => 5,
+        FdType::Memfd => 6,
+        FdType::Event => 7,
+        FdType::Signalfd => 8,
+        FdType::Eventpoll => 9,
+        FdType::Inotify => 10,
+        FdType::Timerfd => 11,
+        FdType::Netlink => 12,
+        FdType::Bpf => 13,
+        FdType::Userfaultfd => 14,
+        FdType::IoUring => 15,
+        FdType::Other => 16,
     }
 }
 
@@ -609,9 +609,9 @@ fn put_thread(out: &mut Vec<u8>, t: &ThreadInfo) {
     put_varint(out, t.fds.len() as u64);
     for fd in &t.fds {
         put_zigzag(out, fd.fd);
-        out.push(fd_kind_code(&fd.kind));
-        if let FdKind::Inet { tuple, .. } = &fd.kind {
-            match tuple {
+        out.push(fd_kind_code(fd.kind));
+        if fd.kind.is_inet() {
+            match &fd.tuple {
                 Some(tuple) => {
                     out.push(1);
                     put_socktuple(out, tuple);
@@ -624,39 +624,37 @@ fn put_thread(out: &mut Vec<u8>, t: &ThreadInfo) {
     }
 }
 
-fn get_fd_kind(c: &mut Cursor<'_>) -> Result<FdKind, CaptureError> {
-    Ok(match c.u8("fd type")? {
-        FD_FILE => FdKind::File,
-        1 => FdKind::Directory,
-        code @ (FD_IPV4 | FD_IPV6) => {
-            let tuple = if c.bool("fd has tuple")? {
-                Some(c.socktuple("fd tuple")?)
-            } else {
-                None
-            };
-            FdKind::Inet {
-                tuple,
-                ipv6: code == FD_IPV6,
-            }
-        }
-        4 => FdKind::Unix,
-        5 => FdKind::Pipe,
-        6 => FdKind::Memfd,
-        7 => FdKind::Event,
-        8 => FdKind::Signalfd,
-        9 => FdKind::Eventpoll,
-        10 => FdKind::Inotify,
-        11 => FdKind::Timerfd,
-        12 => FdKind::Netlink,
-        13 => FdKind::Bpf,
-        14 => FdKind::Userfaultfd,
-        15 => FdKind::IoUring,
-        16 => FdKind::Other,
+/// An fd's type and, for an inet socket, its tuple when one was written.
+fn get_fd_kind(c: &mut Cursor<'_>) -> Result<(FdType, Option<SockTuple>), CaptureError> {
+    let kind = match c.u8("fd type")? {
+        FD_FILE => FdType::File,
+        1 => FdType::Directory,
+        FD_IPV4 => FdType::Ipv4,
+        FD_IPV6 => FdType::Ipv6,
+        4 => FdType::Unix,
+        5 => FdType::Pipe,
+        6 => FdType::Memfd,
+        7 => FdType::Event,
+        8 => FdType::Signalfd,
+        9 => FdType::Eventpoll,
+        10 => FdType::Inotify,
+        11 => FdType::Timerfd,
+        12 => FdType::Netlink,
+        13 => FdType::Bpf,
+        14 => FdType::Userfaultfd,
+        15 => FdType::IoUring,
+        16 => FdType::Other,
         other => {
             c.pos -= 1;
             return Err(c.corrupt(format!("unknown fd type code {other}")));
         }
-    })
+    };
+    let tuple = if kind.is_inet() && c.bool("fd has tuple")? {
+        Some(c.socktuple("fd tuple")?)
+    } else {
+        None
+    };
+    Ok((kind, tuple))
 }
 
 fn get_thread(c: &mut Cursor<'_>) -> Result<ThreadInfo, CaptureError> {
@@ -701,10 +699,11 @@ fn get_thread(c: &mut Cursor<'_>) -> Result<ThreadInfo, CaptureError> {
     t.exe_ino_mtime = c.varint("exe_ino_mtime")?;
     for _ in 0..c.count("fd count", 4)? {
         let fd = c.zigzag("fd")?;
-        let kind = get_fd_kind(c)?;
+        let (kind, tuple) = get_fd_kind(c)?;
         t.fds.push(FdInfo {
             fd,
             kind,
+            tuple,
             name: c.bytes("fd name")?,
             flags: c.u32("fd flags")?,
         });

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::flags;
 use crate::model::{
-    ContainerInfo, DnsName, Event, FdInfo, FdKind, FlagTable, GroupInfo, MountInfo, Param,
+    ContainerInfo, DnsName, Event, FdInfo, FdType, FlagTable, GroupInfo, MountInfo, Param,
     ParamKind, Snapshot, ThreadInfo, UserInfo,
 };
 use crate::table;
@@ -543,25 +543,12 @@ const FD_TYPES: [&str; 17] = [
     "other",
 ];
 
-fn fd_type_name(kind: &FdKind) -> &'static str {
+/// The capture format's name of an fd type: Falco's `fd.type`, except `other` for
+/// [`FdType::Other`] (Falco prints `<NA>`).
+fn fd_type_name(kind: FdType) -> &'static str {
     match kind {
-        FdKind::File => "file",
-        FdKind::Directory => "directory",
-        FdKind::Inet { ipv6: false, .. } => "ipv4",
-        FdKind::Inet { ipv6: true, .. } => "ipv6",
-        FdKind::Unix => "unix",
-        FdKind::Pipe => "pipe",
-        FdKind::Memfd => "memfd",
-        FdKind::Event => "event",
-        FdKind::Signalfd => "signalfd",
-        FdKind::Eventpoll => "eventpoll",
-        FdKind::Inotify => "inotify",
-        FdKind::Timerfd => "timerfd",
-        FdKind::Netlink => "netlink",
-        FdKind::Bpf => "bpf",
-        FdKind::Userfaultfd => "userfaultfd",
-        FdKind::IoUring => "io_uring",
-        FdKind::Other => "other",
+        FdType::Other => "other",
+        kind => kind.name(),
     }
 }
 
@@ -581,23 +568,23 @@ fn parse_fd(map: &Map<String, Value>) -> Result<FdInfo, LineError> {
         None => None,
     };
     let kind = match type_name.as_str() {
-        "file" => FdKind::File,
-        "directory" => FdKind::Directory,
-        "ipv4" => FdKind::Inet { tuple, ipv6: false },
-        "ipv6" => FdKind::Inet { tuple, ipv6: true },
-        "unix" => FdKind::Unix,
-        "pipe" => FdKind::Pipe,
-        "memfd" => FdKind::Memfd,
-        "event" => FdKind::Event,
-        "signalfd" => FdKind::Signalfd,
-        "eventpoll" => FdKind::Eventpoll,
-        "inotify" => FdKind::Inotify,
-        "timerfd" => FdKind::Timerfd,
-        "netlink" => FdKind::Netlink,
-        "bpf" => FdKind::Bpf,
-        "userfaultfd" => FdKind::Userfaultfd,
-        "io_uring" => FdKind::IoUring,
-        "other" => FdKind::Other,
+        "file" => FdType::File,
+        "directory" => FdType::Directory,
+        "ipv4" => FdType::Ipv4,
+        "ipv6" => FdType::Ipv6,
+        "unix" => FdType::Unix,
+        "pipe" => FdType::Pipe,
+        "memfd" => FdType::Memfd,
+        "event" => FdType::Event,
+        "signalfd" => FdType::Signalfd,
+        "eventpoll" => FdType::Eventpoll,
+        "inotify" => FdType::Inotify,
+        "timerfd" => FdType::Timerfd,
+        "netlink" => FdType::Netlink,
+        "bpf" => FdType::Bpf,
+        "userfaultfd" => FdType::Userfaultfd,
+        "io_uring" => FdType::IoUring,
+        "other" => FdType::Other,
         other => {
             return Err(invalid(
                 "type",
@@ -605,7 +592,7 @@ fn parse_fd(map: &Map<String, Value>) -> Result<FdInfo, LineError> {
             ))
         }
     };
-    if map.contains_key("tuple") && !matches!(kind, FdKind::Inet { .. }) {
+    if map.contains_key("tuple") && !kind.is_inet() {
         return Err(invalid("tuple", "only ipv4 and ipv6 fds have a `tuple`"));
     }
     let flags = match map.get("flags") {
@@ -616,6 +603,7 @@ fn parse_fd(map: &Map<String, Value>) -> Result<FdInfo, LineError> {
     Ok(FdInfo {
         fd,
         kind,
+        tuple,
         name: map
             .get("name")
             .map_or(Ok(Vec::new()), |v| to_bytes(v, "name"))?,
@@ -1256,7 +1244,7 @@ fn push_thread(out: &mut String, t: &ThreadInfo, start_ts: u64) {
             key(out, ff, "fd");
             push_num(out, fd.fd);
             key(out, ff, "type");
-            push_json_str(out, fd_type_name(&fd.kind));
+            push_json_str(out, fd_type_name(fd.kind));
             if !fd.name.is_empty() {
                 key(out, ff, "name");
                 push_bytes(out, &fd.name);
@@ -1265,10 +1253,7 @@ fn push_thread(out: &mut String, t: &ThreadInfo, start_ts: u64) {
             out.push('"');
             flags::render(FlagTable::Open, u64::from(fd.flags), out);
             out.push('"');
-            if let FdKind::Inet {
-                tuple: Some(tuple), ..
-            } = &fd.kind
-            {
+            if let (true, Some(tuple)) = (fd.kind.is_inet(), &fd.tuple) {
                 key(out, ff, "tuple");
                 push_socktuple(out, tuple);
             }
@@ -1377,13 +1362,8 @@ mod tests {
         assert_eq!(t.loginuid, u32::MAX);
         assert_eq!(t.start_ts, 1_700_000_000_000_000_000);
         assert_eq!(t.fds[0].flags, 0);
-        assert!(matches!(
-            &t.fds[1].kind,
-            FdKind::Inet {
-                tuple: Some(_),
-                ipv6: false
-            }
-        ));
+        assert_eq!(t.fds[1].kind, FdType::Ipv4);
+        assert!(t.fds[1].tuple.is_some());
         let e = &events[0];
         assert_eq!((e.num, e.res, e.etype.name()), (1, 3, "openat"));
         assert_eq!(e.param_by_name("dirfd"), &Param::Int(-100));

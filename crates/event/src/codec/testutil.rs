@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use super::Capture;
 use crate::flags::symbols;
 use crate::model::{
-    ContainerInfo, DnsName, Event, EventType, FdInfo, FdKind, GroupInfo, MountInfo, Param,
+    ContainerInfo, DnsName, Event, EventType, FdInfo, FdType, GroupInfo, MountInfo, Param,
     ParamKind, Snapshot, SockAddr, SockTuple, ThreadInfo, UserInfo,
 };
 use crate::table;
@@ -212,32 +212,29 @@ impl Gen {
         }
     }
 
-    fn fd_kind(&mut self) -> FdKind {
-        match self.below(17) {
-            0 => FdKind::File,
-            1 => FdKind::Directory,
-            2 => FdKind::Inet {
-                tuple: None,
-                ipv6: self.chance(2),
-            },
-            3 => FdKind::Inet {
-                tuple: Some(self.socktuple()),
-                ipv6: self.chance(2),
-            },
-            4 => FdKind::Unix,
-            5 => FdKind::Pipe,
-            6 => FdKind::Memfd,
-            7 => FdKind::Event,
-            8 => FdKind::Signalfd,
-            9 => FdKind::Eventpoll,
-            10 => FdKind::Inotify,
-            11 => FdKind::Timerfd,
-            12 => FdKind::Netlink,
-            13 => FdKind::Bpf,
-            14 => FdKind::Userfaultfd,
-            15 => FdKind::IoUring,
-            _ => FdKind::Other,
-        }
+    /// An fd's type and, for an inet socket, sometimes its tuple.
+    fn fd_kind(&mut self) -> (FdType, Option<SockTuple>) {
+        let kind = match self.below(17) {
+            0 => FdType::File,
+            1 => FdType::Directory,
+            2 => FdType::Ipv4,
+            3 => FdType::Ipv6,
+            4 => FdType::Unix,
+            5 => FdType::Pipe,
+            6 => FdType::Memfd,
+            7 => FdType::Event,
+            8 => FdType::Signalfd,
+            9 => FdType::Eventpoll,
+            10 => FdType::Inotify,
+            11 => FdType::Timerfd,
+            12 => FdType::Netlink,
+            13 => FdType::Bpf,
+            14 => FdType::Userfaultfd,
+            15 => FdType::IoUring,
+            _ => FdType::Other,
+        };
+        let tuple = (kind.is_inet() && self.chance(2)).then(|| self.socktuple());
+        (kind, tuple)
     }
 
     fn thread(&mut self, start_ts: u64) -> ThreadInfo {
@@ -277,11 +274,16 @@ impl Gen {
             exe_ino_ctime: self.uint(),
             exe_ino_mtime: self.uint(),
             fds: (0..self.below(6))
-                .map(|_| FdInfo {
-                    fd: self.int(),
-                    kind: self.fd_kind(),
-                    name: self.bytes(),
-                    flags: self.flags(crate::model::FlagTable::Open) as u32,
+                .map(|_| {
+                    let fd = self.int();
+                    let (kind, tuple) = self.fd_kind();
+                    FdInfo {
+                        fd,
+                        kind,
+                        tuple,
+                        name: self.bytes(),
+                        flags: self.flags(crate::model::FlagTable::Open) as u32,
+                    }
                 })
                 .collect(),
         }
