@@ -8,6 +8,30 @@
 //! alert from the engine's counters.
 //!
 //! Knows nothing about drivers or flags: the command that runs the event loop calls in.
+//!
+//! # The parts
+//!
+//! The long-running parts every live command shares: `AgentServer` (std::net HTTP server for
+//! `/healthz` and `/metrics`, loopback by default; HTTPS only with `webserver.ssl_enabled`, rustls
+//! with the certificate and key of Falco's one-file `ssl_certificate`; a bad certificate stops the
+//! agent with exit code 1; `AgentServer::bind` takes the socket before the agent drops its
+//! privileges, `BoundServer::serve` starts the serving thread after), `bpf` (Falco's
+//! `metrics.libbpf_stats_enabled`: run count and run time of each BPF program the process holds,
+//! from `/proc/self/fdinfo`, into `/metrics` at each scrape and into the metrics snapshot; the
+//! kernel counts only with `kernel.bpf_stats_enabled=1`), `Signals` (SIGTERM/SIGINT, SIGHUP,
+//! SIGUSR1 as flags the event loop polls), `filewatch` (Falco's `watch_config_files`: a `WatchSet`
+//! of directories and entry names — every watched path through its parent directory, so a rename
+//! over it, `mv` or delete-and-recreate is seen, a rules directory also for its `*.yaml`/`*.yml`
+//! entries, a symlink also at its target — a `ConfigWatcher` the event loop polls (at most every
+//! 250 ms it `stat`s the watched names and compares identity, size and times with the last look; no
+//! thread, and no inotify, whose marks would make the host's file I/O on that filesystem pay
+//! fsnotify checks) and a `Debounce` that makes a burst of writes one reload after 200 ms of
+//! quiet), `Appender` (Falco's `append_output` as an engine `AlertDecorator`: extra output text,
+//! `extra_fields` such as `proc.env`) and `Tick` (engine and source counters → metrics, the stats
+//! file, the drop alert and Falco's `metrics` snapshot alert/file, between batches; it maps Vigil's
+//! drop reasons onto Falco's drop series and seeds the zero-valued series — every drop kind at
+//! `Tick::new`, a match counter per enabled rule and the hostname at `Tick::seed`, called at start
+//! and after a reload).
 #![forbid(unsafe_code)]
 
 pub mod append;

@@ -423,7 +423,7 @@ impl Tick {
     }
 
     /// Copies `counts` into the registry under Falco's names; Vigil's drop reasons map onto
-    /// Falco's drop series as ARCHITECTURE.md's metrics section lists.
+    /// Falco's drop series as `docs/metrics.md` lists.
     fn publish(&self, counts: &TickCounts) {
         let m = &self.metrics;
         m.set(names::N_EVTS, &[], counts.delivered() as f64);

@@ -13,6 +13,19 @@
 //! SIGTERM, `--stats` JSON line: see [`agent`]); knows nothing about flags or where text goes —
 //! progress is handed to a caller-supplied closure. All unsafe code is in the private `sys`
 //! module.
+//!
+//! # The tools in detail
+//!
+//! The measurement tools: UnixBench-style workloads (run as `vigil bench worker`, so they can be
+//! wrapped by `vigil run` or `strace`), `overhead` (agent-off and agent-on runs interleaved, index
+//! and geometric mean), `exec-rate` (CPU of named processes at fixed exec rates), `capacity` (ramp
+//! a watched-syscall load under a CPU budget until drops appear), the event-generator's round
+//! method, and Markdown/JSON/SVG reports (`docs/bench/README.md`). A stopped background agent is
+//! waited for until every new process of its name has gone (`vigil watch`'s tracepoint releaser
+//! detaches for seconds after the agent exits), so the next run's baseline is not measured during
+//! the teardown. `busy.rs` keeps chosen CPUs awake with `SCHED_IDLE` spinners in every
+//! configuration (the idle-vCPU effect); `watch:ARGS` agents pass arguments to `vigil watch`, among
+//! them `--bpf-floor nop|ring` (the floor of the attach points, `bpf/README.md`).
 
 use thiserror::Error;
 

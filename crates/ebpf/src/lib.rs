@@ -1,24 +1,62 @@
 //! The eBPF driver: host-wide capture of completed syscalls and process lifecycle, as
 //! [`vigil_event::Event`]s, through [`BpfSource`] (a [`vigil_capture::Source`]).
 //!
-//! Kernel side (`bpf/vigil.bpf.c`, CO-RE, built by `build.rs` with libbpf-cargo): one generic
-//! enter/exit program pair attached to the per-syscall tracepoints (`syscalls/sys_enter_X`,
-//! `sys_exit_X`) of exactly the syscalls in the interest set (the rules' event types plus what
-//! the state engine needs, [`driver_interest`]), so an unwatched syscall costs nothing; entry
-//! arguments are stashed per thread and one record is written at exit. Clones are reported from
-//! `sched_process_fork` (before the child runs), successful execs from `sched_process_exec` (the
-//! new image: argv, env, credentials, tty…), thread exits from `sched_process_exit`. One ring
-//! buffer per CPU, written without wakeups; this side polls every millisecond or so. The agent's
-//! own process is excluded in the kernel. Watched syscalls without a tracepoint of their own
-//! fall back to `raw_syscalls` filtered by number in the kernel ([`BpfSource::fallback_syscalls`]).
-//! Failed calls the consumer cannot use ([`BpfOptions::failed_unused`]) are filtered out at exit
-//! in the kernel and counted apart from losses ([`SourceStats::filtered_failed`]).
-//! [`BpfSource::drain`] ends a capture without losing what is still in flight.
+//! Kernel side: `bpf/vigil.bpf.c` (CO-RE, built by `build.rs` with libbpf-cargo; how each hook
+//! costs: `bpf/README.md`), described below. [`BpfSource::drain`] ends a capture without losing
+//! what is still in flight.
 //!
 //! This crate knows the event model and the [`vigil_capture::Source`] interface; it knows
 //! nothing of the state engine, rules or outputs. The start snapshot is the caller's to read
 //! ([`BpfSource::open`] calls it back once the programs are attached). All `unsafe` is in the
 //! `sys` module.
+//!
+//! # How syscalls are hooked and records read
+//!
+//! The eBPF driver. `bpf/vigil.bpf.c` (CO-RE C against the committed `bpf/include/vmlinux.h`,
+//! compiled by `build.rs` with libbpf-cargo and clang): one record per completed syscall of exactly
+//! the syscalls in the interest set (the rules' event types plus the state engine's own needs,
+//! `driver_interest`), hooked by a BPF trampoline (fexit on `__x64_sys_X`: a per-syscall stub from
+//! `bpf/vigil_stubs.bpf.c` tail-calls one capture program; unwatched syscalls run nothing) where
+//! the kernel allows trampolines, else by the per-syscall exit tracepoints with the arguments read
+//! from the saved user registers (`Hook`, `--syscall-hook`; the raw `sys_exit` tracepoint and the
+//! previous enter/exit tracepoint pair stay selectable for measurement; `bpf/README.md` compares
+//! them); clones from `tp_btf/sched_process_fork` (before the child runs), successful execs from
+//! `sched_process_exec` (argv, env, cwd, exe path, cgroup, credentials, tty,
+//! writable/overlay-upper/memfd flags, read from the task), thread exits from `sched_process_exit`.
+//! One ring buffer per CPU (array of maps; each record carries the CPU it was written on in the
+//! upper half of its header's `len` word, `Event::cpu`, Falco's `evt.cpu`), written with
+//! `BPF_RB_NO_WAKEUP` and polled every millisecond; kernel drop counters per CPU and reason. Failed
+//! calls nothing can use are filtered out at exit (`skip_failed` per syscall,
+//! `BpfOptions::failed_unused`: `vigil watch` passes the event types no enabled rule may match a
+//! failure of, none while `-w` writes a capture, again on reload; the driver keeps
+//! `close`/`connect`, whose failures the state uses) and counted apart from losses
+//! (`filtered_failed`). Syscall tracepoints are attached by id (perf event + BPF link,
+//! `sys::attach_tracepoint`), the id read from the host's tracefs when one is mounted, else from a
+//! private tracefs instance created with `fsopen`/`fsmount` and mounted nowhere (`sys::Tracefs`):
+//! the agent starts on a host where nobody mounted tracefs and leaves the host's mounts as they
+//! were; the start-up log says which. `spec.rs` says per syscall where each schema parameter comes
+//! from (and derives the kernel's capture spec from that), `decode.rs` turns records into `Event`s
+//! (untrusted bytes, never panics), `sys.rs` holds the skeleton and every `unsafe`. `BpfSource` (a
+//! `Source`) attaches first, then calls back its caller for the start snapshot (`vigil watch` reads
+//! `/proc` for it; the driver knows nothing of the state engine), and merges the per-CPU streams in
+//! time order (2 ms reorder window; the queue is bounded at 16,384 events, beyond which the rings
+//! are left to fill and overload shows as counted `buffer_full` drops, not memory growth).
+//!
+//! # Kernel differences
+//!
+//! Kernel differences are handled before or at load, never by luck: what a kernel lacks entirely
+//! (the ring buffer, task storage, `bpf_task_pt_regs`, `bpf_loop`: `sys::REQUIRED`, oldest
+//! supported kernel `sys::OLDEST_KERNEL` = 5.17) is probed with libbpf's probes first and named in
+//! one line (`EbpfError::Unsupported`); struct fields that moved (`kernfs_node.parent` →
+//! `__parent`, inode times, `kernel_cap_t`) have CO-RE fallbacks in `bpf/vigil.bpf.c`; a type only
+//! a module knows (`ovl_inode`) is guarded by `bpf_core_type_exists`; trampolines are tried and,
+//! when refused, the exit tracepoints are used and the start-up line says why. fexit stubs attach
+//! to `__x64_sys_X` or, for syscalls without arguments, the aliased `__do_sys_X`; since a tail call
+//! needs the same BTF prototype on both sides, the capture program is loaded once per prototype
+//! (`fexit_prototypes`, `fexit_function`). libbpf's messages during a load are kept, not printed: a
+//! refused load is one line naming the program and the verifier's reason, with the full log in a
+//! 0600 file whose path the error gives. `crates/cli/tests/kernels.rs` proves it on Debian's stock
+//! kernels under qemu (`scripts/kernels/`, README's *Supported kernels*).
 
 use std::collections::VecDeque;
 use std::path::Path;

@@ -4,6 +4,24 @@
 //! rules-file discovery (files and directories, plus the embedded default ruleset), and the
 //! mixed benchmark [`corpus`]. Knows nothing about flags, exit codes or how alerts are delivered:
 //! alerts go to a caller-supplied closure.
+//!
+//! # What the crate holds
+//!
+//! `Engine` (the per-event loop and counters), rules-file discovery and the embedded default
+//! ruleset (`rules/vigil_rules.yaml`: silent on routine admin activity, `crates/cli/tests/
+//! routine_host.rs`; ten rules tagged `vigil.enforce` form `vigil run --enforce`'s default set,
+//! `crates/cli/tests/enforce_default.rs`), the benchmark `corpus`, the golden-capture test harness
+//! (`tests/golden.rs`) and the criterion benchmarks (`benches/pipeline.rs`). For kernel-less
+//! drivers: `kernel_filter` derives from the compiled rules what the kernel side decides
+//! (`KernelFilter`: the reported syscalls, argument conditions — `dup2`/`dup3` onto the required
+//! results, `open`/`openat` with a write access mode for write-only rules — the syscalls judged at
+//! entry and the enforcing rules, by `vigil.enforce` tag, name or tag patterns), and
+//! `Engine::judge` / `Engine::may_need_result` / `Engine::learn_fd` are the entry-time decisions on
+//! the same state and rules the completed events meet (`may_need_result`: `dup2`/`dup3` as their
+//! success onto `newfd`; plain `dup` as a success with each result the rules require, `evt.rawres
+//! in (0, 1, 2)`, the state's descriptor slot put back after each trial with
+//! `State::save_fd`/`restore_fd`; an exec as its failure, the caller's image; the rest as a failed
+//! call by the rules' entry filters).
 #![forbid(unsafe_code)]
 
 use std::fs;

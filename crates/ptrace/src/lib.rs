@@ -17,6 +17,41 @@
 //! attachment, see [`MemoryAccess`]), and works as root too. With [`RunSpec::drop_privileges`] the
 //! tracer gives up what it does not need ([`privs::TRACER`]) once the workload is attached;
 //! [`privs`] holds the capability calls for the whole command line.
+//!
+//! # The driver in detail
+//!
+//! The kernel-less driver behind `vigil run -- CMD`: a seccomp filter generated from the interest
+//! set (`SECCOMP_RET_TRACE` only for watched syscalls, architecture-checked, with argument
+//! conditions where a rule's required result is an argument, `dup2`/`dup3` onto 0–2, and on the
+//! access mode of `open`/`openat` when every rule watching them requires a write), a `PTRACE_SEIZE`
+//! tracer that takes the exit stop only where a rule may need the result (opens, the `dup` family,
+//! path calls and failed execs no rule can match run without it, `chdir`/`fchdir` traced for the
+//! state alone too: the working directory is read from `/proc` before the process's next event) and
+//! the `execve` entry stop only where a rule may match a failed exec or reads its entry-only
+//! arguments, and reads fd/cwd/exe state lazily from `/proc` while the tracee is stopped (a small
+//! fd ledger notices descriptors reused or created by untraced calls and describes them from
+//! `/proc`, sockets through a copy of the descriptor; new children are held until their parent's
+//! clone event), enforcement at the seccomp stop (skip the syscall and return `EPERM`, or kill),
+//! OCI seccomp profile learning (the workload's syscalls plus the small, measured set runc makes
+//! after installing the filter, `profile::Runtime`) and application, and a seccomp user-notify
+//! prototype (`--mechanism notify`; the fallback of the default `auto` where `PTRACE_SEIZE` is
+//! refused). The workload's memory is read by the cheapest of `process_vm_readv`, `/proc/PID/mem`
+//! (kept open per thread) and `PTRACE_PEEKDATA` that a probe finds working before the workload
+//! runs, a failed read retried with the next that worked (`probe_memory`, `sys::MemoryAccess`;
+//! none: the run ends with one line); failed reads are counted (`read_faults()`) and the CLI raises
+//! a rate-limited internal alert from them. The workload runs without `no_new_privs` when Vigil has
+//! `CAP_SYS_ADMIN` and `CAP_SYS_PTRACE` (`RunSpec::allow_privilege_gain`), so setuid programs work.
+//! With `RunSpec::in_place` the workload starts under a narrower filter (the rules that cannot
+//! match where Vigil is left out) and the tracer adds the full one to a process that enters new
+//! namespaces (a `seccomp(2)` call injected at its first stop or at the exit of its
+//! `unshare`/`setns`: `Tracer::widen`). `privs` is the one place of the capability calls for every
+//! live command (`drop_to`: capability sets through the `caps` crate, `no_new_privs`; the kept sets
+//! `WATCH` and `TRACER`, each capability's reason in its module documentation); with
+//! `RunSpec::drop_privileges` the tracer drops to `TRACER` (or keeps all it has when it lacks
+//! `CAP_SYS_PTRACE`: `privs::tracer_keeps`) once the workload is attached, before it runs, and
+//! `Handler::attached` then starts the caller's threads. Its events carry no CPU (`Event::cpu` is
+//! `None`, `evt.cpu` has no value): a tracer is not told it, and `/proc` is not read per event for
+//! it. `sys.rs` holds every `unsafe`. Design and choices: `crates/ptrace/README.md`.
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;

@@ -53,6 +53,26 @@
 //! Capabilities and `no_new_privs` belong to each thread, not to the process, so
 //! [`drop_to`] refuses to run once a second thread exists: callers drop before starting
 //! output workers or the web server's thread, which then inherit the reduced sets.
+//!
+//! # What each live command keeps
+//!
+//! After set-up each live command keeps only what it still uses, empties its inheritable, ambient
+//! and (given `CAP_SETPCAP`) bounding sets and sets `no_new_privs`; the uid does not change. `vigil
+//! watch` keeps `CAP_BPF` + `CAP_PERFMON` (SIGHUP re-attaches tracepoints; kernels before 6.5
+//! refuse every `bpf()` command without `CAP_BPF` when unprivileged BPF is off), `CAP_SYS_PTRACE` +
+//! `CAP_DAC_READ_SEARCH` (lazy `/proc/PID/…` reads of other users' processes, files inside
+//! containers through `/proc/PID/root`); the tracer of `vigil run` keeps `CAP_SYS_PTRACE`,
+//! `CAP_KILL` (signal forwarding and kill enforcement across a uid change) and
+//! `CAP_DAC_READ_SEARCH` — or, without `CAP_SYS_PTRACE`, everything it has, since the kernel lets
+//! it read the workload's `/proc` entries and memory only while the workload's capabilities are a
+//! subset of its own — and drops only once the workload is forked, which keeps exactly what it
+//! would have without Vigil (and no `no_new_privs` when Vigil has `CAP_SYS_ADMIN` and
+//! `CAP_SYS_PTRACE`: setuid programs work; tests: `crates/cli/tests/identity.rs`). Dropped
+//! everywhere: `CAP_DAC_OVERRIDE` (paths opened after start — reloads, reopens — must be writable
+//! by uid 0 through ordinary permissions), `CAP_NET_BIND_SERVICE` (the web server binds once),
+//! `CAP_SYS_ADMIN`. A program the agent starts (`program_output`) runs with no capability at all.
+//! Capabilities are per thread, so the drop runs (and `privs::drop_to` insists on running) before
+//! the first thread starts. Tests: `crates/cli/tests/privileges.rs`.
 
 use std::collections::HashSet;
 use std::io;

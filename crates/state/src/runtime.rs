@@ -20,6 +20,26 @@
 //! may write its state after the container's first processes ran (runc re-executes itself
 //! inside the cgroup before saving `state.json`), so the first [`EAGER_RETRIES`] misses of an
 //! id are retried at its next exec; after that, at most every [`RETRY_NS`] of event time.
+//!
+//! # What is read, and when
+//!
+//! Container metadata (`runtime.rs`) is read from the runtimes' files when a process of a container
+//! id the table lacks executes a program (live only: `StateConfig::container_runtime`),
+//! synchronously, so the entrypoint's exec already carries it (the lookup time is exported,
+//! `vigil_container_lookup_*`). Docker: its own record
+//! (`<data-root>/containers/<id>/config.v2.json`, `hostconfig.json`,
+//! `image/<driver>/repositories.json`) wins over the runc state under
+//! `<exec-root>/runtime-runc/moby`, which has no name or image (Docker 20.10 named containers by id
+//! before). Data and exec roots: `/var/lib/docker`, `--docker-data-root`, and those of every
+//! root-owned `dockerd` process found in `/proc` (command line, else its `daemon.json`), looked for
+//! again at most once a second when a lookup misses, so a daemon restarted with other roots is
+//! followed. containerd/CRI: runc's `state.json` under `/run/containerd/runc/<namespace>` with the
+//! CRI annotations (name, image, pod name/namespace/uid), the creation time from the CRI plugin's
+//! `status` file. Podman: runc's `state.json` (`io.container.manager=libpod`) plus
+//! containers/storage's `containers.json` (name, image). Entries whose processes are all gone are
+//! swept at most every 5 s of event time. **Limitation:** pod labels (`k8s.pod.label.*`) and the
+//! container labels of CRI and podman containers are not on disk in a readable form (containerd and
+//! podman keep them in bolt databases; Falco asks the CRI socket): they are `<NA>` there.
 
 use std::fs;
 use std::io::Read;

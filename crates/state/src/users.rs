@@ -17,6 +17,27 @@
 //! its processes is first seen with credentials (as Falco reads a container's `/etc/passwd`
 //! through `/proc/PID/root`), and follows changes the same way; a container process is never
 //! answered from the host's table.
+//!
+//! # Where the tables come from
+//!
+//! Users and groups (`users.rs`) come from one of two places, chosen by `StateConfig::live_users`.
+//! Live (`vigil watch`, `vigil run`: `LiveUsers`): the host's `/etc/passwd` and `/etc/group`,
+//! followed by `FileStamp` (device, inode, size, mtime, ctime) — compared at most once a second of
+//! event time, and when a process gets credentials (exec, set*id, the start snapshot) whose uid or
+//! gid its table lacks (at most every 100 ms per missing id); a file is read again only when its
+//! stamp changed, so events cost one comparison. A process in a container is named from that
+//! container's own files, read through `/proc/PID/root/etc/{passwd,group}` of the process or its
+//! nearest ancestors in the container, cached per container id and followed the same way; links
+//! below the container's root are not followed, a container's files are read up to 1 MiB each (16
+//! MiB over all containers, past which their tables are dropped and read again; the host's up to 16
+//! MiB), malformed lines are skipped and counted; a container whose files cannot be read gets no
+//! names, never the host's. Replay (`live_users: None`): the capture's tables when its header has
+//! any, else the replaying machine's files read once; one table for every process, container or
+//! not, never re-read.
+//!
+//! **Limitation:** captures (`-w`) record no user tables (the header's are empty, so a replay uses
+//! the replaying machine's files); names of users created during the capture, removed since, or
+//! defined only inside a container can differ between the live alert and the replay.
 
 use std::path::{Path, PathBuf};
 
