@@ -23,6 +23,9 @@ pub fn from_report(report: &Value, dir: &Path) -> Result<Vec<PathBuf>, BenchErro
     }
 }
 
+/// One line of a line chart: its label and its points.
+type Series = (String, Vec<(f64, f64)>);
+
 fn invalid(detail: String) -> BenchError {
     BenchError::Invalid {
         what: "report".into(),
@@ -137,7 +140,7 @@ pub fn speed_change(higher_is_better: bool, off: f64, on: f64) -> Option<f64> {
 
 fn capacity(r: &Value, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let budgets = array(r, "budgets")?;
-    let series = |key: &str| -> Result<Vec<(String, Vec<(f64, f64)>)>, BenchError> {
+    let series = |key: &str| -> Result<Vec<Series>, BenchError> {
         budgets
             .iter()
             .map(|b| {
@@ -171,7 +174,7 @@ fn capacity(r: &Value, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
 fn exec_rate(r: &Value, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let rates = array(r, "rates")?;
     let procs = array(r, "watch_procs")?;
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = procs
+    let mut series: Vec<Series> = procs
         .iter()
         .filter_map(Value::as_str)
         .map(|n| {

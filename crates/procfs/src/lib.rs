@@ -1344,7 +1344,7 @@ mod tests {
             let got = classify_fd_target(target);
             assert_eq!(
                 got,
-                (kind.clone(), name.to_vec()),
+                (*kind, name.to_vec()),
                 "target {:?}",
                 String::from_utf8_lossy(target)
             );
