@@ -562,7 +562,7 @@ fn list(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
 fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
     let config = selection.config.load()?;
     let mut ruleset = load_selection(selection, &config)?;
-    let identity = run::identity_is_fixed();
+    let identity = vigil_procfs::identity_is_fixed();
     let hostname = outputs::host_name();
     // Where the identity is fixed the rules that cannot match here are disabled; where it
     // may change they stop only in the processes that enter new namespaces.

@@ -409,48 +409,10 @@ fn configure(args: &RunSelection) -> Result<(Config, Ruleset)> {
     Ok((config, ruleset))
 }
 
-/// Whether a workload started from here keeps this process's container identity for the
-/// whole run: it cannot move itself to another cgroup (that needs a writable cgroup mount
-/// and root's file access, or `CAP_SYS_ADMIN` to mount one) — as in a container of a Fargate
-/// task, or for an unprivileged user. `Err` says why not.
-pub fn identity_is_fixed() -> Result<(), &'static str> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(str::trim)
-            .unwrap_or("")
-            .to_owned()
-    };
-    let cap_eff = u64::from_str_radix(&field("CapEff:"), 16).unwrap_or(u64::MAX);
-    const CAP_DAC_OVERRIDE: u32 = 1;
-    const CAP_SYS_ADMIN: u32 = 21;
-    if cap_eff & (1 << CAP_SYS_ADMIN) != 0 {
-        return Err("it may mount a cgroup filesystem (CAP_SYS_ADMIN)");
-    }
-    let root_like = field("Uid:").split_whitespace().nth(1) == Some("0")
-        || cap_eff & (1 << CAP_DAC_OVERRIDE) != 0;
-    // mountinfo: `… mount-point options … - fstype source super-options`.
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let writable_cgroup = mountinfo.lines().any(|line| {
-        let Some((left, right)) = line.split_once(" - ") else {
-            return false;
-        };
-        let fstype = right.split_whitespace().next().unwrap_or("");
-        let options = left.split_whitespace().nth(5).unwrap_or("");
-        matches!(fstype, "cgroup" | "cgroup2") && options.split(',').any(|o| o == "rw")
-    });
-    if writable_cgroup && root_like {
-        return Err("it may move itself to another cgroup (a writable cgroup mount, as root)");
-    }
-    Ok(())
-}
-
 /// Disables the rules of `ruleset` that cannot match a process with this process's
 /// container, Kubernetes fields and host name
 /// ([`vigil_engine::fold_workload_constants`]); returns their indices. Where
-/// [`identity_is_fixed`], those fields stay this process's for a whole run started here.
+/// [`vigil_procfs::identity_is_fixed`], those fields stay this process's for a whole run started here.
 pub fn fold_as_here(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
     let mut state = vigil_state::State::new(vigil_state::StateConfig {
         hostname: hostname.as_bytes().to_vec(),
@@ -473,7 +435,8 @@ pub fn fold_as_here(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
     vigil_engine::fold_workload_constants(ruleset, &view)
 }
 
-/// Where the workload may change its identity ([`identity_is_fixed`] does not hold): the
+/// Where the workload may change its identity ([`vigil_procfs::identity_is_fixed`] does not
+/// hold): the
 /// narrower interest of the processes that stay where Vigil is — the filter of a copy of the
 /// rules folded as here — and the names of the rules it leaves out, or `None` when it would
 /// trace the same. Processes that enter new namespaces get the full filter (see
@@ -512,7 +475,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     crate::outputs::init_logging();
     let (config, mut ruleset) = configure(&args.rules)?;
     let hostname = crate::outputs::host_name();
-    let folds = identity_is_fixed().is_ok();
+    let folds = vigil_procfs::identity_is_fixed().is_ok();
     let folded = if folds {
         fold_as_here(&mut ruleset, &hostname)
     } else {
