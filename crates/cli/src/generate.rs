@@ -17,7 +17,7 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 use vigil_generator::{Action, Context};
 
-use crate::InvalidInput;
+use crate::error::InvalidInput;
 
 #[derive(Subcommand)]
 pub enum GenerateCommand {

@@ -31,13 +31,15 @@ use vigil_event::{Event, Snapshot};
 use vigil_fields::Value;
 use vigil_output::sinks::Console;
 use vigil_ptrace::{Handler, Mechanism, Profile, RunSpec, Verdict};
-use vigil_rules::{RuleMatching, Ruleset};
+use vigil_rules::Ruleset;
+
+use vigil_agent::{Agent, AgentFlags};
 
 use crate::capture_out::CaptureOut;
-use crate::outputs::{Agent, AgentFlags};
+use crate::error::InvalidInput;
+use crate::live::{host_name, init_logging, notice};
 use crate::run_reload::{self, RunningFilter};
-
-use super::{live_state_config, load_selection, InvalidInput, Matching, RulesSelection};
+use crate::selection::{self, live_state_config, Matching, RulesSelection};
 
 const EPERM: i32 = 1;
 
@@ -215,10 +217,12 @@ impl Pipeline {
             agent.read_faults(vigil_ptrace::read_faults(), memory.name(), false);
         }
         let configure = &mut self.configure;
-        match agent.housekeeping(&mut self.engine, &SourceStats::default, &mut || configure()) {
+        match agent.housekeeping(&mut self.engine, &SourceStats::default, &mut || {
+            configure().map_err(Into::into)
+        }) {
             Ok(Some(_)) => self.reloaded(),
             Ok(None) => {}
-            Err(e) => self.fail(e),
+            Err(e) => self.fail(e.into()),
         }
     }
 
@@ -285,6 +289,7 @@ impl Handler for Pipeline {
             engine: "ptrace",
             // Already dropped by the tracer, for every thread started from here on.
             privileges: None,
+            notice,
         };
         match Agent::start(pending.config, &pending.hostname, &flags, &mut self.engine) {
             Ok(mut agent) => {
@@ -293,6 +298,7 @@ impl Handler for Pipeline {
                 Ok(())
             }
             Err(e) => {
+                let e = anyhow::Error::from(e);
                 let text = format!("{e:#}");
                 self.attach_error = Some(e);
                 Err(text)
@@ -373,14 +379,8 @@ impl Handler for Pipeline {
 /// The configuration and rules of a run; `--alerts FILE` (or an enabled `file_output`)
 /// takes the place of the console output, as before outputs were unified.
 fn configure(args: &RunSelection) -> Result<(Config, Ruleset)> {
-    let mut config = args.selection.config.load()?;
-    let mut ruleset = load_selection(&args.selection, &config)?;
-    ruleset.set_rule_matching(match args.rule_matching {
-        Some(Matching::First) => RuleMatching::First,
-        Some(Matching::All) => RuleMatching::All,
-        None => config.rule_matching,
-    });
-    config.json_output |= args.json;
+    let (mut config, ruleset) =
+        selection::configure(&args.selection, args.rule_matching, args.json)?;
     // A wrapped workload usually has no syslog daemon (containers): a missing socket is
     // the normal case here, not worth a warning on the workload's stderr.
     if config.syslog_output.enabled && !config.syslog_output.socket.exists() {
@@ -472,9 +472,9 @@ fn in_place_interest(
 
 pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     // Before the agent starts: the start-up lines come from the tracer first.
-    crate::outputs::init_logging();
+    init_logging();
     let (config, mut ruleset) = configure(&args.rules)?;
-    let hostname = crate::outputs::host_name();
+    let hostname = host_name();
     let folds = vigil_procfs::identity_is_fixed().is_ok();
     let folded = if folds {
         fold_as_here(&mut ruleset, &hostname)
@@ -695,7 +695,9 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         agent.read_faults(vigil_ptrace::read_faults(), memory.name(), true);
     }
     let finished = match agent {
-        Some(agent) => agent.finish(&engine, &SourceStats::default(), false),
+        Some(agent) => agent
+            .finish(&engine, &SourceStats::default(), false)
+            .map_err(anyhow::Error::from),
         None => Ok(()),
     };
     if let Some(err) = error.or(finished.err()) {

@@ -16,12 +16,14 @@ use vigil_capture::{InterestSet, Source};
 use vigil_ebpf::{BpfOptions, BpfSource};
 use vigil_engine::Engine;
 use vigil_event::{Event, EventType};
-use vigil_rules::{RuleMatching, Ruleset};
+use vigil_rules::Ruleset;
+
+use vigil_agent::{Agent, AgentFlags};
 
 use crate::capture_out::CaptureOut;
-use crate::outputs::{Agent, AgentFlags};
-
-use crate::{live_state_config, load_selection, Matching, RulesSelection};
+use crate::error::InvalidInput;
+use crate::live::{init_logging, notice};
+use crate::selection::{configure, live_state_config, Matching, RulesSelection};
 
 #[derive(Args)]
 pub struct WatchArgs {
@@ -125,16 +127,8 @@ pub enum BpfFloor {
 }
 
 /// The rules, rule matching and configuration of a watch (again on SIGHUP).
-fn configure(args: &WatchArgs) -> Result<(vigil_config::Config, Ruleset)> {
-    let mut config = args.selection.config.load()?;
-    let mut ruleset = load_selection(&args.selection, &config)?;
-    ruleset.set_rule_matching(match args.rule_matching {
-        Some(Matching::First) => RuleMatching::First,
-        Some(Matching::All) => RuleMatching::All,
-        None => config.rule_matching,
-    });
-    config.json_output |= args.json;
-    Ok((config, ruleset))
+fn watch_configure(args: &WatchArgs) -> Result<(vigil_config::Config, Ruleset)> {
+    configure(&args.selection, args.rule_matching, args.json)
 }
 
 /// The event types the rules watch (every type for a rule without one, with a warning).
@@ -166,14 +160,14 @@ fn failed_unused(ruleset: &Ruleset, interest: &InterestSet, capture: bool) -> In
 }
 
 pub fn watch(args: WatchArgs) -> Result<ExitCode> {
-    let (config, ruleset) = configure(&args)?;
+    let (config, ruleset) = watch_configure(&args)?;
     let interest = rules_interest(&ruleset);
     let unused = failed_unused(&ruleset, &interest, args.write.is_some());
     vigil_ebpf::check_support()?;
     let duration = match args.duration {
         Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
         Some(secs) => {
-            return Err(crate::InvalidInput(format!("invalid --duration `{secs}`")).into());
+            return Err(InvalidInput(format!("invalid --duration `{secs}`")).into());
         }
         None => None,
     };
@@ -237,6 +231,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         .stats_file
         .as_deref()
         .map(|p| (p, Duration::from_millis(args.stats_interval.max(1))));
+    init_logging();
     let mut agent = Agent::start(
         config,
         &hostname,
@@ -249,6 +244,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             // Everything that needed more is done: programs loaded, snapshot read, capture
             // open; the stats and metrics files and the web server come before the drop.
             privileges: Some(vigil_ptrace::privs::WATCH),
+            notice,
         },
         &mut engine,
     )?;
@@ -301,8 +297,9 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
                 }
             }
             agent.process(&mut engine, &batch);
-            let reloaded =
-                agent.housekeeping(&mut engine, &|| source.stats(), &mut || configure(&args))?;
+            let reloaded = agent.housekeeping(&mut engine, &|| source.stats(), &mut || {
+                watch_configure(&args).map_err(Into::into)
+            })?;
             if reloaded.is_some() {
                 let interest = rules_interest(engine.ruleset());
                 let unused = failed_unused(engine.ruleset(), &interest, args.write.is_some());
