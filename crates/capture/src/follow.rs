@@ -129,6 +129,11 @@ impl FollowSource {
         })
     }
 
+    /// The capture's path, as given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Ends the stream once what is written has been read (as setting the `stop` flag does).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -262,6 +267,7 @@ mod tests {
         std::fs::write(&path, head.concat()).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let mut source = FollowSource::open(&path, Arc::clone(&stop)).unwrap();
+        assert_eq!(source.name(), path.display().to_string());
         // The snapshot now (already read) or with the first batch.
         let first = source.snapshot().unwrap();
         assert_eq!(read(&mut source, 1), [1]);
