@@ -14,6 +14,7 @@ use vigil_rules::LoadOptions;
 use crate::error::{InvalidInput, EXIT_INVALID};
 use crate::live::host_name;
 use crate::run::fold_as_here;
+use crate::run_reload::RunningFilter;
 use crate::selection::{
     error_count, load_selection, print_diagnostics, ConfigArgs, RulesSelection,
 };
@@ -106,8 +107,8 @@ pub fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
         let mut here = load_selection(selection, &config)?;
         (Vec::new(), fold_as_here(&mut here, &hostname))
     };
-    let filter = vigil_engine::KernelFilter::derive(&ruleset, None, false)
-        .map_err(|e| InvalidInput(e.to_string()))?;
+    let filter =
+        RunningFilter::derive(None, false, &ruleset).map_err(|e| InvalidInput(e.to_string()))?;
     let name_of = |id: u16| {
         vigil_event::table::events()
             .get(usize::from(id))

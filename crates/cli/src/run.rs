@@ -453,7 +453,7 @@ fn in_place_interest(
         return Ok(None);
     }
     let narrow =
-        KernelFilter::derive(&here, None, everything).map_err(|e| InvalidInput(e.to_string()))?;
+        RunningFilter::derive(None, everything, &here).map_err(|e| InvalidInput(e.to_string()))?;
     if narrow.report == full.report && narrow.report_when == full.report_when {
         return Ok(None);
     }
@@ -497,7 +497,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         rules: args.enforce_rule.clone(),
         tags: args.enforce_tag.clone(),
     });
-    let filter = KernelFilter::derive(&ruleset, enforce.as_ref(), args.write.is_some())
+    let filter = RunningFilter::derive(enforce.as_ref(), args.write.is_some(), &ruleset)
         .map_err(|e| InvalidInput(e.to_string()))?;
     let in_place = if folds || args.learn.is_some() {
         None
