@@ -81,6 +81,13 @@ pub struct WatchArgs {
     /// `--docker-data-root /srv/docker`.
     #[arg(long, value_name = "DIR")]
     docker_data_root: Vec<PathBuf>,
+    /// At start (and after a reload), also name where the tracepoints come from, why BPF
+    /// trampolines are not used, the syscalls captured through `raw_syscalls` and those whose
+    /// failed calls are filtered out in the kernel (counted in `/metrics` as
+    /// `vigil_source_filtered_failed_total`). Without it, one line says what is watched and
+    /// how, and warnings name what is not captured.
+    #[arg(short = 'v', long)]
+    verbose: bool,
 }
 
 impl WatchArgs {
@@ -104,6 +111,7 @@ impl WatchArgs {
             stats_file,
             stats_interval,
             docker_data_root: Vec::new(),
+            verbose: false,
         }
     }
 }
@@ -249,16 +257,17 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         &mut engine,
     )?;
     agent.watch_files(args.selection.watch_sources());
-    report_coverage(&source, args.raw_fallback);
-    eprintln!("vigil: {}", source.tracefs_origin());
-    match source.hook_fallback() {
-        Some(why) => eprintln!(
-            "vigil: BPF trampolines (fexit) are not available on this kernel ({why}): \
-             syscalls hooked by their exit tracepoints (every syscall of the host takes the \
-             kernel's slow path; `vigil bench overhead --agent 'watch:--bpf-floor nop'` \
-             measures that floor)"
-        ),
-        None => eprintln!("vigil: syscalls hooked by {}", source.hook().name()),
+    report_coverage(&source, args.raw_fallback, args.verbose, false);
+    if args.verbose {
+        eprintln!("vigil: {}", source.tracefs_origin());
+        if let Some(why) = source.hook_fallback() {
+            eprintln!(
+                "vigil: BPF trampolines (fexit) are not available on this kernel ({why}): \
+                 syscalls hooked by their exit tracepoints (every syscall of the host takes \
+                 the kernel's slow path; `vigil bench overhead --agent 'watch:--bpf-floor \
+                 nop'` measures that floor)"
+            );
+        }
     }
     if args.bpf_floor != BpfFloor::None {
         eprintln!(
@@ -266,11 +275,40 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             args.bpf_floor
         );
     }
+    // One line says what is watched and how; a second one, only when something is
+    // degraded, what it costs. The details are behind -v.
+    let how = match source.hook_fallback() {
+        Some(_) => "their exit tracepoints",
+        None => source.hook().name(),
+    };
     eprintln!(
-        "vigil: watching {} syscalls on this host ({} processes in the start snapshot)",
+        "vigil: watching {} syscalls on this host ({} processes at start); syscalls hooked by \
+         {how}",
         source.attached_syscalls().len() + source.fallback_syscalls().len(),
         snapshot_stats.processes
     );
+    let mut degraded = Vec::new();
+    if source.hook_fallback().is_some() {
+        degraded.push(
+            "no BPF trampolines (fexit) on this kernel: every syscall of the host takes the \
+             kernel's slow path"
+                .to_owned(),
+        );
+    }
+    if !source.unsupported().is_empty() {
+        degraded.push(unsupported_text(&source, args.raw_fallback));
+    }
+    if !degraded.is_empty() {
+        eprintln!(
+            "vigil: warning: {}{}",
+            degraded.join("; "),
+            if args.verbose {
+                ""
+            } else {
+                " (-v for details)"
+            }
+        );
+    }
 
     let started = Instant::now();
     let mut batch: Vec<Event> = Vec::with_capacity(4096);
@@ -306,7 +344,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
                 source
                     .set_interest_and_failures(&interest, &unused)
                     .context("cannot apply the reloaded rules' event types")?;
-                report_coverage(&source, args.raw_fallback);
+                report_coverage(&source, args.raw_fallback, args.verbose, true);
             }
         }
         Ok(())
@@ -341,34 +379,40 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Names on stderr the watched syscalls captured through `raw_syscalls`, those that cannot be
-/// captured on this kernel, and those whose failed calls are filtered out in the kernel.
-fn report_coverage(source: &BpfSource, raw_fallback: bool) {
-    if !source.filtered_failures().is_empty() {
+/// The watched syscalls that cannot be captured on this kernel, and why.
+fn unsupported_text(source: &BpfSource, raw_fallback: bool) -> String {
+    format!(
+        "not captured, no tracepoint on this kernel (not implemented here, calls fail with \
+         ENOSYS{}): {}",
+        if raw_fallback {
+            ""
+        } else {
+            "; --raw-fallback captures them at a cost on every syscall"
+        },
+        source.unsupported().join(", ")
+    )
+}
+
+/// With `verbose`, names on stderr the watched syscalls captured through `raw_syscalls` and
+/// those whose failed calls are filtered out in the kernel (a cost and a saving, nothing the
+/// rules miss); with `unsupported`, warns of those that cannot be captured on this kernel.
+fn report_coverage(source: &BpfSource, raw_fallback: bool, verbose: bool, unsupported: bool) {
+    if verbose && !source.filtered_failures().is_empty() {
         eprintln!(
             "vigil: failed calls filtered out in the kernel (no rule and no state update can \
              use them; counted as filtered_failed): {}",
             source.filtered_failures().join(", ")
         );
     }
-    if !source.fallback_syscalls().is_empty() {
+    if verbose && !source.fallback_syscalls().is_empty() {
         eprintln!(
             "vigil: no tracepoint of their own on this kernel, captured through raw_syscalls \
              (every syscall pays a short filter while they are watched): {}",
             source.fallback_syscalls().join(", ")
         );
     }
-    if !source.unsupported().is_empty() {
-        eprintln!(
-            "vigil: warning: not captured, no tracepoint on this kernel (not implemented here, \
-             calls fail with ENOSYS{}): {}",
-            if raw_fallback {
-                ""
-            } else {
-                "; --raw-fallback captures them at a cost on every syscall"
-            },
-            source.unsupported().join(", ")
-        );
+    if unsupported && !source.unsupported().is_empty() {
+        eprintln!("vigil: warning: {}", unsupported_text(source, raw_fallback));
     }
 }
 
