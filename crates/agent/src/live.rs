@@ -823,4 +823,64 @@ mod tests {
         assert!(err.to_string().contains("no.such.field"), "{err}");
         assert!(notices().is_empty());
     }
+
+    /// A source whose snapshot comes with its first batch, as a capture still being written.
+    struct LateSnapshot {
+        snapshot: Option<Snapshot>,
+        events: Vec<Event>,
+    }
+
+    impl Source for LateSnapshot {
+        fn snapshot(&mut self) -> Result<Snapshot, SourceError> {
+            Ok(Snapshot::default())
+        }
+        fn next_batch(&mut self, out: &mut Vec<Event>, _max: usize) -> Result<bool, SourceError> {
+            out.append(&mut self.events);
+            Ok(false)
+        }
+        fn stats(&self) -> SourceStats {
+            SourceStats::default()
+        }
+        fn late_snapshot(&mut self) -> Option<Snapshot> {
+            self.snapshot.take()
+        }
+    }
+
+    #[test]
+    fn a_late_snapshot_is_loaded_before_the_events_that_follow_it() {
+        let scratch = Scratch::new("late");
+        // The rule needs the process's name, which only the snapshot knows.
+        let text = "- rule: Kill by init\n  desc: d\n  condition: evt.type = kill and \
+                    proc.name = init\n  output: o\n  priority: WARNING\n";
+        let ruleset = vigil_engine::load_rules(
+            &[RulesText {
+                name: "rules.yaml".into(),
+                text: text.into(),
+            }],
+            &Default::default(),
+        )
+        .ruleset
+        .expect("rules load");
+        let mut engine = engine(ruleset);
+        let mut agent = Agent::start(scratch.config(), "host", &flags(None), &mut engine).unwrap();
+        let init = vigil_event::ThreadInfo {
+            tid: 1,
+            pid: 1,
+            comm: b"init".to_vec(),
+            ..vigil_event::ThreadInfo::default()
+        };
+        let mut source = LateSnapshot {
+            snapshot: Some(Snapshot {
+                threads: vec![init],
+                ..Snapshot::default()
+            }),
+            events: vec![kill(1)],
+        };
+        engine.load_snapshot(&source.snapshot().unwrap());
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload)
+            .unwrap();
+        agent.finish(&engine, &source.stats(), false).unwrap();
+        assert_eq!(scratch.alerted(), ["Kill by init"]);
+    }
 }
