@@ -29,6 +29,9 @@ pub struct Status {
     pub cap_eff: u64,
     /// `Threads`: the number of threads of the process.
     pub threads: Option<usize>,
+    /// `VmRSS` and `VmHWM` (resident set now and at its peak), in KiB.
+    pub vm_rss_kib: Option<u64>,
+    pub vm_hwm_kib: Option<u64>,
 }
 
 /// Parses the text of a `status` file; lines it does not know or cannot read are skipped.
@@ -74,10 +77,18 @@ pub fn parse_status(raw: &[u8]) -> Status {
             b"CapPrm" => st.cap_prm = hex(value),
             b"CapEff" => st.cap_eff = hex(value),
             b"Threads" => st.threads = parse_num(value),
+            b"VmRSS" => st.vm_rss_kib = kib(value),
+            b"VmHWM" => st.vm_hwm_kib = kib(value),
             _ => {}
         }
     }
     st
+}
+
+/// A `N kB` value, in KiB.
+fn kib(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?.trim();
+    text.strip_suffix("kB").unwrap_or(text).trim().parse().ok()
 }
 
 /// This process's status (`/proc/self/status`).
@@ -146,8 +157,10 @@ mod tests {
     fn the_fields_of_a_status_file() {
         let st = status(
             "Name:\tsh\nTgid:\t7\nPPid:\t1\nTracerPid:\t42\nUid:\t1000\t0\t0\t0\n\
-             Gid:\t5\t6\t6\t6\nThreads:\t3\nCapEff:\t0000000000200000\n",
+             Gid:\t5\t6\t6\t6\nThreads:\t3\nCapEff:\t0000000000200000\n\
+             VmHWM:\t    2048 kB\nVmRSS:\t  1024 kB\n",
         );
+        assert_eq!((st.vm_rss_kib, st.vm_hwm_kib), (Some(1024), Some(2048)));
         assert_eq!(
             (st.tgid, st.ppid, st.tracer_pid, st.threads),
             (Some(7), Some(1), Some(42), Some(3))
