@@ -1,5 +1,6 @@
 //! The long-running parts of the agent shared by every live command (`vigil watch`, `vigil
-//! run`, `vigil replay --follow`): the embedded web server (`/metrics`, `/healthz`, over HTTPS
+//! run`, `vigil replay --follow`), assembled by [`Agent`] (start, privilege drop,
+//! housekeeping, reload, finish): the embedded web server (`/metrics`, `/healthz`, over HTTPS
 //! with `webserver.ssl_enabled`), signal handling (SIGTERM/SIGINT stop, SIGHUP reload, SIGUSR1
 //! reopen), Falco's `append_output` as an engine [`vigil_engine::AlertDecorator`], the
 //! rules and configuration files watched for changes (`watch_config_files`, [`filewatch`]), the
@@ -37,12 +38,14 @@
 pub mod append;
 pub mod bpf;
 pub mod filewatch;
+pub mod live;
 pub mod server;
 pub mod signals;
 pub mod tick;
 
 pub use append::{AppendError, Appender};
 pub use filewatch::{ConfigWatcher, WatchSet, WatchSources};
+pub use live::{Agent, AgentError, AgentFlags, Reload, ReloadError, SHUTDOWN_DEADLINE};
 pub use server::{AgentServer, BoundServer, ServerError};
 pub use signals::Signals;
 pub use tick::{Tick, TickCounts};

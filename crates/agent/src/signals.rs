@@ -46,6 +46,11 @@ impl Signals {
         self.reopen.swap(false, Ordering::SeqCst)
     }
 
+    /// The stop flag itself, shared with whoever waits and should stop waiting.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
     /// Sets the flags by hand (tests, or a command-driven stop).
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::SeqCst);

@@ -124,7 +124,7 @@ fn read_trim(path: &str) -> String {
         .unwrap_or_default()
 }
 
-/// A `Key:  N kB` value of `/proc/meminfo` or `/proc/<pid>/status`, in KiB.
+/// A `Key:  N kB` value of `/proc/meminfo`, in KiB.
 pub fn status_kib(text: &str, key: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(key))
@@ -188,18 +188,12 @@ pub fn proc_stat(pid: i32) -> Option<(String, ProcStat)> {
 
 /// `VmHWM` (peak RSS) of a process, in KiB.
 pub fn vm_hwm_kib(pid: i32) -> Option<u64> {
-    status_kib(
-        &fs::read_to_string(format!("/proc/{pid}/status")).ok()?,
-        "VmHWM:",
-    )
+    vigil_procfs::status_of(i64::from(pid))?.vm_hwm_kib
 }
 
 /// `VmRSS` of a process, in KiB.
 pub fn vm_rss_kib(pid: i32) -> Option<u64> {
-    status_kib(
-        &fs::read_to_string(format!("/proc/{pid}/status")).ok()?,
-        "VmRSS:",
-    )
+    vigil_procfs::status_of(i64::from(pid))?.vm_rss_kib
 }
 
 /// Every process: (pid, comm, stat).

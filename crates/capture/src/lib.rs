@@ -1,5 +1,6 @@
 //! Event sources: the one [`Source`] interface every driver implements (eBPF, ptrace, replay),
-//! the [`ReplaySource`] that plays a capture file, the [`ScriptedSource`] tests use, and the
+//! the [`ReplaySource`] that plays a capture file, the [`FollowSource`] that reads one as it
+//! grows, the [`ScriptedSource`] tests use, and the
 //! [`InterestSet`] of event types that drivers push down to the kernel side.
 //!
 //! This crate knows events and snapshots (`vigil-event`) and nothing after them: no state, no
@@ -10,10 +11,12 @@ use std::path::{Path, PathBuf};
 
 use vigil_event::{Event, Snapshot};
 
+mod follow;
 mod interest;
 mod replay;
 mod scripted;
 
+pub use follow::FollowSource;
 pub use interest::{ArgIn, InterestSet};
 pub use replay::ReplaySource;
 pub use scripted::ScriptedSource;
@@ -33,6 +36,14 @@ pub trait Source {
 
     /// Counters: events delivered, events lost before delivery by reason.
     fn stats(&self) -> SourceStats;
+
+    /// The snapshot, when it became known only after [`Source::snapshot`] was answered (a
+    /// capture still being written: its snapshot ends where its first event starts), to load
+    /// before the events of the batch [`Source::next_batch`] just returned. Sources that know
+    /// theirs at the start return `None`.
+    fn late_snapshot(&mut self) -> Option<Snapshot> {
+        None
+    }
 
     /// Narrows the stream to the event types in `interest`, where the source can filter at its
     /// origin (a BPF map, a seccomp filter). Sources that cannot, keep delivering everything:

@@ -17,7 +17,7 @@ use vigil_bench::report::default_out_dir;
 use vigil_bench::stats::Step;
 use vigil_bench::workload::{self, ExeclChain, Test, WorkerParams};
 
-use crate::InvalidInput;
+use crate::error::InvalidInput;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -307,7 +307,7 @@ fn finish(out: &Path, failures: usize) -> Result<ExitCode> {
     stdout.flush()?;
     if failures > 0 {
         eprintln!("vigil: {failures} run(s) failed; see the report's failures");
-        return Ok(ExitCode::from(crate::EXIT_FAILURE));
+        return Ok(ExitCode::from(crate::error::EXIT_FAILURE));
     }
     Ok(ExitCode::SUCCESS)
 }

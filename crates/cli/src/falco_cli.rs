@@ -8,16 +8,18 @@
 //! Flags Falco has and Vigil does not need (drivers, plugins, gVisor, CRI sockets…) are not
 //! accepted: clap names them, so a script that relies on one fails loudly rather than running
 //! with a different meaning.
+//!
+//! This module only translates: [`translate`] turns the flags into a [`FalcoCommand`], which
+//! the command line runs as it runs its subcommands.
 
-use std::io::{self, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use anyhow::Result;
 use clap::Args;
-use vigil_engine::RulesText;
 
-use crate::{fields, list, load_selection, replay, validate, watch, RulesSelection};
+use crate::error::InvalidInput;
+use crate::replay::ReplayArgs;
+use crate::selection::RulesSelection;
+use crate::watch::WatchArgs;
 
 #[derive(Args)]
 pub struct FalcoArgs {
@@ -70,12 +72,36 @@ pub struct FalcoArgs {
     pub version: bool,
 }
 
-/// Runs a Falco-style invocation.
-pub fn run(mut args: FalcoArgs) -> Result<ExitCode> {
+/// What a Falco command line asks for, in Vigil's terms.
+pub enum FalcoCommand {
+    /// `--version`.
+    Version,
+    /// `--support`.
+    Support(RulesSelection),
+    /// `-V FILE…`: as `vigil rules validate`.
+    Validate(Vec<PathBuf>),
+    /// `--list [-N]`: as `vigil fields`.
+    Fields { names_only: bool },
+    /// `-L`: as `vigil rules list`, JSON lines with `json_output`.
+    ListRules(RulesSelection),
+    /// `-l RULE`.
+    Describe {
+        selection: RulesSelection,
+        rule: String,
+    },
+    /// `--dry-run`.
+    DryRun(RulesSelection),
+    /// `-e FILE`: as `vigil replay`.
+    Replay(ReplayArgs),
+    /// Otherwise: as `vigil watch`.
+    Watch(WatchArgs),
+}
+
+/// The Vigil command a Falco command line stands for (the first of Falco's exiting flags
+/// that is given wins, in Falco's order).
+pub fn translate(mut args: FalcoArgs) -> Result<FalcoCommand, InvalidInput> {
     if args.version {
-        // One line, as scripts read it (`--support` has the rules engine version too).
-        println!("vigil {}", env!("CARGO_PKG_VERSION"));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(FalcoCommand::Version);
     }
     if args.unbuffered {
         args.selection
@@ -84,120 +110,45 @@ pub fn run(mut args: FalcoArgs) -> Result<ExitCode> {
             .push("buffered_outputs=false".to_owned());
     }
     if args.support {
-        return support(&args.selection);
+        return Ok(FalcoCommand::Support(args.selection));
     }
     if !args.validate.is_empty() {
-        return validate(&args.validate);
+        return Ok(FalcoCommand::Validate(args.validate));
     }
     if let Some(source) = &args.list_fields {
         if !(source.is_empty() || source == "syscall") {
-            return Err(crate::InvalidInput(format!(
+            return Err(InvalidInput(format!(
                 "unknown event source `{source}` (Vigil has `syscall`)"
-            ))
-            .into());
+            )));
         }
-        return fields(false, args.names_only);
+        return Ok(FalcoCommand::Fields {
+            names_only: args.names_only,
+        });
     }
     if args.list_rules {
-        let json = args.selection.config.load()?.json_output;
-        return list(&args.selection, json);
+        return Ok(FalcoCommand::ListRules(args.selection));
     }
-    if let Some(rule) = &args.describe_rule {
-        return describe(&args.selection, rule);
+    if let Some(rule) = args.describe_rule {
+        return Ok(FalcoCommand::Describe {
+            selection: args.selection,
+            rule,
+        });
     }
     if args.dry_run {
-        let config = args.selection.config.load()?;
-        load_selection(&args.selection, &config)?;
-        eprintln!("vigil: --dry-run: configuration and rules loaded");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(FalcoCommand::DryRun(args.selection));
     }
     if let Some(file) = args.events_file {
-        return replay(crate::ReplayArgs::falco(
+        return Ok(FalcoCommand::Replay(ReplayArgs::falco(
             file,
             args.selection,
             args.stats_file,
             args.stats_interval,
-        ));
+        )));
     }
-    watch::watch(watch::WatchArgs::falco(
+    Ok(FalcoCommand::Watch(WatchArgs::falco(
         args.selection,
         args.duration,
         args.stats_file,
         args.stats_interval,
-    ))
-}
-
-/// The rules engine version Vigil matches (`required_engine_version` it accepts).
-fn engine_version() -> String {
-    let (major, minor, patch) = vigil_rules::ENGINE_VERSION;
-    format!("{major}.{minor}.{patch}")
-}
-
-/// Falco `-l RULE`: the rule's name and description (JSON with `json_output`).
-fn describe(selection: &RulesSelection, name: &str) -> Result<ExitCode> {
-    let config = selection.config.load()?;
-    let ruleset = load_selection(selection, &config)?;
-    let Some(rule) = ruleset.rules().iter().find(|r| r.name == name) else {
-        return Err(crate::InvalidInput(format!("no rule named `{name}`")).into());
-    };
-    let mut out = io::stdout().lock();
-    if config.json_output {
-        let line = serde_json::json!({
-            "rule": rule.name,
-            "desc": rule.desc,
-            "priority": rule.priority.as_str(),
-            "source": rule.source,
-            "tags": rule.tags,
-        });
-        writeln!(out, "{line}")?;
-    } else {
-        writeln!(out, "{:<60} Description", "Rule")?;
-        writeln!(out, "{:<60} -----------", "----")?;
-        writeln!(out, "{:<60} {}", rule.name, rule.desc.trim())?;
-    }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Falco `--support`: what a bug report needs, as one JSON object.
-fn support(selection: &RulesSelection) -> Result<ExitCode> {
-    let config = selection.config.load()?;
-    let paths = if selection.rules.is_empty() {
-        &config.rules_files
-    } else {
-        &selection.rules
-    };
-    let files = if paths.is_empty() {
-        vec![RulesText::embedded_default()]
-    } else {
-        vigil_engine::read_rules_paths(paths).map_err(|e| crate::InvalidInput(format!("{e:#}")))?
-    };
-    let read = |name: &str| {
-        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default()
-    };
-    let cmdline: Vec<String> = std::env::args().collect();
-    let report = serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "engine_info": { "engine_version": engine_version() },
-        "system_info": {
-            "sysname": read("ostype"),
-            "nodename": vigil_state::procfs::host_name(),
-            "release": read("osrelease"),
-            "version": read("version"),
-            "machine": std::env::consts::ARCH,
-        },
-        "cmdline": cmdline.join(" "),
-        "config": config.to_yaml(),
-        "rules_files": files
-            .iter()
-            .map(|f| serde_json::json!({ "name": f.name, "content": f.text }))
-            .collect::<Vec<_>>(),
-    });
-    let mut out = io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &report)?;
-    writeln!(out)?;
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    )))
 }

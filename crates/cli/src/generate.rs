@@ -17,7 +17,7 @@ use clap::{Args, Subcommand};
 use vigil_config::{parse_duration, DURATION_SYNTAX};
 use vigil_generator::{Action, Context};
 
-use crate::InvalidInput;
+use crate::error::InvalidInput;
 
 #[derive(Subcommand)]
 pub enum GenerateCommand {

@@ -31,13 +31,15 @@ use vigil_event::{Event, Snapshot};
 use vigil_fields::Value;
 use vigil_output::sinks::Console;
 use vigil_ptrace::{Handler, Mechanism, Profile, RunSpec, Verdict};
-use vigil_rules::{RuleMatching, Ruleset};
+use vigil_rules::Ruleset;
+
+use vigil_agent::{Agent, AgentFlags};
 
 use crate::capture_out::CaptureOut;
-use crate::outputs::{Agent, AgentFlags};
+use crate::error::InvalidInput;
+use crate::live::{host_name, init_logging, notice};
 use crate::run_reload::{self, RunningFilter};
-
-use super::{live_state_config, load_selection, InvalidInput, Matching, RulesSelection};
+use crate::selection::{self, live_state_config, Matching, RulesSelection};
 
 const EPERM: i32 = 1;
 
@@ -215,10 +217,12 @@ impl Pipeline {
             agent.read_faults(vigil_ptrace::read_faults(), memory.name(), false);
         }
         let configure = &mut self.configure;
-        match agent.housekeeping(&mut self.engine, &SourceStats::default, &mut || configure()) {
+        match agent.housekeeping(&mut self.engine, &SourceStats::default, &mut || {
+            configure().map_err(Into::into)
+        }) {
             Ok(Some(_)) => self.reloaded(),
             Ok(None) => {}
-            Err(e) => self.fail(e),
+            Err(e) => self.fail(e.into()),
         }
     }
 
@@ -285,6 +289,7 @@ impl Handler for Pipeline {
             engine: "ptrace",
             // Already dropped by the tracer, for every thread started from here on.
             privileges: None,
+            notice,
         };
         match Agent::start(pending.config, &pending.hostname, &flags, &mut self.engine) {
             Ok(mut agent) => {
@@ -293,6 +298,7 @@ impl Handler for Pipeline {
                 Ok(())
             }
             Err(e) => {
+                let e = anyhow::Error::from(e);
                 let text = format!("{e:#}");
                 self.attach_error = Some(e);
                 Err(text)
@@ -373,14 +379,8 @@ impl Handler for Pipeline {
 /// The configuration and rules of a run; `--alerts FILE` (or an enabled `file_output`)
 /// takes the place of the console output, as before outputs were unified.
 fn configure(args: &RunSelection) -> Result<(Config, Ruleset)> {
-    let mut config = args.selection.config.load()?;
-    let mut ruleset = load_selection(&args.selection, &config)?;
-    ruleset.set_rule_matching(match args.rule_matching {
-        Some(Matching::First) => RuleMatching::First,
-        Some(Matching::All) => RuleMatching::All,
-        None => config.rule_matching,
-    });
-    config.json_output |= args.json;
+    let (mut config, ruleset) =
+        selection::configure(&args.selection, args.rule_matching, args.json)?;
     // A wrapped workload usually has no syslog daemon (containers): a missing socket is
     // the normal case here, not worth a warning on the workload's stderr.
     if config.syslog_output.enabled && !config.syslog_output.socket.exists() {
@@ -409,48 +409,10 @@ fn configure(args: &RunSelection) -> Result<(Config, Ruleset)> {
     Ok((config, ruleset))
 }
 
-/// Whether a workload started from here keeps this process's container identity for the
-/// whole run: it cannot move itself to another cgroup (that needs a writable cgroup mount
-/// and root's file access, or `CAP_SYS_ADMIN` to mount one) — as in a container of a Fargate
-/// task, or for an unprivileged user. `Err` says why not.
-pub fn identity_is_fixed() -> Result<(), &'static str> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(str::trim)
-            .unwrap_or("")
-            .to_owned()
-    };
-    let cap_eff = u64::from_str_radix(&field("CapEff:"), 16).unwrap_or(u64::MAX);
-    const CAP_DAC_OVERRIDE: u32 = 1;
-    const CAP_SYS_ADMIN: u32 = 21;
-    if cap_eff & (1 << CAP_SYS_ADMIN) != 0 {
-        return Err("it may mount a cgroup filesystem (CAP_SYS_ADMIN)");
-    }
-    let root_like = field("Uid:").split_whitespace().nth(1) == Some("0")
-        || cap_eff & (1 << CAP_DAC_OVERRIDE) != 0;
-    // mountinfo: `… mount-point options … - fstype source super-options`.
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let writable_cgroup = mountinfo.lines().any(|line| {
-        let Some((left, right)) = line.split_once(" - ") else {
-            return false;
-        };
-        let fstype = right.split_whitespace().next().unwrap_or("");
-        let options = left.split_whitespace().nth(5).unwrap_or("");
-        matches!(fstype, "cgroup" | "cgroup2") && options.split(',').any(|o| o == "rw")
-    });
-    if writable_cgroup && root_like {
-        return Err("it may move itself to another cgroup (a writable cgroup mount, as root)");
-    }
-    Ok(())
-}
-
 /// Disables the rules of `ruleset` that cannot match a process with this process's
 /// container, Kubernetes fields and host name
 /// ([`vigil_engine::fold_workload_constants`]); returns their indices. Where
-/// [`identity_is_fixed`], those fields stay this process's for a whole run started here.
+/// [`vigil_procfs::identity_is_fixed`], those fields stay this process's for a whole run started here.
 pub fn fold_as_here(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
     let mut state = vigil_state::State::new(vigil_state::StateConfig {
         hostname: hostname.as_bytes().to_vec(),
@@ -473,7 +435,8 @@ pub fn fold_as_here(ruleset: &mut Ruleset, hostname: &str) -> Vec<usize> {
     vigil_engine::fold_workload_constants(ruleset, &view)
 }
 
-/// Where the workload may change its identity ([`identity_is_fixed`] does not hold): the
+/// Where the workload may change its identity ([`vigil_procfs::identity_is_fixed`] does not
+/// hold): the
 /// narrower interest of the processes that stay where Vigil is — the filter of a copy of the
 /// rules folded as here — and the names of the rules it leaves out, or `None` when it would
 /// trace the same. Processes that enter new namespaces get the full filter (see
@@ -490,7 +453,7 @@ fn in_place_interest(
         return Ok(None);
     }
     let narrow =
-        KernelFilter::derive(&here, None, everything).map_err(|e| InvalidInput(e.to_string()))?;
+        RunningFilter::derive(None, everything, &here).map_err(|e| InvalidInput(e.to_string()))?;
     if narrow.report == full.report && narrow.report_when == full.report_when {
         return Ok(None);
     }
@@ -509,10 +472,10 @@ fn in_place_interest(
 
 pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     // Before the agent starts: the start-up lines come from the tracer first.
-    crate::outputs::init_logging();
+    init_logging();
     let (config, mut ruleset) = configure(&args.rules)?;
-    let hostname = vigil_state::procfs::host_name();
-    let folds = identity_is_fixed().is_ok();
+    let hostname = host_name();
+    let folds = vigil_procfs::identity_is_fixed().is_ok();
     let folded = if folds {
         fold_as_here(&mut ruleset, &hostname)
     } else {
@@ -534,7 +497,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         rules: args.enforce_rule.clone(),
         tags: args.enforce_tag.clone(),
     });
-    let filter = KernelFilter::derive(&ruleset, enforce.as_ref(), args.write.is_some())
+    let filter = RunningFilter::derive(enforce.as_ref(), args.write.is_some(), &ruleset)
         .map_err(|e| InvalidInput(e.to_string()))?;
     let in_place = if folds || args.learn.is_some() {
         None
@@ -732,7 +695,9 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         agent.read_faults(vigil_ptrace::read_faults(), memory.name(), true);
     }
     let finished = match agent {
-        Some(agent) => agent.finish(&engine, &SourceStats::default(), false),
+        Some(agent) => agent
+            .finish(&engine, &SourceStats::default(), false)
+            .map_err(anyhow::Error::from),
         None => Ok(()),
     };
     if let Some(err) = error.or(finished.err()) {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use vigil_capture::ArgIn;
 use vigil_engine::{EnforceSelection, FilterError, KernelFilter};
-use vigil_ptrace::{Mechanism, RunSpec, STATE_SYSCALLS};
+use vigil_ptrace::RunSpec;
 use vigil_rules::Ruleset;
 
 /// The filter installed in the workload, and how the start derived it.
@@ -47,28 +47,17 @@ impl RunningFilter {
     /// The filter `spec` installs; `enforce` and `everything` as given to
     /// [`KernelFilter::derive`] at the start.
     pub fn new(spec: &RunSpec, enforce: Option<EnforceSelection>, everything: bool) -> Self {
-        let judged: BTreeSet<u16> = spec.judged.iter().copied().collect();
-        // As `vigil_ptrace::run` builds it: conditions only for the ptrace mechanism when
-        // not learning, never on judged or state syscalls.
-        let when = if spec.learn || spec.mechanism != Mechanism::Ptrace {
-            BTreeMap::new()
-        } else {
-            spec.report_when
-                .iter()
-                .filter(|(nr, _)| !judged.contains(nr) && !STATE_SYSCALLS.contains(nr))
-                .cloned()
-                .collect()
-        };
         RunningFilter {
             traced: vigil_ptrace::traced_syscalls(spec).into_iter().collect(),
-            when,
-            judged,
+            when: vigil_ptrace::traced_conditions(spec).into_iter().collect(),
+            judged: spec.judged.iter().copied().collect(),
             enforce,
             everything,
         }
     }
 
-    /// The filter the start would have derived for `ruleset` (an error refuses the reload).
+    /// The filter of `ruleset`: what the start installs ([`RunningFilter::new`] of the
+    /// [`RunSpec`] made from it) and a reload checks against (an error refuses the reload).
     pub fn derive(
         enforce: Option<&EnforceSelection>,
         everything: bool,
@@ -175,6 +164,7 @@ fn syscall_name(nr: u16) -> &'static str {
 mod tests {
     use super::*;
     use vigil_engine::{load_rules, RulesText};
+    use vigil_ptrace::Mechanism;
     use vigil_rules::LoadOptions;
 
     fn ruleset(rules: &[(&str, &str, &str)]) -> Ruleset {

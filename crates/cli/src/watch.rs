@@ -16,12 +16,14 @@ use vigil_capture::{InterestSet, Source};
 use vigil_ebpf::{BpfOptions, BpfSource};
 use vigil_engine::Engine;
 use vigil_event::{Event, EventType};
-use vigil_rules::{RuleMatching, Ruleset};
+use vigil_rules::Ruleset;
+
+use vigil_agent::{Agent, AgentFlags};
 
 use crate::capture_out::CaptureOut;
-use crate::outputs::{Agent, AgentFlags};
-
-use crate::{live_state_config, load_selection, Matching, RulesSelection};
+use crate::error::InvalidInput;
+use crate::live::{init_logging, notice};
+use crate::selection::{configure, live_state_config, Matching, RulesSelection};
 
 #[derive(Args)]
 pub struct WatchArgs {
@@ -79,6 +81,13 @@ pub struct WatchArgs {
     /// `--docker-data-root /srv/docker`.
     #[arg(long, value_name = "DIR")]
     docker_data_root: Vec<PathBuf>,
+    /// At start (and after a reload), also name where the tracepoints come from, why BPF
+    /// trampolines are not used, the syscalls captured through `raw_syscalls` and those whose
+    /// failed calls are filtered out in the kernel (counted in `/metrics` as
+    /// `vigil_source_filtered_failed_total`). Without it, one line says what is watched and
+    /// how, and warnings name what is not captured.
+    #[arg(short = 'v', long)]
+    verbose: bool,
 }
 
 impl WatchArgs {
@@ -102,6 +111,7 @@ impl WatchArgs {
             stats_file,
             stats_interval,
             docker_data_root: Vec::new(),
+            verbose: false,
         }
     }
 }
@@ -125,16 +135,8 @@ pub enum BpfFloor {
 }
 
 /// The rules, rule matching and configuration of a watch (again on SIGHUP).
-fn configure(args: &WatchArgs) -> Result<(vigil_config::Config, Ruleset)> {
-    let mut config = args.selection.config.load()?;
-    let mut ruleset = load_selection(&args.selection, &config)?;
-    ruleset.set_rule_matching(match args.rule_matching {
-        Some(Matching::First) => RuleMatching::First,
-        Some(Matching::All) => RuleMatching::All,
-        None => config.rule_matching,
-    });
-    config.json_output |= args.json;
-    Ok((config, ruleset))
+fn watch_configure(args: &WatchArgs) -> Result<(vigil_config::Config, Ruleset)> {
+    configure(&args.selection, args.rule_matching, args.json)
 }
 
 /// The event types the rules watch (every type for a rule without one, with a warning).
@@ -166,14 +168,14 @@ fn failed_unused(ruleset: &Ruleset, interest: &InterestSet, capture: bool) -> In
 }
 
 pub fn watch(args: WatchArgs) -> Result<ExitCode> {
-    let (config, ruleset) = configure(&args)?;
+    let (config, ruleset) = watch_configure(&args)?;
     let interest = rules_interest(&ruleset);
     let unused = failed_unused(&ruleset, &interest, args.write.is_some());
     vigil_ebpf::check_support()?;
     let duration = match args.duration {
         Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
         Some(secs) => {
-            return Err(crate::InvalidInput(format!("invalid --duration `{secs}`")).into());
+            return Err(InvalidInput(format!("invalid --duration `{secs}`")).into());
         }
         None => None,
     };
@@ -237,6 +239,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         .stats_file
         .as_deref()
         .map(|p| (p, Duration::from_millis(args.stats_interval.max(1))));
+    init_logging();
     let mut agent = Agent::start(
         config,
         &hostname,
@@ -249,20 +252,22 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             // Everything that needed more is done: programs loaded, snapshot read, capture
             // open; the stats and metrics files and the web server come before the drop.
             privileges: Some(vigil_ptrace::privs::WATCH),
+            notice,
         },
         &mut engine,
     )?;
     agent.watch_files(args.selection.watch_sources());
-    report_coverage(&source, args.raw_fallback);
-    eprintln!("vigil: {}", source.tracefs_origin());
-    match source.hook_fallback() {
-        Some(why) => eprintln!(
-            "vigil: BPF trampolines (fexit) are not available on this kernel ({why}): \
-             syscalls hooked by their exit tracepoints (every syscall of the host takes the \
-             kernel's slow path; `vigil bench overhead --agent 'watch:--bpf-floor nop'` \
-             measures that floor)"
-        ),
-        None => eprintln!("vigil: syscalls hooked by {}", source.hook().name()),
+    report_coverage(&source, args.raw_fallback, args.verbose, false);
+    if args.verbose {
+        eprintln!("vigil: {}", source.tracefs_origin());
+        if let Some(why) = source.hook_fallback() {
+            eprintln!(
+                "vigil: BPF trampolines (fexit) are not available on this kernel ({why}): \
+                 syscalls hooked by their exit tracepoints (every syscall of the host takes \
+                 the kernel's slow path; `vigil bench overhead --agent 'watch:--bpf-floor \
+                 nop'` measures that floor)"
+            );
+        }
     }
     if args.bpf_floor != BpfFloor::None {
         eprintln!(
@@ -270,11 +275,40 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             args.bpf_floor
         );
     }
+    // One line says what is watched and how; a second one, only when something is
+    // degraded, what it costs. The details are behind -v.
+    let how = match source.hook_fallback() {
+        Some(_) => "their exit tracepoints",
+        None => source.hook().name(),
+    };
     eprintln!(
-        "vigil: watching {} syscalls on this host ({} processes in the start snapshot)",
+        "vigil: watching {} syscalls on this host ({} processes at start); syscalls hooked by \
+         {how}",
         source.attached_syscalls().len() + source.fallback_syscalls().len(),
         snapshot_stats.processes
     );
+    let mut degraded = Vec::new();
+    if source.hook_fallback().is_some() {
+        degraded.push(
+            "no BPF trampolines (fexit) on this kernel: every syscall of the host takes the \
+             kernel's slow path"
+                .to_owned(),
+        );
+    }
+    if !source.unsupported().is_empty() {
+        degraded.push(unsupported_text(&source, args.raw_fallback));
+    }
+    if !degraded.is_empty() {
+        eprintln!(
+            "vigil: warning: {}{}",
+            degraded.join("; "),
+            if args.verbose {
+                ""
+            } else {
+                " (-v for details)"
+            }
+        );
+    }
 
     let started = Instant::now();
     let mut batch: Vec<Event> = Vec::with_capacity(4096);
@@ -301,15 +335,16 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
                 }
             }
             agent.process(&mut engine, &batch);
-            let reloaded =
-                agent.housekeeping(&mut engine, &|| source.stats(), &mut || configure(&args))?;
+            let reloaded = agent.housekeeping(&mut engine, &|| source.stats(), &mut || {
+                watch_configure(&args).map_err(Into::into)
+            })?;
             if reloaded.is_some() {
                 let interest = rules_interest(engine.ruleset());
                 let unused = failed_unused(engine.ruleset(), &interest, args.write.is_some());
                 source
                     .set_interest_and_failures(&interest, &unused)
                     .context("cannot apply the reloaded rules' event types")?;
-                report_coverage(&source, args.raw_fallback);
+                report_coverage(&source, args.raw_fallback, args.verbose, true);
             }
         }
         Ok(())
@@ -344,34 +379,40 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Names on stderr the watched syscalls captured through `raw_syscalls`, those that cannot be
-/// captured on this kernel, and those whose failed calls are filtered out in the kernel.
-fn report_coverage(source: &BpfSource, raw_fallback: bool) {
-    if !source.filtered_failures().is_empty() {
+/// The watched syscalls that cannot be captured on this kernel, and why.
+fn unsupported_text(source: &BpfSource, raw_fallback: bool) -> String {
+    format!(
+        "not captured, no tracepoint on this kernel (not implemented here, calls fail with \
+         ENOSYS{}): {}",
+        if raw_fallback {
+            ""
+        } else {
+            "; --raw-fallback captures them at a cost on every syscall"
+        },
+        source.unsupported().join(", ")
+    )
+}
+
+/// With `verbose`, names on stderr the watched syscalls captured through `raw_syscalls` and
+/// those whose failed calls are filtered out in the kernel (a cost and a saving, nothing the
+/// rules miss); with `unsupported`, warns of those that cannot be captured on this kernel.
+fn report_coverage(source: &BpfSource, raw_fallback: bool, verbose: bool, unsupported: bool) {
+    if verbose && !source.filtered_failures().is_empty() {
         eprintln!(
             "vigil: failed calls filtered out in the kernel (no rule and no state update can \
              use them; counted as filtered_failed): {}",
             source.filtered_failures().join(", ")
         );
     }
-    if !source.fallback_syscalls().is_empty() {
+    if verbose && !source.fallback_syscalls().is_empty() {
         eprintln!(
             "vigil: no tracepoint of their own on this kernel, captured through raw_syscalls \
              (every syscall pays a short filter while they are watched): {}",
             source.fallback_syscalls().join(", ")
         );
     }
-    if !source.unsupported().is_empty() {
-        eprintln!(
-            "vigil: warning: not captured, no tracepoint on this kernel (not implemented here, \
-             calls fail with ENOSYS{}): {}",
-            if raw_fallback {
-                ""
-            } else {
-                "; --raw-fallback captures them at a cost on every syscall"
-            },
-            source.unsupported().join(", ")
-        );
+    if unsupported && !source.unsupported().is_empty() {
+        eprintln!("vigil: warning: {}", unsupported_text(source, raw_fallback));
     }
 }
 

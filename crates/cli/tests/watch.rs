@@ -270,7 +270,7 @@ fn watched_syscalls_without_a_tracepoint_are_named_at_start() {
     )
     .expect("write rules");
     let out = Command::new(VIGIL)
-        .args(["watch", "--raw-fallback", "--duration", "0"])
+        .args(["watch", "--raw-fallback", "--duration", "0", "-v"])
         .args(["-o", "webserver.enabled=false", "-r"])
         .arg(&rules)
         .output()
@@ -427,7 +427,7 @@ fn kernel_has_tracepoint(tracepoint: &str) -> bool {
 /// Runs `vigil watch --duration 0` in a private mount namespace after `setup` (shell) there;
 /// returns its exit status and stderr.
 fn watch_in_mount_namespace(setup: &str) -> (std::process::ExitStatus, String) {
-    let script = format!("{setup}; exec \"$0\" watch --duration 0");
+    let script = format!("{setup}; exec \"$0\" watch --duration 0 -v");
     let out = Command::new("unshare")
         .args(["-m", "sh", "-c", &script, VIGIL])
         .output()

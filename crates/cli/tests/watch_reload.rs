@@ -422,7 +422,7 @@ fn sighup_pushes_which_failed_calls_the_kernel_filters_out() {
         .arg("watch")
         .arg("-r")
         .arg(&rules_file)
-        .args(["--json", "--stats"])
+        .args(["--json", "--stats", "-v"])
         .args([
             "-o",
             "syslog_output.enabled=false",

@@ -125,25 +125,10 @@ pub fn rules_yaml() -> String {
 
 /// The ids of this process (real uid and gid, whether the effective uid is 0).
 fn own_ids() -> (u32, u32, bool) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let ids = |key: &str| -> Vec<u32> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|v| {
-                v.split_whitespace()
-                    .filter_map(|x| x.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let uid = ids("Uid:");
-    let gid = ids("Gid:");
-    (
-        uid.first().copied().unwrap_or(u32::MAX),
-        gid.first().copied().unwrap_or(u32::MAX),
-        uid.get(1) == Some(&0),
-    )
+    match vigil_procfs::own_status() {
+        Ok(s) if s.has_ids => (s.uid, s.gid, s.euid == 0),
+        _ => (u32::MAX, u32::MAX, false),
+    }
 }
 
 /// Whether this process runs with effective uid 0.

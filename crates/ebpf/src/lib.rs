@@ -169,17 +169,9 @@ const HELD_LIMIT: usize = 16_384;
 
 /// Whether this process can run the eBPF driver here; the error names what is missing.
 pub fn check_support() -> Result<(), EbpfError> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(str::trim)
-            .unwrap_or("")
-            .to_owned()
-    };
-    let euid_is_root = field("Uid:").split_whitespace().nth(1) == Some("0");
-    let cap_eff = u64::from_str_radix(&field("CapEff:"), 16).unwrap_or(0);
+    // Unreadable: neither root nor any capability.
+    let (euid_is_root, cap_eff) =
+        vigil_procfs::own_status().map_or((false, 0), |s| (s.has_ids && s.euid == 0, s.cap_eff));
     let has = |bit: u32| cap_eff & (1u64 << bit) != 0;
     const CAP_SYS_ADMIN: u32 = 21;
     const CAP_PERFMON: u32 = 38;

@@ -278,14 +278,10 @@ impl Action {
     /// under `vigil run`, `strace` or a debugger: then [`UnderRun::RefusedButAlerts`] actions
     /// fail by design.
     pub fn traced() -> bool {
-        std::fs::read_to_string("/proc/self/status")
+        vigil_procfs::own_status()
             .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("TracerPid:"))
-                    .map(|v| v.trim() != "0")
-            })
-            .unwrap_or(false)
+            .and_then(|s| s.tracer_pid)
+            .is_some_and(|pid| pid != 0)
     }
 
     /// Why this action cannot run under `vigil run` here (not root, no runc, no root

@@ -26,8 +26,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use vigil_event::{FdInfo, FdType, Snapshot, SockTuple, ThreadInfo};
 
 mod cgroup;
+mod status;
 
 pub use cgroup::{container_id_from_cgroup, SHORT_ID_LEN};
+pub use status::{identity_is_fixed, own_status, parse_status, status_of, Status};
 
 /// The smallest `argv`/environment budget [`SnapshotOptions`] accepts.
 pub const MIN_ARG_BYTES: usize = 4096;
@@ -728,7 +730,7 @@ fn parse_id(s: &str) -> Option<i64> {
     s.parse().ok()
 }
 
-fn parse_num<T: std::str::FromStr>(b: &[u8]) -> Option<T> {
+pub(crate) fn parse_num<T: std::str::FromStr>(b: &[u8]) -> Option<T> {
     std::str::from_utf8(b).ok()?.trim().parse().ok()
 }
 
@@ -816,69 +818,6 @@ fn parse_stat(raw: &[u8]) -> Option<Stat> {
         tty_nr: field(7)?,
         starttime: rest.get(22 - 3).and_then(|f| parse_num(f))?,
     })
-}
-
-/// The fields of `/proc/<pid>/status` we use.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Status {
-    tgid: Option<i64>,
-    ppid: Option<i64>,
-    /// Last entries of `NSpid` / `NStgid` / `NSpgid`: the ids in the innermost pid namespace.
-    vtid: Option<i64>,
-    vpid: Option<i64>,
-    vpgid: Option<i64>,
-    uid: u32,
-    euid: u32,
-    gid: u32,
-    egid: u32,
-    cap_inh: u64,
-    cap_prm: u64,
-    cap_eff: u64,
-}
-
-fn parse_status(raw: &[u8]) -> Status {
-    let mut st = Status::default();
-    for line in raw.split(|&b| b == b'\n') {
-        let Some(colon) = memchr::memchr(b':', line) else {
-            continue;
-        };
-        let (key, value) = (&line[..colon], &line[colon + 1..]);
-        let mut words = value
-            .split(|b| b.is_ascii_whitespace())
-            .filter(|w| !w.is_empty());
-        let last = || {
-            value
-                .split(|b| b.is_ascii_whitespace())
-                .rfind(|w| !w.is_empty())
-                .and_then(parse_num::<i64>)
-        };
-        let hex = |v: &[u8]| {
-            std::str::from_utf8(v)
-                .ok()
-                .and_then(|s| u64::from_str_radix(s.trim(), 16).ok())
-                .unwrap_or(0)
-        };
-        match key {
-            b"Tgid" => st.tgid = parse_num(value),
-            b"PPid" => st.ppid = parse_num(value),
-            b"NSpid" => st.vtid = last(),
-            b"NStgid" => st.vpid = last(),
-            b"NSpgid" => st.vpgid = last(),
-            b"Uid" => {
-                st.uid = words.next().and_then(parse_num).unwrap_or(0);
-                st.euid = words.next().and_then(parse_num).unwrap_or(0);
-            }
-            b"Gid" => {
-                st.gid = words.next().and_then(parse_num).unwrap_or(0);
-                st.egid = words.next().and_then(parse_num).unwrap_or(0);
-            }
-            b"CapInh" => st.cap_inh = hex(value),
-            b"CapPrm" => st.cap_prm = hex(value),
-            b"CapEff" => st.cap_eff = hex(value),
-            _ => {}
-        }
-    }
-    st
 }
 
 /// Picks one path from `/proc/<pid>/cgroup` (`hierarchy:controllers:path` lines): the first

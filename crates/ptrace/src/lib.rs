@@ -410,6 +410,26 @@ fn traced_set(report: &[u16], judged: &[u16]) -> Vec<u16> {
     out
 }
 
+/// The argument conditions of the tracing filter `spec` installs for the processes that get
+/// the full filter ([`RunSpec::report_when`]): none when learning (every syscall stops) or
+/// under the user-notify mechanism (no tracing filter), never on judged or state syscalls
+/// (they always stop).
+pub fn traced_conditions(spec: &RunSpec) -> Vec<(u16, ArgIn)> {
+    if spec.learn || spec.mechanism != Mechanism::Ptrace {
+        return Vec::new();
+    }
+    conditions(spec, &spec.report_when)
+}
+
+/// `report_when` without the judged and state syscalls, which always stop.
+fn conditions(spec: &RunSpec, report_when: &[(u16, ArgIn)]) -> Vec<(u16, ArgIn)> {
+    report_when
+        .iter()
+        .filter(|(nr, _)| !spec.judged.contains(nr) && !STATE_SYSCALLS.contains(nr))
+        .cloned()
+        .collect()
+}
+
 /// Runs the workload to completion under the tracer, delivering events to `handler`.
 /// Returns when every traced task has exited (orphaned descendants included), with the status
 /// of the process it started.
@@ -445,12 +465,7 @@ fn run_once(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErr
         return Err(RunError::NotifyUnsupported("learning"));
     }
     let tracing_filter = |interest_traced: &[u16], report_when: &[(u16, ArgIn)]| {
-        let when: Vec<(u16, ArgIn)> = report_when
-            .iter()
-            .filter(|(nr, _)| !spec.judged.contains(nr) && !STATE_SYSCALLS.contains(nr))
-            .cloned()
-            .collect();
-        filter::trace_where(interest_traced, &when)
+        filter::trace_where(interest_traced, &conditions(spec, report_when))
     };
     let mut filters = Vec::new();
     // The full filter, for processes that enter new namespaces, when they start narrower.
@@ -465,7 +480,7 @@ fn run_once(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErr
                 &narrow.report_when,
             )
         } else {
-            tracing_filter(&traced, &spec.report_when)
+            filter::trace_where(&traced, &traced_conditions(spec))
         });
     }
     if let Some(p) = &spec.profile {
@@ -769,5 +784,32 @@ mod tests {
             "ptrace events report them without a filter stop: {traced:?}"
         );
         assert!(STATE_SYSCALLS.iter().all(|nr| traced.contains(nr)));
+    }
+
+    #[test]
+    fn conditions_apply_only_to_plain_reported_syscalls_under_ptrace() {
+        let when = |nr| (nr, ArgIn::equal(1, vec![0]));
+        // openat (257) conditional; kill (62) judged, setuid (105) state: they always stop.
+        let spec = RunSpec {
+            report: vec![257, 62, 105],
+            judged: vec![62],
+            report_when: vec![when(257), when(62), when(105)],
+            mechanism: Mechanism::Ptrace,
+            ..RunSpec::default()
+        };
+        assert_eq!(traced_conditions(&spec), [when(257)]);
+        let learning = RunSpec {
+            learn: true,
+            ..spec.clone()
+        };
+        assert!(
+            traced_conditions(&learning).is_empty(),
+            "learning stops everything"
+        );
+        let notify = RunSpec {
+            mechanism: Mechanism::Notify,
+            ..spec
+        };
+        assert!(traced_conditions(&notify).is_empty(), "no tracing filter");
     }
 }

@@ -186,11 +186,7 @@ pub fn mask(caps: &[Capability]) -> u64 {
 
 /// The number of threads of this process (`None` when `/proc` cannot tell).
 fn threads() -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|n| n.trim().parse().ok())
+    vigil_procfs::own_status().ok()?.threads
 }
 
 /// Keeps only the capabilities in `keep` that the process has (effective and permitted), empties

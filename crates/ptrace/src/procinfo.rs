@@ -115,14 +115,11 @@ pub fn tgid_of(tid: i32) -> Option<i32> {
 
 /// `(Tgid, PPid)` of thread `tid` (for a thread, `PPid` is its process's parent).
 pub fn tgid_ppid(tid: i32) -> Option<(i32, i32)> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let get = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().parse().ok())
-    };
-    Some((get("Tgid:")?, get("PPid:")?))
+    let status = vigil_procfs::status_of(i64::from(tid))?;
+    Some((
+        i32::try_from(status.tgid?).ok()?,
+        i32::try_from(status.ppid?).ok()?,
+    ))
 }
 
 /// Whether thread `tid` lives in Vigil's own pid namespace (then its ids there are the ones
@@ -141,21 +138,11 @@ pub fn in_vigil_pid_ns(tid: i64) -> bool {
 /// numbers of `NSpid:` and `NStgid:` in `/proc/<tid>/status` (the global ids when the thread
 /// is in the initial namespace).
 pub fn ns_ids(tid: i64) -> Option<(Param, Param)> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    parse_ns_ids(&status)
+    ns_ids_of(&vigil_procfs::status_of(tid)?)
 }
 
-fn parse_ns_ids(status: &str) -> Option<(Param, Param)> {
-    let last = |key: &str| -> Option<i64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))?
-            .split_whitespace()
-            .last()?
-            .parse()
-            .ok()
-    };
-    Some((Param::Int(last("NSpid:")?), Param::Int(last("NStgid:")?)))
+fn ns_ids_of(status: &vigil_procfs::Status) -> Option<(Param, Param)> {
+    Some((Param::Int(status.vtid?), Param::Int(status.vpid?)))
 }
 
 /// The completed `execve`/`execveat` event of process `pid` (now running its new image),
@@ -304,8 +291,9 @@ mod tests {
     #[test]
     fn namespace_ids_are_the_innermost() {
         let status = "Name:\tx\nTgid:\t900\nPid:\t901\nNStgid:\t900\t1\nNSpid:\t901\t2\n";
-        assert_eq!(parse_ns_ids(status), Some((Param::Int(2), Param::Int(1))));
-        assert_eq!(parse_ns_ids("Name:\tx\n"), None);
+        let ids = |text: &str| ns_ids_of(&vigil_procfs::parse_status(text.as_bytes()));
+        assert_eq!(ids(status), Some((Param::Int(2), Param::Int(1))));
+        assert_eq!(ids("Name:\tx\n"), None);
         let me = i64::from(std::process::id());
         let (vtid, vpid) = ns_ids(me).unwrap();
         assert!(in_vigil_pid_ns(me), "a test runs in Vigil's own namespace");

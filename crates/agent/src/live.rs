@@ -1,0 +1,886 @@
+//! [`Agent`]: the live agent assembled around an engine — the configured outputs, the metrics
+//! registry and its web server, Falco's stats file and metrics snapshots, the drop alert, the
+//! signals (SIGTERM/SIGINT stop, SIGHUP reload, SIGUSR1 reopen), the reload when watched
+//! files change, the privilege drop before any thread starts, and the summary at exit.
+//!
+//! The command that owns the event source calls in: [`Agent::process`] for each batch, then
+//! [`Agent::housekeeping`]; [`Agent::drive`] is that loop for a plain [`Source`]. Messages for
+//! the operator (the web server's address, reloads, the exit summary) go to
+//! [`AgentFlags::notice`], so this crate prints nothing itself.
+
+use std::error::Error;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vigil_capture::{Source, SourceError, SourceStats};
+use vigil_config::{BindFailure, Config};
+use vigil_engine::{AlertDecorator, Engine};
+use vigil_event::Event;
+use vigil_output::sinks::Console;
+use vigil_output::{Formatter, Metrics, Outputs, OutputsError};
+use vigil_ptrace::privs::Capability;
+use vigil_rules::Ruleset;
+
+use crate::filewatch::{self, ConfigWatcher, WatchSources};
+use crate::{
+    AgentServer, AppendError, Appender, BoundServer, ServerError, Signals, Tick, TickCounts,
+};
+
+/// How long outputs may take to deliver what is pending at exit (SIGTERM, end of replay) and
+/// on a reload; what remains then stays in the spool (or is dropped and counted without one).
+pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A reload's error, with its causes.
+pub type ReloadError = Box<dyn Error + Send + Sync>;
+
+/// Reloads configuration and rules (SIGHUP, a watched file changed); errors keep the running
+/// ones.
+pub type Reload<'a> = dyn FnMut() -> Result<(Config, Ruleset), ReloadError> + 'a;
+
+/// Why the agent cannot start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The configured outputs refuse their settings (invalid input).
+    #[error(transparent)]
+    Outputs(#[from] OutputsError),
+    /// `append_output` is invalid (invalid input).
+    #[error(transparent)]
+    AppendOutput(#[from] AppendError),
+    #[error("cannot create the stats file")]
+    StatsFile(#[source] std::io::Error),
+    #[error("cannot write the stats file")]
+    WriteStats(#[source] std::io::Error),
+    #[error("cannot open metrics.output_file")]
+    MetricsFile(#[source] std::io::Error),
+    #[error("cannot install signal handlers")]
+    Signals(#[source] std::io::Error),
+    #[error("cannot drop privileges")]
+    Privileges(#[source] vigil_ptrace::privs::PrivError),
+    /// A bad certificate or key for `webserver.ssl_enabled`.
+    #[error(transparent)]
+    WebserverConfig(ServerError),
+    /// The address cannot be bound while `webserver.bind_failure` is `exit`.
+    #[error("{0}")]
+    Bind(String),
+    #[error("cannot start the webserver")]
+    Serve(#[source] ServerError),
+    #[error("cannot start the outputs")]
+    StartOutputs(#[source] std::io::Error),
+    /// The event source failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+}
+
+impl AgentError {
+    /// Whether the error is in what the user gave (the configuration), rather than at run
+    /// time: the command line exits 2 for these.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, AgentError::Outputs(_) | AgentError::AppendOutput(_))
+    }
+}
+
+/// What [`Agent::start`] needs besides the configuration.
+pub struct AgentFlags<'a> {
+    /// Falco's `-s FILE` with `--stats-interval`.
+    pub stats_file: Option<(&'a Path, Duration)>,
+    /// A run that lasts: start the web server.
+    pub live: bool,
+    /// Install the signal handlers (stop, SIGHUP reload, SIGUSR1 reopen). Off under `vigil
+    /// run`, whose tracer forwards the signals Vigil receives to the workload.
+    pub signals: bool,
+    /// Where `stdout_output` writes.
+    pub console: Console,
+    /// The capture engine, as `falcosecurity_scap_engine_name_info{engine_name}` names it:
+    /// Falco's `modern_bpf` (CO-RE eBPF) and `savefile` (a capture file), or `ptrace`.
+    pub engine: &'static str,
+    /// Drop every capability but these once the files are open and the web server's socket
+    /// is bound, before any thread starts ([`vigil_ptrace::privs::drop_to`]).
+    pub privileges: Option<&'a [Capability]>,
+    /// Where messages for the operator go (one line each, without a prefix).
+    pub notice: fn(&str),
+}
+
+/// The long-running side of an evaluation, shared by `vigil replay`, `vigil watch` and `vigil
+/// run`: the configured outputs, the metrics registry and its web server, the stats file and
+/// Falco's metrics snapshots, the drop alert, the signals (stop, SIGHUP reload, SIGUSR1
+/// reopen), and the reload when watched files change ([`Agent::watch_files`]).
+pub struct Agent {
+    metrics: Metrics,
+    outputs: Outputs,
+    _server: Option<AgentServer>,
+    tick: Tick,
+    signals: Signals,
+    config: Config,
+    hostname: String,
+    console: Console,
+    notice: fn(&str),
+    eval: Duration,
+    /// Where the watched files come from ([`Agent::watch_files`]).
+    watch_sources: Option<WatchSources>,
+    /// Watches them while the configuration's `watch_config_files` is on.
+    watcher: Option<ConfigWatcher>,
+}
+
+/// The alert decorator for `append_output` (none when the list is empty).
+fn decorator(config: &Config) -> Result<Option<Box<dyn AlertDecorator>>, AgentError> {
+    let appender = Appender::new(&config.append_output, vigil_state::catalog())?;
+    Ok(appender.map(|a| Box::new(a) as Box<dyn AlertDecorator>))
+}
+
+/// Starts the outputs, skipping a syslog output whose socket does not exist (containers
+/// usually have none), with a warning; `stdout_output` writes to `console`.
+pub fn start_outputs(
+    config: &Config,
+    metrics: &Metrics,
+    hostname: &str,
+    console: Console,
+) -> Result<Outputs, AgentError> {
+    let mut config = config.clone();
+    if config.syslog_output.enabled && !config.syslog_output.socket.exists() {
+        log::warn!(
+            "syslog_output: `{}` does not exist; syslog output disabled",
+            config.syslog_output.socket.display()
+        );
+        config.syslog_output.enabled = false;
+    }
+    Ok(Outputs::from_config_to(
+        &config.output_settings(),
+        metrics,
+        hostname,
+        console,
+    )?)
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The counters of a tick: the engine's, the state's and the source's.
+pub fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCounts {
+    let processed = engine.stats().processed;
+    let dropped: Vec<(String, u64)> = source
+        .dropped
+        .iter()
+        .map(|(reason, n)| (reason.to_string(), *n))
+        .collect();
+    let dropped_total: u64 = dropped.iter().map(|(_, n)| n).sum();
+    let state = engine.state().stats();
+    TickCounts {
+        events_in: processed + dropped_total,
+        processed,
+        dropped,
+        filtered_failed: source.filtered_failed,
+        eval_seconds: eval.as_secs_f64(),
+        threads: state.threads as u64,
+        fds: state.fds as u64,
+        containers: state.containers as u64,
+        dropped_threads: state.dropped_threads,
+        container_lookups: state.container_lookups.lookups,
+        container_lookup_misses: state.container_lookups.misses,
+        container_lookup_seconds: state.container_lookups.total_ns as f64 / 1e9,
+        container_lookup_max_seconds: state.container_lookups.max_ns as f64 / 1e9,
+    }
+}
+
+/// `events in 10, processed 8, dropped 2 (buffer_full=2)`: the exit summary's event line.
+fn events_summary(c: &TickCounts) -> String {
+    let reasons: Vec<String> = c
+        .dropped
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(reason, n)| format!("{reason}={n}"))
+        .collect();
+    format!(
+        "events in {}, processed {}, dropped {}{}",
+        c.events_in,
+        c.processed,
+        c.dropped_total(),
+        if reasons.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", reasons.join(", "))
+        }
+    )
+}
+
+/// `error: cause: cause`, as the command line prints an error with its causes.
+fn with_causes(err: &(dyn Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
+}
+
+impl Agent {
+    /// Starts outputs, metrics and (for a live run) the signal handlers and the web server;
+    /// installs `append_output` on `engine`. What may need privileges comes first (the stats
+    /// and metrics files, binding the web server), then `flags.privileges` are dropped, then
+    /// the threads start (output workers, the web server's), inheriting the reduced set.
+    pub fn start(
+        config: Config,
+        hostname: &str,
+        flags: &AgentFlags<'_>,
+        engine: &mut Engine,
+    ) -> Result<Agent, AgentError> {
+        let metrics = Metrics::new();
+        metrics.set(
+            vigil_output::metrics::names::ENGINE_NAME_INFO,
+            &[("engine_name", flags.engine), ("evt_source", "syscall")],
+            1.0,
+        );
+        engine.set_decorator(decorator(&config)?);
+        let tick = Tick::new(&metrics, flags.stats_file)
+            .map_err(AgentError::StatsFile)?
+            .with_snapshots(&config.metrics)
+            .map_err(AgentError::MetricsFile)?;
+        let bound = if flags.live && config.webserver.enabled {
+            bind_webserver(&config, &metrics, flags.notice)?
+        } else {
+            None
+        };
+        let signals = if flags.signals {
+            Signals::install().map_err(AgentError::Signals)?
+        } else {
+            Signals::detached()
+        };
+        if let Some(keep) = flags.privileges {
+            let dropped = vigil_ptrace::privs::drop_to(keep).map_err(AgentError::Privileges)?;
+            log::info!(
+                "privileges dropped: kept capabilities {}; no_new_privs set",
+                dropped.describe()
+            );
+        }
+        let outputs = start_outputs(&config, &metrics, hostname, flags.console)?;
+        tick.seed(&outputs, engine.ruleset());
+        let server = match bound {
+            Some(bound) => {
+                let server = bound.serve().map_err(AgentError::Serve)?;
+                (flags.notice)(&format!(
+                    "webserver listening on {}://{}",
+                    server.scheme(),
+                    server.addr()
+                ));
+                Some(server)
+            }
+            None => None,
+        };
+        Ok(Agent {
+            metrics,
+            outputs,
+            _server: server,
+            tick,
+            signals,
+            config,
+            hostname: hostname.to_string(),
+            console: flags.console,
+            notice: flags.notice,
+            eval: Duration::ZERO,
+            watch_sources: None,
+            watcher: None,
+        })
+    }
+
+    /// Reloads (as SIGHUP does) when the configuration file or a rules file or directory in
+    /// use changes, while the configuration's `watch_config_files` is on. `sources` tells
+    /// where the command line took them from; after each reload the set follows the new
+    /// configuration's `rules_files`.
+    pub fn watch_files(&mut self, sources: WatchSources) {
+        self.watch_sources = Some(sources);
+        self.rewatch();
+    }
+
+    /// Starts, updates or stops the watcher for the running configuration.
+    fn rewatch(&mut self) {
+        let Some(sources) = &self.watch_sources else {
+            return;
+        };
+        let set = sources.set(&self.config.rules_files);
+        if !self.config.watch_config_files || set.is_empty() {
+            self.watcher = None;
+            return;
+        }
+        match self.watcher.as_mut() {
+            Some(watcher) => watcher.replace(set),
+            None => self.watcher = Some(ConfigWatcher::new(set, filewatch::QUIET)),
+        }
+        if let Some(watcher) = &self.watcher {
+            for dir in watcher.missing() {
+                (self.notice)(&format!(
+                    "warning: watch_config_files: cannot read `{}`; changes there are not \
+                     seen until a reload",
+                    dir.display()
+                ));
+            }
+            log::info!(
+                "watch_config_files: watching {} directories for changes",
+                watcher.set().dirs().count()
+            );
+        }
+    }
+
+    /// The configuration in force (the last one a reload accepted).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The metrics registry (what `/metrics` serves).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The signal flags (stop, reload, reopen), to set by hand in tests or by a command.
+    pub fn signals(&self) -> &Signals {
+        &self.signals
+    }
+
+    /// The stop flag, shared: set by SIGTERM/SIGINT (or [`Signals::request_stop`]), for a
+    /// source that waits to stop waiting ([`vigil_capture::FollowSource::open`]).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.signals.stop_flag()
+    }
+
+    /// Delivers an alert made outside [`Agent::process`] (an enforcement decision).
+    pub fn emit(&mut self, alert: &vigil_output::Alert) {
+        self.outputs.emit(alert);
+    }
+
+    /// Raises the internal alert for failed reads of a traced workload's memory (`total` so
+    /// far, read with `method`) when there are new ones, rate-limited like the drop alert;
+    /// `last` (at exit) reports whatever is left.
+    pub fn read_faults(&mut self, total: u64, method: &str, last: bool) {
+        self.outputs
+            .check_read_faults(total, method, now_ns(), last);
+    }
+
+    /// SIGINT/SIGTERM arrived.
+    pub fn stop_requested(&self) -> bool {
+        self.signals.stop_requested()
+    }
+
+    /// Runs `events` through `engine`, delivering alerts to the outputs.
+    pub fn process(&mut self, engine: &mut Engine, events: &[Event]) {
+        let start = Instant::now();
+        let outputs = &mut self.outputs;
+        for event in events {
+            engine.process(event, &mut |alert| outputs.emit(&alert));
+        }
+        self.eval += start.elapsed();
+    }
+
+    /// Between batches: SIGUSR1 reopens the outputs, SIGHUP or a change of a watched file
+    /// ([`Agent::watch_files`]) reloads configuration and rules through `reload` (returning
+    /// the new configuration; errors keep the running one), and
+    /// the stats file and metrics snapshots are written when due (`source` gives the source's
+    /// counters; it is only asked then, since reading them may cost a system call).
+    pub fn housekeeping(
+        &mut self,
+        engine: &mut Engine,
+        source: &dyn Fn() -> SourceStats,
+        reload: &mut Reload<'_>,
+    ) -> Result<Option<Config>, AgentError> {
+        if self.signals.take_reopen() {
+            (self.notice)("SIGUSR1: reopening outputs");
+            self.outputs.reopen();
+        }
+        let mut reloaded = None;
+        let changed = self
+            .watcher
+            .as_mut()
+            .is_some_and(|w| w.poll(Instant::now()));
+        // SIGHUP first: it is consumed even when files changed too (one reload for both).
+        let cause = match (self.signals.take_reload(), changed) {
+            (true, _) => Some("SIGHUP"),
+            (false, true) => Some("files changed"),
+            (false, false) => None,
+        };
+        if let Some(cause) = cause {
+            match reload_all(reload, engine) {
+                Ok(new_config) => {
+                    let old = std::mem::replace(
+                        &mut self.outputs,
+                        Outputs::with_sinks(Formatter::default(), Vec::new(), &self.metrics)
+                            .map_err(AgentError::StartOutputs)?,
+                    );
+                    old.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
+                    let started =
+                        start_outputs(&new_config, &self.metrics, &self.hostname, self.console);
+                    self.outputs = match started {
+                        Ok(o) => {
+                            self.config = new_config.clone();
+                            reloaded = Some(new_config);
+                            o
+                        }
+                        Err(e) => {
+                            (self.notice)(&format!(
+                                "reload: outputs failed ({}); keeping the previous outputs",
+                                with_causes(&e)
+                            ));
+                            start_outputs(
+                                &self.config,
+                                &self.metrics,
+                                &self.hostname,
+                                self.console,
+                            )?
+                        }
+                    };
+                    self.metrics.set_flags(self.config.metrics.flags());
+                    self.tick.seed(&self.outputs, engine.ruleset());
+                    (self.notice)(&format!(
+                        "{cause}: reloaded configuration and {} rules",
+                        engine.ruleset().rules().len()
+                    ));
+                }
+                Err(e) => (self.notice)(&format!(
+                    "{cause}: reload failed, keeping the running configuration: {}",
+                    with_causes(&*e)
+                )),
+            }
+            // The configuration may name other rules files, or turn watching off; a
+            // failed reload keeps watching the same set (the fix comes as another change).
+            self.rewatch();
+        }
+        if self.tick.due() {
+            let c = counts(engine, &source(), self.eval);
+            self.tick
+                .run(&c, &mut self.outputs, now_ns())
+                .map_err(AgentError::WriteStats)?;
+        }
+        Ok(reloaded)
+    }
+
+    /// Runs `source` through `engine` until it ends or a stop is requested: each batch is
+    /// evaluated, then [`Agent::housekeeping`] runs (also after an empty batch, which a
+    /// source that waits returns now and then). The snapshot must already be loaded; a late
+    /// one ([`Source::late_snapshot`]) is loaded before the events that follow it.
+    pub fn drive(
+        &mut self,
+        engine: &mut Engine,
+        source: &mut dyn Source,
+        reload: &mut Reload<'_>,
+    ) -> Result<(), AgentError> {
+        let mut batch = Vec::with_capacity(1024);
+        loop {
+            batch.clear();
+            let more = source.next_batch(&mut batch, 1024)?;
+            if let Some(snapshot) = source.late_snapshot() {
+                engine.load_snapshot(&snapshot);
+            }
+            self.process(engine, &batch);
+            self.housekeeping(engine, &|| source.stats(), reload)?;
+            if self.stop_requested() || !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Writes the last stats line, reports the drops not yet reported and drains the
+    /// outputs (within [`SHUTDOWN_DEADLINE`]); reports the summary of events and alerts lost
+    /// when something was lost or `summary` is set.
+    pub fn finish(
+        mut self,
+        engine: &Engine,
+        source: &SourceStats,
+        summary: bool,
+    ) -> Result<(), AgentError> {
+        let c = counts(engine, source, self.eval);
+        let finished = self.tick.finish(&c, &mut self.outputs, now_ns());
+        let report = self.outputs.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
+        finished.map_err(AgentError::WriteStats)?;
+        if c.dropped_total() > 0 || report.dropped_total() > 0 || summary {
+            (self.notice)(&format!("at exit: {}", events_summary(&c)));
+            for line in report.summary() {
+                (self.notice)(&format!("output {line}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Binds the configured web server (serving starts later, [`BoundServer::serve`]). A bad
+/// certificate stops the start; so does an address that cannot be bound, unless
+/// `webserver.bind_failure` is `continue`.
+fn bind_webserver(
+    config: &Config,
+    metrics: &Metrics,
+    notice: fn(&str),
+) -> Result<Option<BoundServer>, AgentError> {
+    let webserver = &config.webserver;
+    match AgentServer::bind(webserver, metrics, config.metrics.libbpf_stats_enabled) {
+        Ok(bound) => Ok(Some(bound)),
+        // A bad certificate is a configuration error: serving the endpoints without the TLS
+        // the user asked for (or not at all, silently) is worse than stopping.
+        Err(e) if e.is_config() => Err(AgentError::WebserverConfig(e)),
+        // Health checks and scrapes that find nothing (or another process) would report a
+        // healthy agent as down, or a different one as this one: stop unless told otherwise.
+        Err(e) => match webserver.bind_failure {
+            BindFailure::Exit => Err(AgentError::Bind(format!(
+                "{e} (set `webserver.bind_failure: continue` to run without /healthz and \
+                     /metrics, or `webserver.enabled: false`)"
+            ))),
+            BindFailure::Continue => {
+                notice(&format!(
+                    "warning: webserver not started: {e}; running without /healthz and \
+                     /metrics (webserver.bind_failure: continue)"
+                ));
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// Reloads rules and configuration into `engine`; returns the new configuration.
+fn reload_all(reload: &mut Reload<'_>, engine: &mut Engine) -> Result<Config, ReloadError> {
+    let (config, ruleset) = reload()?;
+    let decorator = decorator(&config)?;
+    engine.set_ruleset(ruleset);
+    engine.set_decorator(decorator);
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::path::PathBuf;
+
+    use vigil_capture::{DropReason, ScriptedSource};
+    use vigil_config::AppendOutput;
+    use vigil_engine::RulesText;
+    use vigil_event::Snapshot;
+
+    use super::*;
+
+    thread_local! {
+        /// What the agent under test told the operator (the agent runs on the test's thread).
+        static NOTICES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn record(line: &str) {
+        NOTICES.with(|n| n.borrow_mut().push(line.to_owned()));
+    }
+
+    fn notices() -> Vec<String> {
+        NOTICES.with(|n| std::mem::take(&mut *n.borrow_mut()))
+    }
+
+    /// `n` rules on `kill`, each alerting on every kill.
+    fn rules(n: usize) -> Ruleset {
+        let text: String = (0..n)
+            .map(|i| {
+                format!(
+                    "- rule: Kill {i}\n  desc: d\n  condition: evt.type = kill\n  \
+                     output: kill {i}\n  priority: WARNING\n"
+                )
+            })
+            .collect();
+        let result = vigil_engine::load_rules(
+            &[RulesText {
+                name: "rules.yaml".into(),
+                text,
+            }],
+            &Default::default(),
+        );
+        result
+            .ruleset
+            .unwrap_or_else(|| panic!("rules do not load: {:?}", result.diagnostics))
+    }
+
+    fn kill(num: u64) -> Event {
+        Event {
+            num,
+            ts: num,
+            tid: 1,
+            pid: 1,
+            etype: vigil_event::table::by_name("kill").expect("kill"),
+            res: 0,
+            params: Vec::new(),
+            truncated: 0,
+            cpu: None,
+        }
+    }
+
+    /// A directory of its own for each test.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir =
+                std::env::temp_dir().join(format!("vigil-agent-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("create the scratch directory");
+            Scratch(dir)
+        }
+
+        /// The configuration of a test: JSON alerts to `alerts.jsonl` only.
+        fn config(&self) -> Config {
+            let mut config =
+                Config::from_yaml_str(vigil_config::DEFAULT_CONFIG, "<embedded config>")
+                    .expect("the embedded configuration loads")
+                    .config;
+            for option in [
+                "stdout_output.enabled=false".to_owned(),
+                "syslog_output.enabled=false".to_owned(),
+                "json_output=true".to_owned(),
+                "file_output.enabled=true".to_owned(),
+                format!("file_output.filename={}", self.alerts().display()),
+            ] {
+                config.apply_override(&option).expect(&option);
+            }
+            config
+        }
+
+        fn alerts(&self) -> PathBuf {
+            self.0.join("alerts.jsonl")
+        }
+
+        /// The rules of the alerts written so far.
+        fn alerted(&self) -> Vec<String> {
+            std::fs::read_to_string(self.alerts())
+                .unwrap_or_default()
+                .lines()
+                .map(|l| {
+                    let v: serde_json::Value = serde_json::from_str(l).expect("a JSON alert");
+                    v["rule"].as_str().expect("a rule name").to_owned()
+                })
+                .collect()
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn flags(stats_file: Option<(&Path, Duration)>) -> AgentFlags<'_> {
+        AgentFlags {
+            stats_file,
+            live: false,
+            signals: false,
+            console: Console::Stderr,
+            engine: "savefile",
+            privileges: None,
+            notice: record,
+        }
+    }
+
+    fn engine(rules: Ruleset) -> Engine {
+        Engine::new(rules, vigil_state::StateConfig::default(), "host".into())
+    }
+
+    fn no_reload() -> Result<(Config, Ruleset), ReloadError> {
+        Err("no reload in this test".into())
+    }
+
+    #[test]
+    fn drive_delivers_every_event_to_the_outputs_and_finish_reports() {
+        let scratch = Scratch::new("drive");
+        let stats = scratch.0.join("stats.jsonl");
+        let mut engine = engine(rules(1));
+        let mut agent = Agent::start(
+            scratch.config(),
+            "host",
+            &flags(Some((&stats, Duration::from_secs(3600)))),
+            &mut engine,
+        )
+        .expect("the agent starts");
+        let mut source = ScriptedSource::new(Snapshot::default(), (1..=5).map(kill).collect())
+            .with_batch_limit(2);
+        engine.load_snapshot(&source.snapshot().unwrap());
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload)
+            .expect("the source plays to its end");
+        assert_eq!(
+            agent.metrics().get(
+                vigil_output::metrics::names::ENGINE_NAME_INFO,
+                &[("engine_name", "savefile"), ("evt_source", "syscall")]
+            ),
+            1.0
+        );
+        agent
+            .finish(&engine, &source.stats(), true)
+            .expect("the agent finishes");
+        assert_eq!(scratch.alerted(), vec!["Kill 0"; 5]);
+        assert_eq!(
+            notices(),
+            [
+                "at exit: events in 5, processed 5, dropped 0",
+                "output file: delivered 5, failed attempts 0, dropped 0, left in spool 0"
+            ],
+            "the summary asked for"
+        );
+        let last = std::fs::read_to_string(&stats).expect("the stats file");
+        assert!(last.lines().count() >= 1, "a last stats line: {last:?}");
+    }
+
+    #[test]
+    fn drops_are_summarised_at_exit_without_being_asked() {
+        let scratch = Scratch::new("drops");
+        let mut engine = engine(rules(1));
+        let mut agent = Agent::start(scratch.config(), "host", &flags(None), &mut engine).unwrap();
+        let mut source = ScriptedSource::new(Snapshot::default(), vec![kill(1)])
+            .with_drops(vec![(DropReason::BufferFull, 2)]);
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload)
+            .unwrap();
+        agent.finish(&engine, &source.stats(), false).unwrap();
+        // The drop alert is delivered too.
+        assert_eq!(
+            notices(),
+            [
+                "at exit: events in 3, processed 1, dropped 2 (buffer_full=2)",
+                "output file: delivered 2, failed attempts 0, dropped 0, left in spool 0"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stop_ends_the_drive_after_the_batch_in_hand() {
+        let scratch = Scratch::new("stop");
+        let mut engine = engine(rules(1));
+        let mut agent = Agent::start(scratch.config(), "host", &flags(None), &mut engine).unwrap();
+        let mut source = ScriptedSource::new(Snapshot::default(), (1..=5).map(kill).collect())
+            .with_batch_limit(1);
+        agent.signals().request_stop();
+        assert!(agent.stop_flag().load(std::sync::atomic::Ordering::SeqCst));
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload)
+            .unwrap();
+        assert_eq!(engine.stats().processed, 1);
+        agent.finish(&engine, &source.stats(), false).unwrap();
+        assert_eq!(scratch.alerted(), ["Kill 0"]);
+    }
+
+    #[test]
+    fn a_reload_replaces_the_rules_and_a_failed_one_keeps_them() {
+        let scratch = Scratch::new("reload");
+        let mut engine = engine(rules(1));
+        let mut agent = Agent::start(scratch.config(), "host", &flags(None), &mut engine).unwrap();
+        // Nothing asked: no reload.
+        let mut calls = 0;
+        let mut reload = || -> Result<(Config, Ruleset), ReloadError> {
+            calls += 1;
+            Ok((scratch.config(), rules(2)))
+        };
+        assert!(agent
+            .housekeeping(&mut engine, &SourceStats::default, &mut reload)
+            .unwrap()
+            .is_none());
+        agent.signals().request_reload();
+        let reloaded = agent
+            .housekeeping(&mut engine, &SourceStats::default, &mut reload)
+            .unwrap();
+        assert!(reloaded.is_some());
+        assert_eq!(calls, 1);
+        assert_eq!(engine.ruleset().rules().len(), 2);
+        assert_eq!(notices(), ["SIGHUP: reloaded configuration and 2 rules"]);
+        agent.process(&mut engine, &[kill(1)]);
+        // A failed reload: the message with its causes, the two rules stay.
+        let mut failing = || -> Result<(Config, Ruleset), ReloadError> {
+            let cause = std::io::Error::other("rules.yaml: bad indentation");
+            Err(Box::new(AgentError::StatsFile(cause)))
+        };
+        agent.signals().request_reload();
+        assert!(agent
+            .housekeeping(&mut engine, &SourceStats::default, &mut failing)
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            notices(),
+            [
+                "SIGHUP: reload failed, keeping the running configuration: cannot create the \
+              stats file: rules.yaml: bad indentation"
+            ]
+        );
+        agent.process(&mut engine, &[kill(2)]);
+        agent
+            .finish(&engine, &SourceStats::default(), false)
+            .unwrap();
+        // The first matching rule alerts (`rule_matching: first`), through the new outputs.
+        assert_eq!(scratch.alerted(), ["Kill 0", "Kill 0"]);
+    }
+
+    #[test]
+    fn a_configuration_the_outputs_refuse_is_invalid_input() {
+        let scratch = Scratch::new("invalid");
+        let mut config = scratch.config();
+        config.append_output = vec![AppendOutput {
+            extra_output: Some("%no.such.field".into()),
+            ..AppendOutput::default()
+        }];
+        let mut engine = engine(rules(1));
+        let err = Agent::start(config, "host", &flags(None), &mut engine)
+            .err()
+            .expect("an unknown field in append_output is refused");
+        assert!(err.is_invalid_input(), "{err}");
+        assert!(err.to_string().contains("no.such.field"), "{err}");
+        assert!(notices().is_empty());
+    }
+
+    /// A source whose snapshot comes with its first batch, as a capture still being written.
+    struct LateSnapshot {
+        snapshot: Option<Snapshot>,
+        events: Vec<Event>,
+    }
+
+    impl Source for LateSnapshot {
+        fn snapshot(&mut self) -> Result<Snapshot, SourceError> {
+            Ok(Snapshot::default())
+        }
+        fn next_batch(&mut self, out: &mut Vec<Event>, _max: usize) -> Result<bool, SourceError> {
+            out.append(&mut self.events);
+            Ok(false)
+        }
+        fn stats(&self) -> SourceStats {
+            SourceStats::default()
+        }
+        fn late_snapshot(&mut self) -> Option<Snapshot> {
+            self.snapshot.take()
+        }
+    }
+
+    #[test]
+    fn a_late_snapshot_is_loaded_before_the_events_that_follow_it() {
+        let scratch = Scratch::new("late");
+        // The rule needs the process's name, which only the snapshot knows.
+        let text = "- rule: Kill by init\n  desc: d\n  condition: evt.type = kill and \
+                    proc.name = init\n  output: o\n  priority: WARNING\n";
+        let ruleset = vigil_engine::load_rules(
+            &[RulesText {
+                name: "rules.yaml".into(),
+                text: text.into(),
+            }],
+            &Default::default(),
+        )
+        .ruleset
+        .expect("rules load");
+        let mut engine = engine(ruleset);
+        let mut agent = Agent::start(scratch.config(), "host", &flags(None), &mut engine).unwrap();
+        let init = vigil_event::ThreadInfo {
+            tid: 1,
+            pid: 1,
+            comm: b"init".to_vec(),
+            ..vigil_event::ThreadInfo::default()
+        };
+        let mut source = LateSnapshot {
+            snapshot: Some(Snapshot {
+                threads: vec![init],
+                ..Snapshot::default()
+            }),
+            events: vec![kill(1)],
+        };
+        engine.load_snapshot(&source.snapshot().unwrap());
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload)
+            .unwrap();
+        agent.finish(&engine, &source.stats(), false).unwrap();
+        assert_eq!(scratch.alerted(), ["Kill by init"]);
+    }
+}
