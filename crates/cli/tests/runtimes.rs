@@ -72,8 +72,8 @@ const RULES: &str = r#"
     container activity (%container.id %container.name %container.type %container.image
     %container.image.repository %container.image.tag %container.image.digest
     %container.privileged %container.mounts %container.start_ts %container.label[team]
-    %container.label[tier] %k8s.pod.name %k8s.ns.name %k8s.pod.uid %proc.cmdline %evt.type
-    %fd.name)
+    %container.label[tier] %k8s.pod.name %k8s.ns.name %k8s.pod.uid %k8s.pod.label[app]
+    %k8s.pod.label.pod-template-hash %k8s.pod.labels %proc.cmdline %evt.type %fd.name)
   priority: NOTICE
 "#;
 
@@ -791,7 +791,7 @@ fn check_pod(
         &pod_json,
         serde_json::json!({
             "metadata": {"name": pod, "namespace": "shop", "uid": uid, "attempt": 0},
-            "labels": {"app": "web", "pod-template-hash": "7d9f"},
+            "labels": {"app": "web", "pod-template-hash": "7d9f", "canary": ""},
             "log_directory": logs,
             // Host network: no CNI plugin needed.
             "linux": {"security_context": {"namespace_options": {"network": 2}}}
@@ -870,6 +870,16 @@ fn check_pod(
         .collect();
     let created = status["createdAt"].as_str().unwrap_or_default();
     let meta = &p["status"]["metadata"];
+    let label = |labels: &Value, key: &str| match labels[key].as_str() {
+        Some(v) if !v.is_empty() => Value::from(v),
+        _ => Value::Null,
+    };
+    let (labels, pod_labels) = (&status["labels"], &p["status"]["labels"]);
+    if labels["team"].is_null() || pod_labels["app"].is_null() {
+        failures.push(format!(
+            "{pod}: crictl reports no labels: {labels} {pod_labels}"
+        ));
+    }
     let expected = vec![
         ("container.id", Value::from(&id[..12])),
         ("container.name", status["metadata"]["name"].clone()),
@@ -886,8 +896,41 @@ fn check_pod(
         ("k8s.pod.name", meta["name"].clone()),
         ("k8s.ns.name", meta["namespace"].clone()),
         ("k8s.pod.uid", meta["uid"].clone()),
+        ("container.label[team]", label(labels, "team")),
+        ("container.label[tier]", label(labels, "tier")),
+        ("k8s.pod.label[app]", label(pod_labels, "app")),
+        (
+            "k8s.pod.label.pod-template-hash",
+            label(pod_labels, "pod-template-hash"),
+        ),
+        ("k8s.pod.labels", Value::from(falco_pod_labels(pod_labels))),
     ];
     compare(&alerts, &expected, pod, "crictl inspect/inspectp", failures);
+}
+
+/// A pod's labels (`crictl inspectp`'s `status.labels`) as Falco renders `k8s.pod.labels`:
+/// `key:value` (`key` for an empty value) in key order joined by `, `, without
+/// `io.kubernetes.*` and `annotation.*`.
+fn falco_pod_labels(labels: &Value) -> String {
+    let mut pairs: Vec<(&String, &str)> = labels
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !k.starts_with("io.kubernetes.") && !k.starts_with("annotation."))
+        .map(|(k, v)| (k, v.as_str().unwrap_or_default()))
+        .collect();
+    pairs.sort();
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            if v.is_empty() {
+                k.to_string()
+            } else {
+                format!("{k}:{v}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[test]
@@ -1078,7 +1121,20 @@ fn podman_fields_match_podman_inspect() {
                         .unwrap_or(0),
                 ),
             ),
+            (
+                "container.label[team]",
+                c["Config"]["Labels"]["team"].clone(),
+            ),
+            (
+                "container.label[tier]",
+                c["Config"]["Labels"]["tier"].clone(),
+            ),
         ];
+        for (field, want) in &expected[expected.len() - 2..] {
+            if want.is_null() {
+                failures.push(format!("{name}: podman inspect reports no {field}"));
+            }
+        }
         compare(&alerts, &expected, &name, "podman inspect", &mut failures);
     }
     let stderr = watch.stderr();
