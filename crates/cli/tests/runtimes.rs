@@ -33,7 +33,7 @@ use serde_json::Value;
 
 #[path = "support/live.rs"]
 mod live;
-use live::{missing_requirement, strict, Watch, LIVE};
+use live::{missing_requirement, strict, watch_bin, Watch, LIVE};
 #[path = "support/receiver.rs"]
 mod receiver;
 
@@ -1610,6 +1610,10 @@ fn rules_of(alerts: &[Value], short: &str) -> Vec<String> {
     rules
 }
 
+/// A docker case of the Falco-rules test: what, image, `docker run` flags, rules that must
+/// fire, rules that must not.
+type DockerCase<'a> = (&'a str, &'a str, &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+
 /// Checks that container `short` fired the marker and every rule of `fires`, and none of
 /// `quiet`.
 fn expect_rules(
@@ -1742,7 +1746,7 @@ fn falco_container_rules_on_docker_and_runc() {
     let mut daemon = Dockerd::start(None, dir.join("dockerd.log"));
     daemon.import(&rootfs);
     daemon.import_as(&rootfs, TRUSTED_IMAGE);
-    let cases: [(&str, &str, &[&str], &[&str], &[&str]); 4] = [
+    let cases: [DockerCase; 4] = [
         (
             "sensitive mount",
             IMAGE,
@@ -1868,4 +1872,128 @@ fn falco_container_rules_on_docker_and_runc() {
         "{}\nvigil watch stderr:\n{stderr}",
         failures.join("\n")
     );
+}
+
+/// A capture's replay names a container running when the capture started as the live
+/// agent does, labels included (`vigil watch -w` puts the runtime metadata of the start
+/// snapshot's containers into the capture; a replay reads no runtime). Containers started
+/// after the capture began are not recorded (their replay has `container.id` only).
+#[test]
+fn podman_capture_replay_keeps_the_running_containers_metadata() {
+    let requirement = missing_requirement().or_else(|| {
+        ["podman", "busybox", "tar"]
+            .into_iter()
+            .find(|p| tool(p).is_none())
+            .map(|p| format!("`{p}` is not installed (`make runtime-deps` installs it)"))
+    });
+    if let Some(reason) = requirement {
+        if strict() {
+            panic!("podman replay test: VIGIL_TEST_STRICT=1 but {reason}");
+        }
+        eprintln!("skipping podman_capture_replay_keeps_the_running_containers_metadata: {reason}");
+        return;
+    }
+    let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("replay");
+    let rootfs = busybox_rootfs(&dir);
+    let archive = dir.join("rootfs.tar");
+    run(
+        "tar",
+        &[
+            "-C",
+            &rootfs.to_string_lossy(),
+            "-cf",
+            &archive.to_string_lossy(),
+            ".",
+        ],
+    )
+    .unwrap();
+    run(
+        "podman",
+        &[
+            "import",
+            "-q",
+            "-c",
+            "LABEL tier=web",
+            &archive.to_string_lossy(),
+            OCI_IMAGE,
+        ],
+    )
+    .expect("podman import");
+    let rules = dir.join("rules.yaml");
+    std::fs::write(&rules, RULES).unwrap();
+    let name = format!("vt-replay-{}", std::process::id());
+    let mut args = PODMAN_RUN.to_vec();
+    args.extend([
+        "-d",
+        "--name",
+        &name,
+        "-l",
+        "team=blue",
+        OCI_IMAGE,
+        "sh",
+        "-c",
+        "while true; do cat /etc/shadow; sleep 1; done",
+    ]);
+    let id = run("podman", &args).expect("podman run");
+    let short = id[..12].to_string();
+    let capture = dir.join("capture.vcap");
+    let watch = Watch::start_with_args(&[
+        "-r".into(),
+        rules.clone().into_os_string(),
+        "-w".into(),
+        capture.clone().into_os_string(),
+    ]);
+    let live = watch.wait_for(0, |a| {
+        a["output_fields"]["container.id"] == short.as_str()
+            && a["output_fields"]["fd.name"] == "/etc/shadow"
+    });
+    let stderr = watch.stderr();
+    watch.stop();
+    let _ = run("podman", &["rm", "-f", &id]);
+    let live = live.unwrap_or_else(|| panic!("no live alert of {name}\n{stderr}"));
+    let out = Command::new(watch_bin())
+        .arg("replay")
+        .arg(&capture)
+        .arg("-r")
+        .arg(&rules)
+        .arg("--json")
+        .output()
+        .expect("vigil replay runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let replayed: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|a| {
+            a["output_fields"]["container.id"] == short.as_str()
+                && a["output_fields"]["fd.name"] == "/etc/shadow"
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        !replayed.is_empty(),
+        "the replay has no alert of {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fields = [
+        "container.name",
+        "container.type",
+        "container.image",
+        "container.image.repository",
+        "container.image.tag",
+        "container.mounts",
+        "container.start_ts",
+        "container.label[team]",
+        "container.label[tier]",
+    ];
+    assert_eq!(live["output_fields"]["container.name"], name.as_str());
+    assert_eq!(live["output_fields"]["container.label[team]"], "blue");
+    for alert in &replayed {
+        for field in fields {
+            assert_eq!(
+                alert["output_fields"][field], live["output_fields"][field],
+                "{field}: replay vs live"
+            );
+        }
+    }
 }

@@ -937,6 +937,40 @@ fn parse_rfc3339(s: &str) -> Option<u64> {
         .checked_add(u64::try_from(nanos).ok()?)
 }
 
+/// Adds to `snapshot.containers` the metadata of the containers its threads run in, and of
+/// their pods' sandboxes, read now from the runtimes' state: what a capture must carry for a
+/// replay (which reads no runtime) to name them and give their labels. Containers already
+/// in the snapshot are kept as they are. Returns how many were added.
+pub fn add_snapshot_containers(dirs: &RuntimeDirs, snapshot: &mut vigil_event::Snapshot) -> usize {
+    let mut seen: Vec<Vec<u8>> = snapshot
+        .containers
+        .iter()
+        .map(|c| c.id.as_bytes()[..c.id.len().min(SHORT_ID_LEN)].to_vec())
+        .collect();
+    let mut todo: Vec<Vec<u8>> = snapshot
+        .threads
+        .iter()
+        .filter_map(|t| vigil_procfs::container_id_from_cgroup(&t.cgroup))
+        .map(<[u8]>::to_vec)
+        .collect();
+    let mut added = 0;
+    while let Some(short) = todo.pop() {
+        if short.is_empty() || seen.contains(&short) {
+            continue;
+        }
+        seen.push(short.clone());
+        let Some(info) = lookup(dirs, &short) else {
+            continue;
+        };
+        if let Some(sandbox) = crate::container::label(&info, SANDBOX_ID_LABEL) {
+            todo.push(sandbox.as_bytes()[..sandbox.len().min(SHORT_ID_LEN)].to_vec());
+        }
+        snapshot.containers.push(info);
+        added += 1;
+    }
+    added
+}
+
 /// Counters of the metadata lookups (live capture).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LookupStats {
@@ -1894,6 +1928,30 @@ mod tests {
         assert_eq!(field(&state, &exec, "container.label.app"), None);
         assert_eq!(
             f(&state, &exec, "k8s.pod.labels"),
+            "app:web, empty, pod-template-hash:7d9f"
+        );
+        // A capture's snapshot carries them for its replay (no runtime read there).
+        let mut snap = snapshot();
+        let worker = snap.threads.iter().position(|t| t.tid == 400).unwrap();
+        snap.threads[worker].cgroup = format!("0::/kubepods/{ID}").into_bytes();
+        let before = snap.containers.len();
+        assert_eq!(
+            add_snapshot_containers(&dirs, &mut snap),
+            2,
+            "container and sandbox"
+        );
+        assert_eq!(add_snapshot_containers(&dirs, &mut snap), 0, "once");
+        assert_eq!(snap.containers.len(), before + 2);
+        let mut replay = State::new(StateConfig::default());
+        replay.load_snapshot(&snap);
+        let open = apply(
+            &mut replay,
+            ev(400, "openat").bytes("name", "/etc/shadow").build(),
+        );
+        assert_eq!(f(&replay, &open, "container.name"), "web");
+        assert_eq!(f(&replay, &open, "container.label.team"), "blue");
+        assert_eq!(
+            f(&replay, &open, "k8s.pod.labels"),
             "app:web, empty, pod-template-hash:7d9f"
         );
         // No database: the container without its labels (degraded, complete: nothing to
