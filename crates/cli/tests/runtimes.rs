@@ -1612,7 +1612,13 @@ fn rules_of(alerts: &[Value], short: &str) -> Vec<String> {
 
 /// A docker case of the Falco-rules test: what, image, `docker run` flags, rules that must
 /// fire, rules that must not.
-type DockerCase<'a> = (&'a str, &'a str, &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+type DockerCase<'a> = (
+    &'a str,
+    &'a str,
+    &'a [&'a str],
+    &'a [&'a str],
+    &'a [&'a str],
+);
 
 /// Checks that container `short` fired the marker and every rule of `fires`, and none of
 /// `quiet`.
