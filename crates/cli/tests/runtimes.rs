@@ -73,7 +73,8 @@ const RULES: &str = r#"
     %container.image.repository %container.image.tag %container.image.digest
     %container.privileged %container.mounts %container.start_ts %container.label[team]
     %container.label[tier] %k8s.pod.name %k8s.ns.name %k8s.pod.uid %k8s.pod.label[app]
-    %k8s.pod.label.pod-template-hash %k8s.pod.labels %proc.cmdline %evt.type %fd.name)
+    %k8s.pod.label.pod-template-hash %k8s.pod.labels %k8s.pod.sandbox_id %proc.cmdline
+    %evt.type %fd.name)
   priority: NOTICE
 "#;
 
@@ -904,6 +905,7 @@ fn check_pod(
             label(pod_labels, "pod-template-hash"),
         ),
         ("k8s.pod.labels", Value::from(falco_pod_labels(pod_labels))),
+        ("k8s.pod.sandbox_id", Value::from(&pod_id[..12])),
     ];
     compare(&alerts, &expected, pod, "crictl inspect/inspectp", failures);
 }

@@ -23,11 +23,7 @@ fn time(dirs: &RuntimeDirs, id: &[u8]) -> (f64, f64, usize) {
         worst = worst.max(t.elapsed().as_secs_f64());
         labels = info.map_or(0, |i| i.labels.len());
     }
-    (
-        start.elapsed().as_secs_f64() / f64::from(N),
-        worst,
-        labels,
-    )
+    (start.elapsed().as_secs_f64() / f64::from(N), worst, labels)
 }
 
 fn main() {

@@ -172,6 +172,8 @@ fields! {
     K8sPodUid = "k8s.pod.uid", Str, None, false, "Kubernetes pod uid";
     K8sPodId = "k8s.pod.id", Str, None, false, "Kubernetes pod uid (legacy name)";
     K8sPodLabel = "k8s.pod.label", Str, Key, false, "a label of the container's Kubernetes pod (k8s.pod.label.KEY), as the CRI runtime reports the pod sandbox's";
+    K8sPodSandboxId = "k8s.pod.sandbox_id", Str, None, false, "the first 12 characters of the container's pod sandbox id (CRI)";
+    K8sPodFullSandboxId = "k8s.pod.full_sandbox_id", Str, None, false, "the container's pod sandbox id (CRI)";
     K8sPodLabels = "k8s.pod.labels", Str, None, false, "the labels of the container's Kubernetes pod as 'key:value' (or 'key' when the value is empty) in key order, separated by ', ', io.kubernetes.* and annotation.* left out";
     // ----- fd -----
     FdNum = "fd.num", I64, None, false, "file descriptor number";

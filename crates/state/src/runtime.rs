@@ -1926,6 +1926,8 @@ mod tests {
         assert_eq!(f(&state, &exec, "k8s.pod.label[pod-template-hash]"), "7d9f");
         assert_eq!(field(&state, &exec, "k8s.pod.label.team"), None);
         assert_eq!(field(&state, &exec, "container.label.app"), None);
+        assert_eq!(f(&state, &exec, "k8s.pod.sandbox_id"), &SANDBOX[..12]);
+        assert_eq!(f(&state, &exec, "k8s.pod.full_sandbox_id"), SANDBOX);
         assert_eq!(
             f(&state, &exec, "k8s.pod.labels"),
             "app:web, empty, pod-template-hash:7d9f"

@@ -1151,6 +1151,17 @@ impl Extract for EventView<'_> {
                 }
                 _ => false,
             },
+            F::K8sPodSandboxId | F::K8sPodFullSandboxId => self
+                .container()
+                .and_then(|c| label(c, crate::runtime::SANDBOX_ID_LABEL))
+                .is_some_and(|id| {
+                    let id = if f == F::K8sPodSandboxId {
+                        &id[..id.len().min(vigil_procfs::SHORT_ID_LEN)]
+                    } else {
+                        id
+                    };
+                    push_nonempty(out, id.as_bytes())
+                }),
             F::K8sPodLabels => self
                 .pod_sandbox()
                 .is_some_and(|c| push_owned(out, pod_labels(c))),
