@@ -213,6 +213,8 @@ fn lookup_any(dirs: &RuntimeDirs, short_id: &[u8]) -> Option<(ContainerInfo, boo
                         let namespace = root.file_name().and_then(|n| n.to_str()).unwrap_or("");
                         complete &= add_cri(dirs, &mut info, &full, namespace);
                         keep_user_mounts(&mut info, &["/var/lib/containerd/", "/run/containerd/"]);
+                    } else if crate::container::label(&info, CRIO_TYPE).is_some() {
+                        add_crio(&mut info);
                     }
                     return Some((info, complete));
                 }
@@ -280,6 +282,27 @@ fn add_cri(dirs: &RuntimeDirs, info: &mut ContainerInfo, full_id: &str, namespac
         }
     }
     answered
+}
+
+/// CRI-O's annotation saying `container` or `sandbox` (its infra container).
+const CRIO_TYPE: &str = "io.kubernetes.cri-o.ContainerType";
+
+/// A CRI-O container: CRI-O writes the CRI labels into the OCI annotations
+/// (`io.kubernetes.cri-o.Labels`, JSON; the infra container's are the pod's) and names the
+/// sandbox (`io.kubernetes.cri-o.SandboxID`), so no database is needed. Not tested against
+/// a real CRI-O (not installed here): the annotation names are CRI-O's documented ones.
+fn add_crio(info: &mut ContainerInfo) {
+    let labels = crate::container::label(info, "io.kubernetes.cri-o.Labels")
+        .and_then(|json| serde_json::from_str::<Value>(json).ok())
+        .map(|v| string_map(Some(&v)))
+        .unwrap_or_default();
+    if crate::container::label(info, CRIO_TYPE) == Some("container") {
+        if let Some(id) = crate::container::label(info, "io.kubernetes.cri-o.SandboxID") {
+            let id = id.to_string();
+            info.labels.push((SANDBOX_ID_LABEL.into(), id));
+        }
+    }
+    prepend_labels(info, labels);
 }
 
 /// Falco's label naming a CRI container's pod sandbox (`k8s.pod.sandbox_id`).
@@ -1993,6 +2016,55 @@ mod tests {
         assert!(complete);
         assert_eq!(crate::container::label(&info, "tier"), Some("web"));
         assert_eq!(crate::container::label(&info, "team"), Some("blue"));
+    }
+
+    #[test]
+    fn crio_labels_and_pod_labels_from_its_annotations() {
+        use crate::testutil::{apply, ev, f, snapshot};
+        use crate::{State, StateConfig};
+        const ID: &str = "4c1e5b0f2a3d4c5b6a7980f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f";
+        const SANDBOX: &str = "6b1d2f0c9e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c";
+        let t = Tree::new("crio");
+        t.write(
+            &format!("run/runc/{ID}/state.json"),
+            &runc_state(
+                ID,
+                &[
+                    "io.kubernetes.cri-o.ContainerType=container",
+                    &format!("io.kubernetes.cri-o.SandboxID={SANDBOX}"),
+                    r#"io.kubernetes.cri-o.Labels={"team":"blue","io.kubernetes.pod.name":"api-5c"}"#,
+                    "io.kubernetes.container.name=api",
+                    "io.kubernetes.pod.name=api-5c",
+                ],
+            ),
+        );
+        t.write(
+            &format!("run/runc/{SANDBOX}/state.json"),
+            &runc_state(
+                SANDBOX,
+                &[
+                    "io.kubernetes.cri-o.ContainerType=sandbox",
+                    r#"io.kubernetes.cri-o.Labels={"app":"api","io.kubernetes.pod.uid":"7f"}"#,
+                ],
+            ),
+        );
+        let mut state = State::new(StateConfig {
+            container_runtime: Some(RuntimeDirs::under(&t.0)),
+            ..StateConfig::default()
+        });
+        state.load_snapshot(&snapshot());
+        let exec = apply(
+            &mut state,
+            ev(300, "execve")
+                .bytes("filename", "/bin/cat")
+                .bytes("cgroups", format!("0::/kubepods/crio-{ID}.scope"))
+                .build(),
+        );
+        assert_eq!(f(&state, &exec, "container.name"), "api");
+        assert_eq!(f(&state, &exec, "container.label.team"), "blue");
+        assert_eq!(f(&state, &exec, "k8s.pod.label.app"), "api");
+        assert_eq!(f(&state, &exec, "k8s.pod.labels"), "app:api");
+        assert_eq!(f(&state, &exec, "k8s.pod.sandbox_id"), &SANDBOX[..12]);
     }
 
     #[test]
