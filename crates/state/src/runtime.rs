@@ -1052,8 +1052,21 @@ impl RuntimeReader {
         changed
     }
 
-    /// Makes sure `table` knows `short_id` if a runtime does (`now`: event time, ns).
+    /// Makes sure `table` knows `short_id` if a runtime does (`now`: event time, ns), and
+    /// the pod sandbox it names.
     pub(crate) fn resolve(&mut self, short_id: &[u8], now: u64, table: &mut ContainerTable) {
+        self.resolve_one(short_id, now, table, true);
+    }
+
+    /// [`Self::resolve`]; the sandbox only when `sandbox` (one level: a sandbox naming
+    /// another, or a cycle of incomplete entries, is not followed).
+    fn resolve_one(
+        &mut self,
+        short_id: &[u8],
+        now: u64,
+        table: &mut ContainerTable,
+        sandbox: bool,
+    ) {
         if short_id.is_empty() || table.is_complete(short_id) {
             return;
         }
@@ -1096,6 +1109,7 @@ impl RuntimeReader {
                 }
                 // A pod's container: its sandbox too (the pod's labels), once.
                 let sandbox = crate::container::label(&info, SANDBOX_ID_LABEL)
+                    .filter(|_| sandbox)
                     .map(|id| id.as_bytes()[..id.len().min(SHORT_ID_LEN)].to_vec())
                     .filter(|id| id.as_slice() != short_id && !table.is_complete(id));
                 if complete {
@@ -1104,7 +1118,7 @@ impl RuntimeReader {
                     table.insert_partial(info);
                 }
                 if let Some(sandbox) = sandbox {
-                    self.resolve(&sandbox, now, table);
+                    self.resolve_one(&sandbox, now, table, false);
                 }
             }
             None => self.note_miss(short_id, now),
@@ -2016,6 +2030,38 @@ mod tests {
         assert!(complete);
         assert_eq!(crate::container::label(&info, "tier"), Some("web"));
         assert_eq!(crate::container::label(&info, "team"), Some("blue"));
+    }
+
+    /// Two CRI containers naming each other as their sandbox, with a database that does
+    /// not answer (both stay incomplete): one exec resolves each once, no endless chain.
+    #[test]
+    fn a_sandbox_cycle_is_not_followed() {
+        use crate::container::ContainerTable;
+        const A: &str = "a1e5b0f2a3d4c5b6a7980f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f0";
+        const B: &str = "b1d2f0c9e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c0";
+        let t = Tree::new("sandbox-cycle");
+        for (id, other) in [(A, B), (B, A)] {
+            t.write(
+                &format!("run/containerd/runc/k8s.io/{id}/state.json"),
+                &runc_state(
+                    id,
+                    &[
+                        "io.kubernetes.cri.container-type=container",
+                        &format!("io.kubernetes.cri.sandbox-id={other}"),
+                    ],
+                ),
+            );
+        }
+        t.write(
+            "var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db",
+            "not a bolt database",
+        );
+        let mut reader = RuntimeReader::new(RuntimeDirs::under(&t.0));
+        let mut table = ContainerTable::default();
+        reader.resolve(&A.as_bytes()[..12], 1, &mut table);
+        assert_eq!(reader.stats.lookups, 2, "A and its sandbox B, once each");
+        assert_eq!(table.len(), 2);
+        assert!(!table.is_complete(&A.as_bytes()[..12]));
     }
 
     #[test]
