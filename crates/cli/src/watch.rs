@@ -213,9 +213,16 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         start_snapshot,
     )
     .context("cannot start eBPF capture")?;
-    let snapshot = source
+    let mut snapshot = source
         .snapshot()
         .context("cannot read the start snapshot")?;
+    // Live: container names, images and labels come from the runtimes' state on this host;
+    // those of the containers already running go into the snapshot (and a capture's replay).
+    let mut runtime_dirs = vigil_state::RuntimeDirs::system();
+    runtime_dirs
+        .docker_roots
+        .extend(args.docker_data_root.iter().cloned());
+    vigil_state::runtime::add_snapshot_containers(&runtime_dirs, &mut snapshot);
     let mut capture = match &args.write {
         Some(path) => Some({
             let mut cap = CaptureOut::create(path)?;
@@ -226,12 +233,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         None => None,
     };
     let hostname = String::from_utf8_lossy(&snapshot.hostname).into_owned();
-    // Live: container names and images come from the runtimes' state on this host.
     let mut state_config = live_state_config(&hostname);
-    let mut runtime_dirs = vigil_state::RuntimeDirs::system();
-    runtime_dirs
-        .docker_roots
-        .extend(args.docker_data_root.iter().cloned());
     state_config.container_runtime = Some(runtime_dirs);
     let mut engine = Engine::new(ruleset, state_config, hostname.clone());
     engine.load_snapshot(&snapshot);

@@ -456,6 +456,19 @@ impl<'s> Parser<'s> {
                     .copied()
                     .is_some_and(is_ident_char)
             {
+                // A label's key after `….label.` (`k8s.pod.label.app.kubernetes.io/name`,
+                // `container.label.pod-template-hash`): libsinsp's label fields take `.`,
+                // `-` and `/` in the key too.
+                if self.src[start..self.pos].ends_with(".label") {
+                    self.pos += 1;
+                    while self
+                        .peek()
+                        .is_some_and(|b| is_ident_char(b) || matches!(b, b'.' | b'-' | b'/'))
+                    {
+                        self.pos += 1;
+                    }
+                    break;
+                }
                 self.pos += 1;
                 continue;
             }
@@ -940,6 +953,10 @@ mod tests {
     const CASES: &[(&str, &str)] = &[
         ("proc.name = bash", "proc.name = bash"),
         ("proc.name==bash", "proc.name = bash"),
+        (
+            "k8s.pod.label.app.kubernetes.io/name=shop and container.label.pod-template-hash exists",
+            "k8s.pod.label.app.kubernetes.io/name = shop and container.label.pod-template-hash exists",
+        ),
         ("a and b or c", "(a and b) or c"),
         ("a or b and c", "a or (b and c)"),
         ("not a and b", "(not a) and b"),

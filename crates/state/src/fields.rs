@@ -171,7 +171,10 @@ fields! {
     K8sNsName = "k8s.ns.name", Str, None, false, "Kubernetes namespace name";
     K8sPodUid = "k8s.pod.uid", Str, None, false, "Kubernetes pod uid";
     K8sPodId = "k8s.pod.id", Str, None, false, "Kubernetes pod uid (legacy name)";
-    K8sPodLabel = "k8s.pod.label", Str, Key, false, "a Kubernetes pod label as the runtime labels the container (k8s.pod.label.KEY)";
+    K8sPodLabel = "k8s.pod.label", Str, Key, false, "a label of the container's Kubernetes pod (k8s.pod.label.KEY), as the CRI runtime reports the pod sandbox's";
+    K8sPodSandboxId = "k8s.pod.sandbox_id", Str, None, false, "the first 12 characters of the container's pod sandbox id (CRI)";
+    K8sPodFullSandboxId = "k8s.pod.full_sandbox_id", Str, None, false, "the container's pod sandbox id (CRI)";
+    K8sPodLabels = "k8s.pod.labels", Str, None, false, "the labels of the container's Kubernetes pod as 'key:value' (or 'key' when the value is empty) in key order, separated by ', ', io.kubernetes.* and annotation.* left out";
     // ----- fd -----
     FdNum = "fd.num", I64, None, false, "file descriptor number";
     FdType = "fd.type", Str, None, false, "fd type: file, directory, ipv4, ipv6, unix, pipe, memfd, event, signalfd, eventpoll, inotify, timerfd, netlink, bpf, userfaultfd, io_uring, or <NA> (e.g. a packet socket)";

@@ -21,6 +21,7 @@
 //! through [`ProcSource`] so tests use an in-memory fake).
 #![forbid(unsafe_code)]
 
+mod bolt;
 mod container;
 mod fields;
 mod path;

@@ -37,9 +37,31 @@
 //! CRI annotations (name, image, pod name/namespace/uid), the creation time from the CRI plugin's
 //! `status` file. Podman: runc's `state.json` (`io.container.manager=libpod`) plus
 //! containers/storage's `containers.json` (name, image). Entries whose processes are all gone are
-//! swept at most every 5 s of event time. **Limitation:** pod labels (`k8s.pod.label.*`) and the
-//! container labels of CRI and podman containers are not on disk in a readable form (containerd and
-//! podman keep them in bolt databases; Falco asks the CRI socket): they are `<NA>` there.
+//! swept at most every 5 s of event time.
+//!
+//! Labels of CRI and podman containers come from the runtimes' bbolt databases, read by
+//! `bolt.rs` (a read-only reader: `pread` of the pages a lookup walks, every offset checked, no
+//! lock, so the runtime is never blocked; a page rewritten under it reads as "not found"):
+//! containerd's `<root>/io.containerd.metadata.v1.bolt/meta.db`, where the CRI plugin keeps each
+//! container's and each pod sandbox's CRI metadata (a protobuf `Any` holding JSON:
+//! `Config.labels` is what `crictl inspect`/`inspectp` report), and podman 4's
+//! `<graphroot>/libpod/bolt_state.db` (`ctr/<id>/config`, `labels`). As in Falco, a CRI
+//! container carries `io.kubernetes.sandbox.id`; its sandbox is looked up with it (once per pod)
+//! and `k8s.pod.label[...]`/`k8s.pod.labels` read the sandbox's labels. Falco asks the CRI API
+//! over the runtime's socket instead; reading the database needs no socket (a socket would let
+//! the agent start containers), no gRPC client in the build, and no wait on the event path. A
+//! missing database degrades to no labels; one that does not answer (torn read, a restart
+//! rewriting it) leaves the entry incomplete, read again at the container's next exec (counted
+//! in `vigil_container_lookup_misses_total`). CRI-O needs no database: it writes a
+//! container's CRI labels into its OCI annotations (`io.kubernetes.cri-o.Labels`, JSON; its
+//! infra container's are the pod's) and names the sandbox (`io.kubernetes.cri-o.SandboxID`),
+//! read from runc's state (unit-tested only: CRI-O is not installed here). Not read: podman 5's
+//! SQLite database.
+//!
+//! `vigil watch` also looks up, at start, the containers the start snapshot's processes run in
+//! (and their sandboxes) and puts them in the snapshot, so a capture (`-w`) carries them and its
+//! replay names them as the live agent did. **Limitation:** containers started after the
+//! capture began are not recorded (the replay has `container.id` only for them).
 
 use std::fs;
 use std::io::Read;
@@ -134,9 +156,15 @@ impl RuntimeDirs {
             for driver in STORAGE_DRIVERS {
                 dirs.push((storage_containers(root, driver), "podman".into()));
             }
+            if let Some(dir) = podman_state_db(root).parent() {
+                dirs.push((dir.to_path_buf(), "podman".into()));
+            }
         }
         for root in &self.containerd_roots {
             dirs.push((cri_containers(root), "containerd".into()));
+            if let Some(dir) = containerd_meta_db(root).parent() {
+                dirs.push((dir.to_path_buf(), "containerd".into()));
+            }
         }
         dirs
     }
@@ -216,15 +244,19 @@ fn lookup_any(dirs: &RuntimeDirs, short_id: &[u8]) -> Option<(ContainerInfo, boo
         if let Some(full) = find_entry(root, short) {
             if let Some(text) = read_small(&root.join(&full).join("state.json")) {
                 if let Some(mut info) = from_runc_state(&text, &full, runtime) {
-                    let complete = runtime != "docker";
+                    let mut complete = runtime != "docker";
                     if crate::container::label(&info, "io.container.manager") == Some("libpod") {
-                        add_podman(dirs, &mut info);
+                        complete &= add_podman(dirs, &mut info);
                         keep_user_mounts(&mut info, &["/var/lib/containers/", "/run/containers/"]);
                     } else if crate::container::label(&info, "io.kubernetes.cri.container-type")
                         .is_some()
                     {
-                        add_cri(dirs, &mut info, &full);
+                        // containerd's namespace is the runc root's last component.
+                        let namespace = root.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                        complete &= add_cri(dirs, &mut info, &full, namespace);
                         keep_user_mounts(&mut info, &["/var/lib/containerd/", "/run/containerd/"]);
+                    } else if crate::container::label(&info, CRIO_TYPE).is_some() {
+                        add_crio(&mut info);
                     }
                     return Some((info, complete));
                 }
@@ -247,8 +279,12 @@ fn lookup_any(dirs: &RuntimeDirs, short_id: &[u8]) -> Option<(ContainerInfo, boo
 }
 
 /// A CRI container of containerd: the creation time the CRI reports (`crictl inspect`'s
-/// `createdAt`) from the CRI plugin's status file.
-fn add_cri(dirs: &RuntimeDirs, info: &mut ContainerInfo, full_id: &str) {
+/// `createdAt`) from the CRI plugin's status file, and the CRI labels (`crictl inspect`'s
+/// `status.labels`; of a pod sandbox, the pod's labels: `crictl inspectp`'s) from the
+/// metadata containerd keeps in its database. A container also gets Falco's
+/// `io.kubernetes.sandbox.id` label: its pod's sandbox, whose labels `k8s.pod.label*` read.
+/// `false` when the database exists but did not answer (read again later).
+fn add_cri(dirs: &RuntimeDirs, info: &mut ContainerInfo, full_id: &str, namespace: &str) -> bool {
     for root in &dirs.containerd_roots {
         let path = cri_containers(root).join(full_id).join("status");
         let Some(status) = read_small(&path).and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -257,9 +293,163 @@ fn add_cri(dirs: &RuntimeDirs, info: &mut ContainerInfo, full_id: &str) {
         };
         if let Some(ts) = status.get("CreatedAt").and_then(Value::as_u64) {
             info.start_ts = ts;
-            return;
+            break;
         }
     }
+    let sandbox =
+        crate::container::label(info, "io.kubernetes.cri.container-type") == Some("sandbox");
+    if !sandbox {
+        if let Some(id) = crate::container::label(info, "io.kubernetes.cri.sandbox-id") {
+            let id = id.to_string();
+            info.labels.push((SANDBOX_ID_LABEL.into(), id));
+        }
+    }
+    let extension = if sandbox {
+        "io.cri-containerd.sandbox.metadata"
+    } else {
+        "io.cri-containerd.container.metadata"
+    };
+    let mut answered = true;
+    for root in &dirs.containerd_roots {
+        let path = containerd_meta_db(root);
+        if !path.exists() {
+            continue;
+        }
+        match cri_labels(&path, namespace, full_id, extension) {
+            Some(labels) => {
+                prepend_labels(info, labels);
+                return true;
+            }
+            None => answered = false,
+        }
+    }
+    answered
+}
+
+/// CRI-O's annotation saying `container` or `sandbox` (its infra container).
+const CRIO_TYPE: &str = "io.kubernetes.cri-o.ContainerType";
+
+/// A CRI-O container: CRI-O writes the CRI labels into the OCI annotations
+/// (`io.kubernetes.cri-o.Labels`, JSON; the infra container's are the pod's) and names the
+/// sandbox (`io.kubernetes.cri-o.SandboxID`), so no database is needed. Not tested against
+/// a real CRI-O (not installed here): the annotation names are CRI-O's documented ones.
+fn add_crio(info: &mut ContainerInfo) {
+    let labels = crate::container::label(info, "io.kubernetes.cri-o.Labels")
+        .and_then(|json| serde_json::from_str::<Value>(json).ok())
+        .map(|v| string_map(Some(&v)))
+        .unwrap_or_default();
+    if crate::container::label(info, CRIO_TYPE) == Some("container") {
+        if let Some(id) = crate::container::label(info, "io.kubernetes.cri-o.SandboxID") {
+            let id = id.to_string();
+            info.labels.push((SANDBOX_ID_LABEL.into(), id));
+        }
+    }
+    prepend_labels(info, labels);
+}
+
+/// Falco's label naming a CRI container's pod sandbox (`k8s.pod.sandbox_id`).
+pub(crate) const SANDBOX_ID_LABEL: &str = "io.kubernetes.sandbox.id";
+/// At most this many labels are read per container (a label map is user input).
+const MAX_LABELS: usize = 256;
+
+/// containerd's metadata database (bbolt) in a containerd root.
+fn containerd_meta_db(containerd_root: &Path) -> PathBuf {
+    containerd_root.join("io.containerd.metadata.v1.bolt/meta.db")
+}
+
+/// podman 4's state database (bbolt) in a containers/storage graph root (the default
+/// `static_dir` of `containers.conf`; podman 5 keeps a SQLite `db.sql` there, not read).
+fn podman_state_db(graph_root: &Path) -> PathBuf {
+    graph_root.join("libpod/bolt_state.db")
+}
+
+/// The CRI labels of container `id` in containerd's database: the `Config.labels` of the
+/// CRI plugin's metadata `extension` (a protobuf `Any` holding JSON) in
+/// `v1/<namespace>/containers/<id>/extensions`. `None` when not found.
+fn cri_labels(
+    db: &Path,
+    namespace: &str,
+    id: &str,
+    extension: &str,
+) -> Option<Vec<(String, String)>> {
+    let db = crate::bolt::Db::open(db)?;
+    let ext = db.bucket_at(&[
+        b"v1",
+        namespace.as_bytes(),
+        b"containers",
+        id.as_bytes(),
+        b"extensions",
+    ])?;
+    let any = db.get(&ext, extension.as_bytes())?;
+    let json = any_value(&any)?;
+    let meta: Value = serde_json::from_slice(json).ok()?;
+    let labels = meta.get("Metadata")?.get("Config")?.get("labels");
+    Some(string_map(labels))
+}
+
+/// The `value` (field 2) of a protobuf `google.protobuf.Any`.
+fn any_value(bytes: &[u8]) -> Option<&[u8]> {
+    let mut at = 0;
+    while at < bytes.len() {
+        let (key, n) = varint(&bytes[at..])?;
+        at += n;
+        match key & 7 {
+            0 => at += varint(&bytes[at..])?.1,
+            2 => {
+                let (len, n) = varint(&bytes[at..])?;
+                let start = at + n;
+                let end = start.checked_add(usize::try_from(len).ok()?)?;
+                let field = bytes.get(start..end)?;
+                if key >> 3 == 2 {
+                    return Some(field);
+                }
+                at = end;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+/// A JSON object of strings as sorted pairs (other values left out), at most [`MAX_LABELS`].
+fn string_map(map: Option<&Value>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = map
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+        .take(MAX_LABELS)
+        .collect();
+    out.sort();
+    out
+}
+
+/// Puts a runtime's labels before the annotations already kept (a label and an
+/// annotation of the same name: `container.label` gives the label).
+fn prepend_labels(info: &mut ContainerInfo, mut labels: Vec<(String, String)>) {
+    labels.append(&mut info.labels);
+    info.labels = labels;
+}
+
+/// The labels of podman container `id` (full id) in podman's database: `labels` of the
+/// JSON `config` in `ctr/<id>`, what `podman inspect` reports as `Config.Labels` (the
+/// image's labels included). `None` when not found.
+fn podman_labels(db: &Path, id: &str) -> Option<Vec<(String, String)>> {
+    let db = crate::bolt::Db::open(db)?;
+    let ctr = db.bucket_at(&[b"ctr", id.as_bytes()])?;
+    let config: Value = serde_json::from_slice(&db.get(&ctr, b"config")?).ok()?;
+    Some(string_map(config.get("labels")))
 }
 
 /// The mounts a user asked for, as the runtime reports them (`crictl inspect`'s
@@ -274,8 +464,9 @@ fn keep_user_mounts(info: &mut ContainerInfo, runtime_dirs: &[&str]) {
 
 /// Fills a podman container's name and image from containers/storage's `containers.json`
 /// (its runc state carries neither), privileged and creation time from podman's
-/// annotations.
-fn add_podman(dirs: &RuntimeDirs, info: &mut ContainerInfo) {
+/// annotations, labels from podman's database. `false` when the database exists but did
+/// not answer (read again later).
+fn add_podman(dirs: &RuntimeDirs, info: &mut ContainerInfo) -> bool {
     info.runtime = "podman".into();
     let annotation =
         |info: &ContainerInfo, k: &str| crate::container::label(info, k).map(str::to_string);
@@ -296,6 +487,21 @@ fn add_podman(dirs: &RuntimeDirs, info: &mut ContainerInfo) {
             set_image(info, &entry.image);
         }
     }
+    let mut answered = true;
+    for root in &dirs.podman_roots {
+        let path = podman_state_db(root);
+        if !path.exists() {
+            continue;
+        }
+        match podman_labels(&path, &info.id) {
+            Some(labels) => {
+                prepend_labels(info, labels);
+                return true;
+            }
+            None => answered = false,
+        }
+    }
+    answered
 }
 
 /// A container of containers/storage (`containers.json`): its full id, first name and image
@@ -796,6 +1002,40 @@ fn parse_rfc3339(s: &str) -> Option<u64> {
         .checked_add(u64::try_from(nanos).ok()?)
 }
 
+/// Adds to `snapshot.containers` the metadata of the containers its threads run in, and of
+/// their pods' sandboxes, read now from the runtimes' state: what a capture must carry for a
+/// replay (which reads no runtime) to name them and give their labels. Containers already
+/// in the snapshot are kept as they are. Returns how many were added.
+pub fn add_snapshot_containers(dirs: &RuntimeDirs, snapshot: &mut vigil_event::Snapshot) -> usize {
+    let mut seen: Vec<Vec<u8>> = snapshot
+        .containers
+        .iter()
+        .map(|c| c.id.as_bytes()[..c.id.len().min(SHORT_ID_LEN)].to_vec())
+        .collect();
+    let mut todo: Vec<Vec<u8>> = snapshot
+        .threads
+        .iter()
+        .filter_map(|t| vigil_procfs::container_id_from_cgroup(&t.cgroup))
+        .map(<[u8]>::to_vec)
+        .collect();
+    let mut added = 0;
+    while let Some(short) = todo.pop() {
+        if short.is_empty() || seen.contains(&short) {
+            continue;
+        }
+        seen.push(short.clone());
+        let Some(info) = lookup(dirs, &short) else {
+            continue;
+        };
+        if let Some(sandbox) = crate::container::label(&info, SANDBOX_ID_LABEL) {
+            todo.push(sandbox.as_bytes()[..sandbox.len().min(SHORT_ID_LEN)].to_vec());
+        }
+        snapshot.containers.push(info);
+        added += 1;
+    }
+    added
+}
+
 /// Counters of the metadata lookups (live capture).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LookupStats {
@@ -854,8 +1094,21 @@ impl RuntimeReader {
         changed
     }
 
-    /// Makes sure `table` knows `short_id` if a runtime does (`now`: event time, ns).
+    /// Makes sure `table` knows `short_id` if a runtime does (`now`: event time, ns), and
+    /// the pod sandbox it names.
     pub(crate) fn resolve(&mut self, short_id: &[u8], now: u64, table: &mut ContainerTable) {
+        self.resolve_one(short_id, now, table, true);
+    }
+
+    /// [`Self::resolve`]; the sandbox only when `sandbox` (one level: a sandbox naming
+    /// another, or a cycle of incomplete entries, is not followed).
+    fn resolve_one(
+        &mut self,
+        short_id: &[u8],
+        now: u64,
+        table: &mut ContainerTable,
+        sandbox: bool,
+    ) {
         if short_id.is_empty() || table.is_complete(short_id) {
             return;
         }
@@ -896,10 +1149,18 @@ impl RuntimeReader {
                 if !info.id.as_bytes().starts_with(short_id) {
                     info.id = String::from_utf8_lossy(short_id).into_owned();
                 }
+                // A pod's container: its sandbox too (the pod's labels), once.
+                let sandbox = crate::container::label(&info, SANDBOX_ID_LABEL)
+                    .filter(|_| sandbox)
+                    .map(|id| id.as_bytes()[..id.len().min(SHORT_ID_LEN)].to_vec())
+                    .filter(|id| id.as_slice() != short_id && !table.is_complete(id));
                 if complete {
                     table.insert(info);
                 } else {
                     table.insert_partial(info);
+                }
+                if let Some(sandbox) = sandbox {
+                    self.resolve_one(&sandbox, now, table, false);
                 }
             }
             None => self.note_miss(short_id, now),
@@ -1305,6 +1566,15 @@ mod tests {
             ),
             r#"{"CreatedAt":1795791958400472273}"#,
         );
+        t.write(
+            "var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db",
+            "placeholder",
+        );
+        fs::write(
+            t.0.join("var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db"),
+            cri_meta_db(&ids[1], &format!("5b{}", &ID[2..])),
+        )
+        .unwrap();
         // CRI-O: runc state in /run/runc with CRI-O's annotations.
         t.write(
             &format!("run/runc/{}/state.json", ids[2]),
@@ -1329,6 +1599,10 @@ mod tests {
         assert_eq!(
             want[1].as_ref().unwrap().start_ts,
             1_795_791_958_400_472_273
+        );
+        assert_eq!(
+            crate::container::label(want[1].as_ref().unwrap(), "team"),
+            Some("blue")
         );
 
         let rel = |d: &Path| d.strip_prefix(&t.0).unwrap().to_path_buf();
@@ -1606,6 +1880,279 @@ mod tests {
         );
         assert_eq!(f(&plain, &exec, "container.id"), &NEW[..12]);
         assert_eq!(field(&plain, &exec, "container.name"), None);
+    }
+
+    /// A protobuf `Any` as containerd stores its CRI metadata: a type URL and JSON.
+    fn any(type_url: &str, json: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (tag, bytes) in [
+            (0x0a, type_url.as_bytes().to_vec()),
+            (0x12, json.to_string().into_bytes()),
+        ] {
+            out.push(tag);
+            let mut n = bytes.len();
+            while n >= 0x80 {
+                out.push((n as u8) | 0x80);
+                n >>= 7;
+            }
+            out.push(n as u8);
+            out.extend_from_slice(&bytes);
+        }
+        out
+    }
+
+    /// containerd's `meta.db` holding the CRI metadata of a container and its pod sandbox.
+    fn cri_meta_db(container: &str, sandbox: &str) -> Vec<u8> {
+        use crate::bolt::write::{bucket, db, value};
+        let ext = |name: &str, meta: Value| {
+            bucket(vec![(
+                "extensions",
+                bucket(vec![(
+                    name,
+                    value(any("github.com/containerd/cri/pkg/store/x/Metadata", &meta)),
+                )]),
+            )])
+        };
+        let root = bucket(vec![(
+            "v1",
+            bucket(vec![(
+                "k8s.io",
+                bucket(vec![(
+                    "containers",
+                    bucket(vec![
+                        (
+                            container,
+                            ext(
+                                "io.cri-containerd.container.metadata",
+                                serde_json::json!({"Version": "v1", "Metadata": {"ID": container,
+                                    "Config": {"metadata": {"name": "web"}, "labels": {"team": "blue"}}}}),
+                            ),
+                        ),
+                        (
+                            sandbox,
+                            ext(
+                                "io.cri-containerd.sandbox.metadata",
+                                serde_json::json!({"Version": "v1", "Metadata": {"ID": sandbox,
+                                    "Config": {"labels": {"pod-template-hash": "7d9f", "app": "web",
+                                        "empty": "", "io.kubernetes.x": "hidden", "n": 7}}}}),
+                            ),
+                        ),
+                    ]),
+                )]),
+            )]),
+        )]);
+        db(&root, 3)
+    }
+
+    #[test]
+    fn cri_and_podman_labels_from_the_runtimes_databases() {
+        use crate::testutil::{apply, ev, f, field, snapshot};
+        use crate::{State, StateConfig};
+        // Not the snapshot's container (testutil), whose metadata the snapshot brings.
+        const ID: &str = "9c1e5b0f2a3d4c5b6a7980f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f";
+        const SANDBOX: &str = "5b1d2f0c9e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c";
+        let t = Tree::new("cri-labels");
+        t.write(
+            &format!("run/containerd/runc/k8s.io/{ID}/state.json"),
+            &runc_state(
+                ID,
+                &[
+                    "io.kubernetes.cri.container-type=container",
+                    "io.kubernetes.cri.container-name=web",
+                    &format!("io.kubernetes.cri.sandbox-id={SANDBOX}"),
+                    "io.kubernetes.cri.sandbox-name=web-0",
+                ],
+            ),
+        );
+        t.write(
+            &format!("run/containerd/runc/k8s.io/{SANDBOX}/state.json"),
+            &runc_state(
+                SANDBOX,
+                &[
+                    "io.kubernetes.cri.container-type=sandbox",
+                    "io.kubernetes.cri.sandbox-name=web-0",
+                ],
+            ),
+        );
+        let db =
+            t.0.join("var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db");
+        fs::create_dir_all(db.parent().unwrap()).unwrap();
+        fs::write(&db, cri_meta_db(ID, SANDBOX)).unwrap();
+        let dirs = RuntimeDirs::under(&t.0);
+        let (info, complete) = lookup_any(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert!(complete);
+        assert_eq!(crate::container::label(&info, "team"), Some("blue"));
+        assert_eq!(
+            crate::container::label(&info, SANDBOX_ID_LABEL),
+            Some(SANDBOX)
+        );
+        // Through the state engine: the container's exec brings in its sandbox too.
+        let mut state = State::new(StateConfig {
+            container_runtime: Some(dirs.clone()),
+            ..StateConfig::default()
+        });
+        state.load_snapshot(&snapshot());
+        let exec = apply(
+            &mut state,
+            ev(300, "execve")
+                .bytes("filename", "/bin/cat")
+                .bytes("cgroups", format!("0::/kubepods/{ID}"))
+                .build(),
+        );
+        assert_eq!(f(&state, &exec, "container.name"), "web");
+        assert_eq!(f(&state, &exec, "container.label.team"), "blue");
+        assert_eq!(f(&state, &exec, "k8s.pod.label.app"), "web");
+        assert_eq!(f(&state, &exec, "k8s.pod.label[pod-template-hash]"), "7d9f");
+        assert_eq!(field(&state, &exec, "k8s.pod.label.team"), None);
+        assert_eq!(field(&state, &exec, "container.label.app"), None);
+        assert_eq!(f(&state, &exec, "k8s.pod.sandbox_id"), &SANDBOX[..12]);
+        assert_eq!(f(&state, &exec, "k8s.pod.full_sandbox_id"), SANDBOX);
+        assert_eq!(
+            f(&state, &exec, "k8s.pod.labels"),
+            "app:web, empty, pod-template-hash:7d9f"
+        );
+        // A capture's snapshot carries them for its replay (no runtime read there).
+        let mut snap = snapshot();
+        let worker = snap.threads.iter().position(|t| t.tid == 400).unwrap();
+        snap.threads[worker].cgroup = format!("0::/kubepods/{ID}").into_bytes();
+        let before = snap.containers.len();
+        assert_eq!(
+            add_snapshot_containers(&dirs, &mut snap),
+            2,
+            "container and sandbox"
+        );
+        assert_eq!(add_snapshot_containers(&dirs, &mut snap), 0, "once");
+        assert_eq!(snap.containers.len(), before + 2);
+        let mut replay = State::new(StateConfig::default());
+        replay.load_snapshot(&snap);
+        let open = apply(
+            &mut replay,
+            ev(400, "openat").bytes("name", "/etc/shadow").build(),
+        );
+        assert_eq!(f(&replay, &open, "container.name"), "web");
+        assert_eq!(f(&replay, &open, "container.label.team"), "blue");
+        assert_eq!(
+            f(&replay, &open, "k8s.pod.labels"),
+            "app:web, empty, pod-template-hash:7d9f"
+        );
+        // No database: the container without its labels (degraded, complete: nothing to
+        // wait for). A database that does not answer: incomplete, asked again later.
+        fs::remove_file(&db).unwrap();
+        let (info, complete) = lookup_any(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert_eq!((info.name.as_str(), complete), ("web", true));
+        assert_eq!(crate::container::label(&info, "team"), None);
+        fs::write(&db, b"not a bolt database").unwrap();
+        let (info, complete) = lookup_any(&dirs, &ID.as_bytes()[..12]).unwrap();
+        assert_eq!((info.name.as_str(), complete), ("web", false));
+
+        // podman: `labels` of the container's config in its database.
+        let p = Tree::new("podman-labels");
+        p.write(
+            &format!("run/runc/{ID}/state.json"),
+            &runc_state(ID, &["io.container.manager=libpod"]),
+        );
+        let db = p.0.join("var/lib/containers/storage/libpod/bolt_state.db");
+        fs::create_dir_all(db.parent().unwrap()).unwrap();
+        let config = serde_json::json!({"id": ID, "labels": {"team": "blue", "tier": "web"}});
+        {
+            use crate::bolt::write::{bucket, db as bolt, value};
+            let root = bucket(vec![
+                ("all-ctrs", bucket(vec![(ID, value("pod-a"))])),
+                (
+                    "ctr",
+                    bucket(vec![(
+                        ID,
+                        bucket(vec![("config", value(config.to_string()))]),
+                    )]),
+                ),
+            ]);
+            fs::write(&db, bolt(&root, 100)).unwrap();
+        }
+        let (info, complete) = lookup_any(&RuntimeDirs::under(&p.0), &ID.as_bytes()[..12]).unwrap();
+        assert!(complete);
+        assert_eq!(crate::container::label(&info, "tier"), Some("web"));
+        assert_eq!(crate::container::label(&info, "team"), Some("blue"));
+    }
+
+    /// Two CRI containers naming each other as their sandbox, with a database that does
+    /// not answer (both stay incomplete): one exec resolves each once, no endless chain.
+    #[test]
+    fn a_sandbox_cycle_is_not_followed() {
+        use crate::container::ContainerTable;
+        const A: &str = "a1e5b0f2a3d4c5b6a7980f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f0";
+        const B: &str = "b1d2f0c9e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c0";
+        let t = Tree::new("sandbox-cycle");
+        for (id, other) in [(A, B), (B, A)] {
+            t.write(
+                &format!("run/containerd/runc/k8s.io/{id}/state.json"),
+                &runc_state(
+                    id,
+                    &[
+                        "io.kubernetes.cri.container-type=container",
+                        &format!("io.kubernetes.cri.sandbox-id={other}"),
+                    ],
+                ),
+            );
+        }
+        t.write(
+            "var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db",
+            "not a bolt database",
+        );
+        let mut reader = RuntimeReader::new(RuntimeDirs::under(&t.0));
+        let mut table = ContainerTable::default();
+        reader.resolve(&A.as_bytes()[..12], 1, &mut table);
+        assert_eq!(reader.stats.lookups, 2, "A and its sandbox B, once each");
+        assert_eq!(table.len(), 2);
+        assert!(!table.is_complete(&A.as_bytes()[..12]));
+    }
+
+    #[test]
+    fn crio_labels_and_pod_labels_from_its_annotations() {
+        use crate::testutil::{apply, ev, f, snapshot};
+        use crate::{State, StateConfig};
+        const ID: &str = "4c1e5b0f2a3d4c5b6a7980f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f";
+        const SANDBOX: &str = "6b1d2f0c9e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c";
+        let t = Tree::new("crio");
+        t.write(
+            &format!("run/runc/{ID}/state.json"),
+            &runc_state(
+                ID,
+                &[
+                    "io.kubernetes.cri-o.ContainerType=container",
+                    &format!("io.kubernetes.cri-o.SandboxID={SANDBOX}"),
+                    r#"io.kubernetes.cri-o.Labels={"team":"blue","io.kubernetes.pod.name":"api-5c"}"#,
+                    "io.kubernetes.container.name=api",
+                    "io.kubernetes.pod.name=api-5c",
+                ],
+            ),
+        );
+        t.write(
+            &format!("run/runc/{SANDBOX}/state.json"),
+            &runc_state(
+                SANDBOX,
+                &[
+                    "io.kubernetes.cri-o.ContainerType=sandbox",
+                    r#"io.kubernetes.cri-o.Labels={"app":"api","io.kubernetes.pod.uid":"7f"}"#,
+                ],
+            ),
+        );
+        let mut state = State::new(StateConfig {
+            container_runtime: Some(RuntimeDirs::under(&t.0)),
+            ..StateConfig::default()
+        });
+        state.load_snapshot(&snapshot());
+        let exec = apply(
+            &mut state,
+            ev(300, "execve")
+                .bytes("filename", "/bin/cat")
+                .bytes("cgroups", format!("0::/kubepods/crio-{ID}.scope"))
+                .build(),
+        );
+        assert_eq!(f(&state, &exec, "container.name"), "api");
+        assert_eq!(f(&state, &exec, "container.label.team"), "blue");
+        assert_eq!(f(&state, &exec, "k8s.pod.label.app"), "api");
+        assert_eq!(f(&state, &exec, "k8s.pod.labels"), "app:api");
+        assert_eq!(f(&state, &exec, "k8s.pod.sandbox_id"), &SANDBOX[..12]);
     }
 
     #[test]

@@ -47,6 +47,31 @@ fn push_owned<'b>(out: &mut Out<'b>, text: String) -> bool {
     true
 }
 
+/// `k8s.pod.labels` as Falco renders a pod sandbox's labels: `key:value` (`key` alone when
+/// the value is empty) in key order, joined by `, `, without the runtime's `io.kubernetes.*`
+/// and `annotation.*` entries; the first of repeated names.
+fn pod_labels(sandbox: &ContainerInfo) -> String {
+    let mut labels: Vec<&(String, String)> = sandbox
+        .labels
+        .iter()
+        .filter(|(k, _)| !k.starts_with("io.kubernetes.") && !k.starts_with("annotation."))
+        .collect();
+    labels.sort_by(|a, b| a.0.cmp(&b.0));
+    labels.dedup_by(|b, a| a.0 == b.0);
+    let mut text = String::new();
+    for (k, v) in labels {
+        if !text.is_empty() {
+            text.push_str(", ");
+        }
+        text.push_str(k);
+        if !v.is_empty() {
+            text.push(':');
+            text.push_str(v);
+        }
+    }
+    text
+}
+
 #[inline(always)] // called per extracted value
 fn push_opt<'b>(out: &mut Out<'b>, value: Option<Value<'b>>) -> bool {
     match value {
@@ -287,6 +312,14 @@ impl<'a> EventView<'a> {
             let image = self.image()?;
             self.state.containers.get(&image.container_id)
         })
+    }
+
+    /// The pod sandbox of the event's container (Falco's: the container named by its
+    /// `io.kubernetes.sandbox.id` label), when the table knows it.
+    fn pod_sandbox(&self) -> Option<&'a ContainerInfo> {
+        let id = label(self.container()?, crate::runtime::SANDBOX_ID_LABEL)?;
+        let short = &id.as_bytes()[..id.len().min(vigil_procfs::SHORT_ID_LEN)];
+        self.state.containers.get(short)
     }
 
     /// `Some(true)` in a container, `Some(false)` on the host, `None` when unknown.
@@ -1107,12 +1140,32 @@ impl Extract for EventView<'_> {
                 self.container_start_ts()
                     .map(|t| Value::U64(evt.ts.saturating_sub(t))),
             ),
-            F::ContainerLabel | F::K8sPodLabel => match (&field.arg, self.container()) {
+            F::ContainerLabel => match (&field.arg, self.container()) {
                 (FieldArg::Key(k), Some(c)) => {
                     label(c, k).is_some_and(|v| push_nonempty(out, v.as_bytes()))
                 }
                 _ => false,
             },
+            F::K8sPodLabel => match (&field.arg, self.pod_sandbox()) {
+                (FieldArg::Key(k), Some(c)) => {
+                    label(c, k).is_some_and(|v| push_nonempty(out, v.as_bytes()))
+                }
+                _ => false,
+            },
+            F::K8sPodSandboxId | F::K8sPodFullSandboxId => self
+                .container()
+                .and_then(|c| label(c, crate::runtime::SANDBOX_ID_LABEL))
+                .is_some_and(|id| {
+                    let id = if f == F::K8sPodSandboxId {
+                        &id[..id.len().min(vigil_procfs::SHORT_ID_LEN)]
+                    } else {
+                        id
+                    };
+                    push_nonempty(out, id.as_bytes())
+                }),
+            F::K8sPodLabels => self
+                .pod_sandbox()
+                .is_some_and(|c| push_owned(out, pod_labels(c))),
             F::K8sPodName => self
                 .container()
                 .and_then(|c| label(c, "io.kubernetes.pod.name"))

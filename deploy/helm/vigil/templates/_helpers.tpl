@@ -24,6 +24,7 @@ deploy/README.md, "What the agent reads from the node".
 {{- if $r.containerd -}}
 {{- $m = append $m (dict "name" "containerd-runc" "path" "/run/containerd/runc") -}}
 {{- $m = append $m (dict "name" "containerd-cri" "path" "/var/lib/containerd/io.containerd.grpc.v1.cri/containers") -}}
+{{- $m = append $m (dict "name" "containerd-meta" "path" "/var/lib/containerd/io.containerd.metadata.v1.bolt") -}}
 {{- end -}}
 {{- if $r.crio -}}
 {{- $m = append $m (dict "name" "runc" "path" "/run/runc") -}}
