@@ -6,8 +6,9 @@
 //! Requirements: `strace` for the wrapper tests (skipped with a reason when missing; a failure
 //! under `VIGIL_TEST_STRICT=1`).
 // Tests report skipped requirements on stderr.
-#![allow(clippy::print_stderr)]
 
+use crate::support::host;
+use crate::support::{scratch, text};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -37,17 +38,6 @@ fn vigil_env(args: &[&str], env: &[(&str, &Path)]) -> Output {
         cmd.env(k, v);
     }
     cmd.output().expect("run vigil")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vigil-bench-cli-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
 }
 
 fn ok(out: &Output, what: &str) {
@@ -127,6 +117,7 @@ fn check_overhead(json: &serde_json::Value, tests: &[&str], configs: usize) {
 
 #[test]
 fn overhead_pinned_and_unpinned_in_one_invocation_with_busy_cpus() {
+    let _host = host::alone(module_path!());
     let dir = scratch("overhead-both");
     let out = vigil(&[
         "bench",
@@ -178,6 +169,7 @@ fn overhead_pinned_and_unpinned_in_one_invocation_with_busy_cpus() {
 
 #[test]
 fn overhead_agent_none_runs_every_test() {
+    let _host = host::alone(module_path!());
     let dir = scratch("overhead-none");
     let out = vigil(&[
         "bench",
@@ -222,6 +214,7 @@ fn overhead_agent_none_runs_every_test() {
 
 #[test]
 fn overhead_under_strace_pinned() {
+    let _host = host::alone(module_path!());
     if !have_strace("overhead_under_strace_pinned") {
         return;
     }
@@ -269,6 +262,7 @@ fn fake_watch(dir: &Path, dropped: u64) -> PathBuf {
 
 #[test]
 fn overhead_with_watch_contract() {
+    let _host = host::alone(module_path!());
     let dir = scratch("overhead-watch");
     let agent = fake_watch(&dir, 0);
     let watch_cmd = format!("sh {}", agent.display());
@@ -304,6 +298,7 @@ fn overhead_with_watch_contract() {
 
 #[test]
 fn exec_rate_none_and_strace() {
+    let _host = host::alone(module_path!());
     let dir = scratch("exec-rate");
     let out = vigil(&[
         "bench",
@@ -370,6 +365,7 @@ fn exec_rate_none_and_strace() {
 
 #[test]
 fn capacity_none_and_watch_contract() {
+    let _host = host::alone(module_path!());
     let dir = scratch("capacity");
     let out_none = dir.join("none");
     let out = vigil(&[
@@ -452,6 +448,7 @@ fn capacity_none_and_watch_contract() {
 
 #[test]
 fn generate_bench_counts_alerts_from_a_file() {
+    let _host = host::alone(module_path!());
     let dir = scratch("generate-bench");
     let alerts = dir.join("alerts.jsonl");
     fs::write(&alerts, "{\"rule\":\"Rule A\"}\n").unwrap();
@@ -528,6 +525,7 @@ fn generate_bench_counts_alerts_from_a_file() {
 
 #[test]
 fn invalid_arguments_exit_2() {
+    let _host = host::alone(module_path!());
     for args in [
         &["bench", "overhead", "--tests", "nope", "--agent", "none"][..],
         &["bench", "worker", "no-such-worker", "--duration", "0.01"][..],
@@ -546,6 +544,7 @@ fn invalid_arguments_exit_2() {
 
 #[test]
 fn worker_prints_a_result_line() {
+    let _host = host::alone(module_path!());
     let out = vigil(&["bench", "worker", "getpid", "--duration", "0.01"]);
     ok(&out, "worker getpid");
     let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).expect("JSON line");
@@ -559,6 +558,7 @@ fn worker_prints_a_result_line() {
 
 #[test]
 fn agent_that_never_gets_ready_is_a_reported_failure() {
+    let _host = host::alone(module_path!());
     let dir = scratch("agent-fails");
     let out = vigil(&[
         "bench",

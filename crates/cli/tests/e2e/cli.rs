@@ -5,23 +5,12 @@
 //! the tests that load them; without them those tests skip with a reason, and fail under
 //! `VIGIL_TEST_STRICT=1`.
 // Tests report skipped requirements on stderr.
-#![allow(clippy::print_stderr)]
 
+use crate::support::host;
+use crate::support::{scratch, text, vigil};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn vigil(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vigil"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run vigil")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use std::process::{Command, Stdio};
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -36,14 +25,6 @@ fn upstream(test: &str) -> Option<PathBuf> {
     assert!(!strict, "{test}: {} not found", dir.display());
     eprintln!("skipping {test}: {} not found", dir.display());
     None
-}
-
-/// A scratch directory unique to one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vigil-cli-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
 }
 
 fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
@@ -67,6 +48,7 @@ fn convert(form: &str, input: &Path, output: &Path) {
 
 #[test]
 fn validate_upstream_rules_reports_counts_and_nothing_unsupported() {
+    let _host = host::shared();
     let Some(dir) = upstream("validate_upstream_rules_reports_counts_and_nothing_unsupported")
     else {
         return;
@@ -110,6 +92,7 @@ fn validate_upstream_rules_reports_counts_and_nothing_unsupported() {
 
 #[test]
 fn validate_embedded_default_rules_directory() {
+    let _host = host::shared();
     let out = vigil(&[
         "rules",
         "validate",
@@ -218,6 +201,7 @@ fn bad_inputs() -> Vec<BadInput> {
 
 #[test]
 fn bad_rules_give_a_coded_positioned_diagnostic_and_exit_2() {
+    let _host = host::shared();
     let dir = scratch("bad-rules");
     let mut failures = Vec::new();
     for case in bad_inputs() {
@@ -249,6 +233,7 @@ fn bad_rules_give_a_coded_positioned_diagnostic_and_exit_2() {
 
 #[test]
 fn replay_prints_falco_json_and_text() {
+    let _host = host::shared();
     let capture = repo_root().join("testdata/vigil-default/ptrace-attach/events.jsonl");
     let capture = capture.display().to_string();
     let out = vigil(&["replay", &capture, "--json"]);
@@ -284,6 +269,7 @@ fn replay_prints_falco_json_and_text() {
 
 #[test]
 fn binary_and_jsonl_captures_replay_to_the_same_alerts() {
+    let _host = host::shared();
     let dir = scratch("convert");
     let jsonl = repo_root().join("testdata/vigil-default/stdio-to-network-socket/events.jsonl");
     let binary = dir.join("capture.vcap");
@@ -326,6 +312,7 @@ fn binary_and_jsonl_captures_replay_to_the_same_alerts() {
 
 #[test]
 fn corrupt_captures_fail_with_position_and_exit_2() {
+    let _host = host::shared();
     let dir = scratch("corrupt");
     let jsonl = repo_root().join("testdata/vigil-default/ptrace-attach/events.jsonl");
     let binary = dir.join("capture.vcap");
@@ -359,6 +346,7 @@ fn corrupt_captures_fail_with_position_and_exit_2() {
 
 #[test]
 fn fields_lists_the_catalog() {
+    let _host = host::shared();
     let out = vigil(&["fields"]);
     assert_eq!(out.status.code(), Some(0));
     let stdout = text(&out.stdout);
@@ -387,6 +375,7 @@ fn fields_lists_the_catalog() {
 
 #[test]
 fn rules_list_shows_the_embedded_default() {
+    let _host = host::shared();
     let out = vigil(&["rules", "list", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let rules: Vec<serde_json::Value> = text(&out.stdout)
@@ -401,6 +390,7 @@ fn rules_list_shows_the_embedded_default() {
 
 #[test]
 fn missing_rules_file_and_bad_priority_exit_2() {
+    let _host = host::shared();
     let out = vigil(&["rules", "validate", "/nonexistent/rules.yaml"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let out = vigil(&["rules", "list", "--min-priority", "loud"]);
@@ -410,6 +400,7 @@ fn missing_rules_file_and_bad_priority_exit_2() {
 
 #[test]
 fn closed_stdout_is_not_an_error() {
+    let _host = host::shared();
     let mut child = Command::new(env!("CARGO_BIN_EXE_vigil"))
         .arg("fields")
         .stdout(Stdio::piped())
@@ -423,6 +414,7 @@ fn closed_stdout_is_not_an_error() {
 
 #[test]
 fn rule_selection_flags_enable_and_disable_like_falco() {
+    let _host = host::shared();
     let enabled = |args: &[&str]| -> Vec<String> {
         let mut all = vec!["rules", "list", "--json"];
         all.extend_from_slice(args);
@@ -455,6 +447,7 @@ fn rule_selection_flags_enable_and_disable_like_falco() {
 
 #[test]
 fn config_show_applies_overrides_and_rejects_bad_keys() {
+    let _host = host::shared();
     let out = vigil(&[
         "config",
         "show",
@@ -512,6 +505,7 @@ fn config_show_applies_overrides_and_rejects_bad_keys() {
 /// position, and the values Vigil honours taken from the file.
 #[test]
 fn falco_shipped_configuration_files_load() {
+    let _host = host::shared();
     let shared =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/falco-config");
     for version in ["0.41.0", "0.44.1"] {
@@ -539,6 +533,7 @@ fn falco_shipped_configuration_files_load() {
 
 #[test]
 fn replay_follows_the_configuration_and_flags_win() {
+    let _host = host::shared();
     let capture = repo_root().join("testdata/vigil-default/stdio-to-network-socket/events.jsonl");
     let capture = capture.display().to_string();
     let lines = |args: &[&str]| -> Vec<String> {
@@ -582,6 +577,7 @@ fn replay_follows_the_configuration_and_flags_win() {
 /// `vigil` without a subcommand takes Falco's command line and does what `falco` does with it.
 #[test]
 fn falco_command_line_without_a_subcommand() {
+    let _host = host::shared();
     let Some(upstream) = upstream("falco_command_line_without_a_subcommand") else {
         return;
     };
@@ -720,6 +716,7 @@ fn falco_command_line_without_a_subcommand() {
 /// `W_FIELD_NO_VALUE` and never match.
 #[test]
 fn evt_cpu_replays_the_recorded_cpu_and_thread_cpu_never_matches() {
+    let _host = host::shared();
     let dir = scratch("evt-cpu");
     let cap = write(
         &dir,

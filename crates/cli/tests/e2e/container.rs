@@ -6,55 +6,29 @@
 //! 64-hex-digit runc id (Falco's short id), `container.name` the name the bundle announces.
 
 // Tests report skips and progress on stderr.
-#![allow(clippy::print_stderr)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use vigil_generator::runc::{self, ContainerSpec};
 use vigil_generator::Context;
 
-#[path = "support/live.rs"]
-mod live;
-use live::{
-    alert_matches, expected_fields, falco_rules, missing_requirement, output_field, strict, Watch,
-    M,
+use crate::support::host;
+use crate::support::live::{
+    alert_matches, expected_fields, missing_requirement, output_field, Watch, M,
 };
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Builds the root filesystem if it is missing (downloads from the Debian mirror once).
-fn ensure_rootfs(ctx: &Context) -> Result<(), String> {
-    if ctx.rootfs_dir.join("rootfs/etc/debian_version").is_file() {
-        return Ok(());
-    }
-    let script = workspace().join("scripts/mk-rootfs.sh");
-    let status = Command::new("sh")
-        .arg(&script)
-        .arg(&ctx.rootfs_dir)
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{} failed ({status})", script.display()))
-    }
-}
+use crate::support::rootfs::runc_missing;
+use crate::support::{falco_rules, strict, workspace};
 
 fn requirement(ctx: &Context) -> Option<String> {
     if let Some(why) = missing_requirement() {
         return Some(why);
     }
-    if let Err(e) = ensure_rootfs(ctx) {
-        return Some(e);
-    }
-    runc::unavailable(ctx)
+    runc_missing(ctx)
 }
 
 #[test]
 fn container_actions_alert_with_container_identity() {
+    let _host = host::alone(module_path!());
     let mut ctx = Context::from_env();
     ctx.exe = PathBuf::from(env!("CARGO_BIN_EXE_vigil"));
     if let Some(reason) = requirement(&ctx) {

@@ -19,19 +19,16 @@
 //! with a reason when not root, and fail under `VIGIL_TEST_STRICT=1`.
 
 // Tests report skips and progress on stderr.
-#![allow(clippy::print_stderr)]
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use crate::support::host;
+use crate::support::{can_trace, is_root, scratch, strict, VIGIL};
 use serde_json::Value;
-
-#[path = "support/live.rs"]
-mod live;
-use live::{nix_is_root, strict, VIGIL};
 
 /// How each default-enforced rule's attack is performed.
 enum Attack {
@@ -98,16 +95,6 @@ libc.ptrace(17, pid, None, None)
 print("attached and detached")
 "#;
 
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "vigil-enforce-default-{}-{test}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    dir
-}
-
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -144,22 +131,6 @@ fn vigil_run(enforce: bool, alerts: &Path, cmd: &[&str]) -> Output {
         .expect("vigil run starts")
 }
 
-/// Whether `vigil run` can trace here; skips (or fails under strict) otherwise.
-fn can_trace(test: &str) -> bool {
-    let out = Command::new(VIGIL)
-        .args(["run", "--", "true"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("vigil run starts");
-    if out.status.success() {
-        return true;
-    }
-    let why = format!("vigil run cannot trace: {}", text(&out));
-    assert!(!strict(), "{test}: {why}");
-    eprintln!("skipping {test}: {why}");
-    false
-}
-
 fn python() -> &'static str {
     if Path::new("/usr/bin/python3").is_file() {
         "/usr/bin/python3"
@@ -170,6 +141,7 @@ fn python() -> &'static str {
 
 #[test]
 fn default_enforce_set_blocks_each_tagged_rule() {
+    let _host = host::shared();
     if !can_trace("default_enforce_set_blocks_each_tagged_rule") {
         return;
     }
@@ -233,7 +205,7 @@ fn default_enforce_set_blocks_each_tagged_rule() {
         }
         if !free.status.success() || refused(&free_text) {
             let why = format!("{rule}: the attack fails even without --enforce: {free_text}");
-            if nix_is_root() || strict() {
+            if is_root() || strict() {
                 failures.push(why);
             } else {
                 eprintln!("not checked (not root): {why}");
@@ -266,6 +238,7 @@ fn default_enforce_set_blocks_each_tagged_rule() {
 
 #[test]
 fn routine_workload_runs_unblocked_under_default_enforcement() {
+    let _host = host::shared();
     if !can_trace("routine_workload_runs_unblocked_under_default_enforcement") {
         return;
     }

@@ -6,8 +6,9 @@
 //!
 //! `vigil run` needs ptrace of a child process; the `/etc/shadow` variant also needs root.
 //! Missing requirements skip with a reason and fail under `VIGIL_TEST_STRICT=1`.
-#![allow(clippy::print_stderr)]
 
+use crate::support::host;
+use crate::support::{can_trace, is_root, scratch, skip, text, vigil_cmd};
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -17,14 +18,6 @@ use std::process::{Output, Stdio};
 
 /// The forged alert a hostile argument carries, after a newline.
 const FORGED: &str = "12:00:00.000000000: Critical FORGED alert rule=fake";
-
-#[path = "support/traced.rs"]
-mod traced;
-use traced::{can_trace, is_root, skip, text, vigil_cmd};
-
-fn scratch(test: &str) -> PathBuf {
-    traced::scratch("esc", test)
-}
 
 /// Whether `line` starts like a text alert: `HH:MM:SS.nnnnnnnnn: `.
 fn looks_like_alert(line: &str) -> bool {
@@ -148,6 +141,7 @@ const OPEN_RULES: &str = r#"
 
 #[test]
 fn traced_hostile_argv_and_env_stay_inside_one_alert_line() {
+    let _host = host::shared();
     if !can_trace("hostile_run") {
         return;
     }
@@ -196,6 +190,7 @@ fn traced_hostile_argv_and_env_stay_inside_one_alert_line() {
 
 #[test]
 fn shadow_read_with_hostile_argv_is_one_upstream_alert_line() {
+    let _host = host::shared();
     if !can_trace("hostile_shadow") {
         return;
     }
@@ -310,6 +305,7 @@ fn check_replay_lines(what: &str, bytes: &[u8]) -> Vec<String> {
 
 #[test]
 fn replayed_hostile_values_are_one_line_in_every_output() {
+    let _host = host::shared();
     let dir = scratch("replay");
     // Standard output.
     let out = replay(&dir, &[]);

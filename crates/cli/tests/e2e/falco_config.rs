@@ -4,12 +4,12 @@
 //! root (the alert needs it, to read `/etc/shadow`); `vigil watch` needs root and eBPF. Each
 //! skips with a printed reason, and fails under `VIGIL_TEST_STRICT=1`.
 // Tests print why they skip.
-#![allow(clippy::print_stderr)]
 
+use crate::support::host;
+use crate::support::skip;
+use crate::support::{free_port, is_root, VIGIL};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-
-const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 
 fn shared(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -17,38 +17,14 @@ fn shared(path: &str) -> PathBuf {
         .join(path)
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .map(|v| v.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn skip_or_fail(test: &str, reason: &str) {
-    if std::env::var("VIGIL_TEST_STRICT").is_ok_and(|v| v == "1") {
-        panic!("{test}: VIGIL_TEST_STRICT=1 but {reason}");
-    }
-    eprintln!("skipping {test}: {reason}");
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 const VERSIONS: [&str; 2] = ["0.41.0", "0.44.1"];
 
 #[test]
 fn vigil_run_takes_falco_shipped_configuration() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "vigil_run_takes_falco_shipped_configuration";
     if !is_root() {
-        return skip_or_fail(TEST, "not root (the alert reads /etc/shadow)");
+        return skip(TEST, "not root (the alert reads /etc/shadow)");
     }
     let rules = shared("falco-rules/falco_rules.yaml");
     for version in VERSIONS {
@@ -84,9 +60,10 @@ fn vigil_run_takes_falco_shipped_configuration() {
 
 #[test]
 fn vigil_watch_takes_falco_shipped_configuration() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "vigil_watch_takes_falco_shipped_configuration";
     if !is_root() {
-        return skip_or_fail(TEST, "not root (eBPF)");
+        return skip(TEST, "not root (eBPF)");
     }
     let rules = shared("falco-rules/falco_rules.yaml");
     for version in VERSIONS {

@@ -13,37 +13,23 @@
 //! up to three times before the test fails with every attempt's figures.
 
 // Tests report skips and progress on stderr.
-#![allow(clippy::print_stderr)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-#[path = "support/live.rs"]
-mod live;
-use live::*;
+use crate::support::host;
+use crate::support::live::*;
+use crate::support::{free_port, scratch, VIGIL};
 
 /// The actions benchmarked: fast, unprivileged, each with its own rule in Vigil's default rules.
 const REGEX: &str = "^syscall\\.(DeleteShellHistory|FilelessExecutionViaMemfd)$";
 const ATTEMPTS: usize = 3;
-
-/// A new, empty directory of this process.
-fn scratch(test: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "vigil-generate-bench-{}-{nanos}-{test}",
-        std::process::id()
-    ));
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    dir
-}
 
 /// `falcosecurity_falco_rules_matches_total` per rule from the agent's `/metrics` (rules
 /// without a match, exported at 0, are left out).
@@ -263,6 +249,7 @@ fn check_output(a: &Attempt) {
 
 #[test]
 fn generate_bench_against_vigil_watch_agrees_with_its_metrics() {
+    let _host = host::alone(module_path!());
     if skip_or_fail("generate_bench_against_vigil_watch_agrees_with_its_metrics") {
         return;
     }

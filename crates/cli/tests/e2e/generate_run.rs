@@ -16,7 +16,6 @@
 //! documented difference stays true, and still alert.
 
 // Tests report skips and progress on stderr.
-#![allow(clippy::print_stderr)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,27 +25,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use vigil_generator::{Action, Ruleset, UnderRun};
 
-#[path = "support/live.rs"]
-mod live;
-use live::*;
+use crate::support::host;
+use crate::support::live::*;
+use crate::support::{falco_rules, scratch, strict, VIGIL};
 
 /// How long one action under `vigil run` may take (rules loading in a debug build, a 6 s
 /// action, a busy machine).
 const ACTION_TIMEOUT: Duration = Duration::from_secs(180);
-
-/// A new, empty directory of this process (created, so a stale one of another user with the
-/// same name cannot be picked up).
-fn scratch(test: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "vigil-generate-run-{}-{nanos}-{test}",
-        std::process::id()
-    ));
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    dir
-}
 
 /// Runs `cmd` to completion, killing it after [`ACTION_TIMEOUT`].
 fn output_with_timeout(cmd: &mut Command) -> Result<Output, String> {
@@ -237,6 +222,7 @@ fn check_ruleset(test: &str, ruleset: Ruleset, rules: &[PathBuf]) -> Vec<String>
 
 #[test]
 fn falco_stable_rules_fire_on_generator_actions_under_vigil_run() {
+    let _host = host::shared();
     let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let failures = check_ruleset("falco-under-run", Ruleset::FalcoStable, &[falco_rules()]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -244,6 +230,7 @@ fn falco_stable_rules_fire_on_generator_actions_under_vigil_run() {
 
 #[test]
 fn vigil_default_rules_fire_on_generator_actions_under_vigil_run() {
+    let _host = host::shared();
     let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let failures = check_ruleset("vigil-under-run", Ruleset::Vigil, &[]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -253,6 +240,7 @@ fn vigil_default_rules_fire_on_generator_actions_under_vigil_run() {
 /// the documented refusals as run, so it exits 0; the attempts alert.
 #[test]
 fn generate_run_under_vigil_run_counts_documented_refusals() {
+    let _host = host::shared();
     let refused: Vec<&Action> = vigil_generator::registry()
         .iter()
         .filter(|a| a.under_run != UnderRun::Same)
@@ -338,6 +326,7 @@ fn generate_run_under_vigil_run_counts_documented_refusals() {
 /// `vigil generate list --json` states every action's expectation under `vigil run`.
 #[test]
 fn list_json_shows_the_expectation_under_vigil_run() {
+    let _host = host::shared();
     let out = Command::new(VIGIL)
         .args(["generate", "list", "--json"])
         .output()

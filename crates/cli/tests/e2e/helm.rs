@@ -9,16 +9,15 @@
 //! overrides); without it the test skips with the reason, and fails under
 //! `VIGIL_TEST_STRICT=1`.
 
-#![allow(clippy::print_stderr)]
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
+use crate::support::host;
+use crate::support::run_ok;
+use crate::support::VIGIL;
 use serde_json::Value;
-
-const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -41,21 +40,6 @@ fn helm() -> Option<PathBuf> {
             .map(|d| d.join("helm"))
             .find(|p| p.is_file())
     })
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// The values a production install sets on top of the defaults (deploy/README.md's example),
@@ -86,6 +70,7 @@ customRules:
 
 #[test]
 fn helm_chart_lints_and_renders_a_configuration_vigil_loads() {
+    let _host = host::shared();
     const TEST: &str = "helm_chart_lints_and_renders_a_configuration_vigil_loads";
     let Some(helm) = helm() else {
         let reason = "helm is not installed (`make deps` installs it into target/tools/bin)";
@@ -124,7 +109,7 @@ fn helm_chart_lints_and_renders_a_configuration_vigil_loads() {
         if let Some(v) = extra {
             lint.arg("-f").arg(v);
         }
-        run(&mut lint);
+        run_ok(&mut lint);
         let mut template = helm_cmd();
         template
             .args(["template", "vigil"])
@@ -133,7 +118,7 @@ fn helm_chart_lints_and_renders_a_configuration_vigil_loads() {
         if let Some(v) = extra {
             template.arg("-f").arg(v);
         }
-        let rendered = String::from_utf8(run(&mut template).stdout).expect("utf-8 manifests");
+        let rendered = String::from_utf8(run_ok(&mut template).stdout).expect("utf-8 manifests");
         check_manifests(&dir, label, &rendered);
         let ds = &by_kind(&rendered)["DaemonSet/vigil"];
         check_runtime_mounts(label, &ds["spec"]["template"], ALL_RUNTIMES);
@@ -159,7 +144,7 @@ fn helm_chart_lints_and_renders_a_configuration_vigil_loads() {
                 &format!("containerRuntimes.{other}={}", other == key),
             ]);
         }
-        let rendered = String::from_utf8(run(&mut template).stdout).expect("utf-8 manifests");
+        let rendered = String::from_utf8(run_ok(&mut template).stdout).expect("utf-8 manifests");
         let ds = &by_kind(&rendered)["DaemonSet/vigil"];
         check_runtime_mounts(&format!("{key} only"), &ds["spec"]["template"], &[runtime]);
     }
@@ -242,6 +227,7 @@ fn check_runtime_mounts(label: &str, pod: &Value, runtimes: &[&str]) {
 /// The plain manifest `deploy/kubernetes/vigil.yaml` mounts what the chart's defaults do.
 #[test]
 fn kubernetes_manifest_mounts_what_the_metadata_reader_reads() {
+    let _host = host::shared();
     let text = fs::read_to_string(root().join("deploy/kubernetes/vigil.yaml")).expect("manifest");
     let m = by_kind(&text);
     let ds = m

@@ -5,32 +5,21 @@
 //! a rule on `user.name` at the exec of a setuid program alerts with the new user; a start
 //! as an unprivileged user prints the one-line warning and the workload keeps
 //! `no_new_privs`.
-#![allow(clippy::print_stderr)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-#[path = "support/live.rs"]
-mod live;
-use live::{missing_requirement, nix_is_root, strict, Watch, LIVE};
+use crate::support::host;
+use crate::support::live::{missing_requirement, Watch, LIVE};
+use crate::support::{is_root, skip, text, VIGIL};
 
-const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 const SETPRIV: &str = "/usr/bin/setpriv";
 /// `setpriv` arguments that make the rest run as `nobody`.
 const AS_NOBODY: &[&str] = &[SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups"];
 /// The start-up warning of an unprivileged `vigil run`.
 const WARNING: &str = "setuid and setgid programs and file capabilities will not gain privileges";
-
-fn skip(test: &str, why: &str) {
-    assert!(!strict(), "{test}: VIGIL_TEST_STRICT=1 but {why}");
-    eprintln!("skipping {test}: {why}");
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// A directory (mode 0755, so `nobody` can reach its programs) removed when dropped.
 struct Scratch(PathBuf);
@@ -53,7 +42,7 @@ impl Drop for Scratch {
 
 /// Root with the capabilities the privileged path needs, and `setpriv`; else why not.
 fn requirement() -> Option<String> {
-    if !nix_is_root() {
+    if !is_root() {
         return Some("not root".into());
     }
     if !Path::new(SETPRIV).exists() {
@@ -122,6 +111,7 @@ fn assert_same(argv: &[&str]) -> String {
 
 #[test]
 fn setuid_and_setgid_programs_run_as_natively() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "setuid_and_setgid_programs_run_as_natively";
     if let Some(why) = requirement() {
         return skip(TEST, &why);
@@ -165,6 +155,7 @@ impl Drop for SudoersDropIn {
 
 #[test]
 fn sudo_runs_as_natively() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "sudo_runs_as_natively";
     if let Some(why) = requirement() {
         return skip(TEST, &why);
@@ -195,6 +186,7 @@ const SETUID_RULE: &str = "- rule: Setuid Program Ran\n  desc: test\n  \
 
 #[test]
 fn user_name_after_a_setuid_exec_is_the_new_user() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "user_name_after_a_setuid_exec_is_the_new_user";
     if let Some(why) = requirement() {
         return skip(TEST, &why);
@@ -231,6 +223,7 @@ fn user_name_after_a_setuid_exec_is_the_new_user() {
 
 #[test]
 fn unprivileged_start_warns_and_keeps_no_new_privs() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "unprivileged_start_warns_and_keeps_no_new_privs";
     if let Some(why) = requirement() {
         return skip(TEST, &why);
@@ -260,6 +253,7 @@ fn unprivileged_start_warns_and_keeps_no_new_privs() {
 
 #[test]
 fn user_name_after_a_setuid_exec_is_the_new_user_under_watch() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "user_name_after_a_setuid_exec_is_the_new_user_under_watch";
     if let Some(why) = requirement().or_else(missing_requirement) {
         return skip(TEST, &why);

@@ -15,7 +15,6 @@
 //! the variable) or `target/<arch>-unknown-linux-gnu/release/vigil`. The test does not build it
 //! (a release build takes minutes): when it is missing the tests skip, or fail under
 //! `VIGIL_TEST_STRICT=1`. A stale binary is tested as it is: run `make static` after changes.
-#![allow(clippy::print_stderr)]
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -26,18 +25,12 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::support::host;
+use crate::support::{is_root, skip, text, workspace};
 use serde_json::{json, Value};
-
-#[path = "support/live.rs"]
-mod live;
-use live::{nix_is_root, strict};
 
 /// How long one container may run (`vigil watch` loads and attaches its programs first).
 const CONTAINER_WAIT: Duration = Duration::from_secs(300);
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn static_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("VIGIL_STATIC_BIN") {
@@ -49,16 +42,6 @@ fn static_binary() -> PathBuf {
     target
         .join(format!("{}-unknown-linux-gnu", std::env::consts::ARCH))
         .join("release/vigil")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Skips (prints why) or, in strict mode, fails.
-fn skip(test: &str, why: &str) {
-    assert!(!strict(), "{test}: VIGIL_TEST_STRICT=1 but {why}");
-    eprintln!("skipping {test}: {why}");
 }
 
 /// A directory removed when dropped.
@@ -120,6 +103,7 @@ fn dynamic_needs(elf: &[u8]) -> (Option<String>, usize) {
 
 #[test]
 fn static_binary_needs_no_loader_and_no_shared_library() {
+    let _host = host::shared();
     let bin = static_binary();
     if !bin.is_file() {
         skip(
@@ -162,7 +146,7 @@ fn image() -> &'static Result<Image, String> {
 }
 
 fn build_image() -> Result<Image, String> {
-    if !nix_is_root() {
+    if !is_root() {
         return Err("not root (buildah storage and runc need root)".into());
     }
     let bin = static_binary();
@@ -266,6 +250,7 @@ fn image_for(test: &str) -> Option<&'static Image> {
 
 #[test]
 fn image_holds_only_the_static_vigil_as_its_entrypoint() {
+    let _host = host::shared();
     let Some(image) = image_for("image_holds_only_the_static_vigil") else {
         return;
     };
@@ -491,6 +476,7 @@ fn check_alert(text: &str, what: &str) -> Value {
 
 #[test]
 fn vigil_run_traces_a_workload_as_an_unprivileged_user_in_the_image() {
+    let _host = host::shared();
     let test = "vigil_run_in_the_image";
     let Some(image) = image_for(test) else {
         return;
@@ -599,6 +585,7 @@ fn post_receiver() -> (u16, mpsc::Receiver<String>) {
 /// Kubernetes service name is known only to the cluster DNS).
 #[test]
 fn http_output_resolves_a_host_name_through_dns_in_the_image() {
+    let _host = host::shared();
     let test = "http_output_in_the_image";
     let Some(image) = image_for(test) else {
         return;
@@ -660,6 +647,7 @@ fn http_output_resolves_a_host_name_through_dns_in_the_image() {
 
 #[test]
 fn vigil_watch_attaches_in_the_image_with_bpf_capabilities() {
+    let _host = host::shared();
     let test = "vigil_watch_in_the_image";
     let Some(image) = image_for(test) else {
         return;

@@ -20,7 +20,6 @@
 //! test`) and Debian's archive; without them the test prints `skipping …`, and under
 //! `VIGIL_TEST_STRICT=1` it fails. Software emulation (about 10–20 times slower than the host):
 //! the timings in the guest mean nothing, so nothing here measures time.
-#![allow(clippy::print_stderr)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -31,9 +30,9 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use vigil_generator::{Action, Ruleset};
 
-#[path = "support/live.rs"]
-mod live;
-use live::*;
+use crate::support::host;
+use crate::support::live::*;
+use crate::support::{falco_rules, is_root, run_ok, strict, text, workspace, VIGIL};
 
 /// One Debian kernel of the matrix: the suite and the metapackage naming its current image.
 struct Kernel {
@@ -58,17 +57,13 @@ const BULLSEYE: Kernel = Kernel {
     package: "linux-image-amd64",
 };
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn matrix_dir() -> PathBuf {
     workspace().join("target/kernels")
 }
 
 /// Why the matrix cannot run here, if so.
 fn missing() -> Option<String> {
-    if !nix_is_root() {
+    if !is_root() {
         return Some("not root (the guest image copies a root-owned tree)".into());
     }
     if Command::new("qemu-system-x86_64")
@@ -97,18 +92,7 @@ fn skip(test: &str) -> bool {
 }
 
 fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    text(&run_ok(cmd).stdout)
 }
 
 /// The guests' initramfs, built once per run of this binary.
@@ -832,26 +816,31 @@ fn check_kernel(test: &str, kernel: &Kernel) {
 
 #[test]
 fn debian_12_bookworm_6_1() {
+    let _host = host::alone(module_path!());
     check_kernel("debian_12_bookworm_6_1", &BOOKWORM);
 }
 
 #[test]
 fn debian_12_bookworm_6_1_cloud() {
+    let _host = host::alone(module_path!());
     check_kernel("debian_12_bookworm_6_1_cloud", &BOOKWORM_CLOUD);
 }
 
 #[test]
 fn debian_13_trixie_6_12() {
+    let _host = host::alone(module_path!());
     check_kernel("debian_13_trixie_6_12", &TRIXIE);
 }
 
 #[test]
 fn debian_11_bullseye_5_10() {
+    let _host = host::alone(module_path!());
     check_kernel("debian_11_bullseye_5_10", &BULLSEYE);
 }
 
 #[test]
 fn results_parse_into_facts_and_files() {
+    let _host = host::alone(module_path!());
     let block = {
         let mut child = Command::new("sh")
             .args(["-c", "printf 'hello\\n' | gzip -c | base64"])

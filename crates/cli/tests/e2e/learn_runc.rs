@@ -12,21 +12,17 @@
 //! Plus, without root: the `--learn-for` option's effect on the written profile.
 
 // Tests report skips on stderr.
-#![allow(clippy::print_stderr)]
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
 
+use crate::support::host;
+use crate::support::rootfs::runc_missing;
+use crate::support::skip;
+use crate::support::{vigil, VIGIL};
 use serde_json::{json, Value};
 use vigil_generator::runc::{self, ContainerRun, ContainerSpec};
 use vigil_generator::Context;
-
-#[path = "support/live.rs"]
-mod live;
-use live::{nix_is_root, strict};
-
-const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 
 /// The workload: a few programs of the image; with the argument `extra`, one more step (a
 /// `mkdir` in the container's writable `/tmp`) that the learned run never made.
@@ -35,45 +31,6 @@ const SCRIPT: &str = "echo 'learned workload'; cat /etc/debian_version; ls /etc/
 
 /// Where the learning container writes the profile (a bind mount of a host directory).
 const OUT_DIR: &str = "/tmp/out";
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn skip_or_fail(test: &str, reason: &str) {
-    if strict() {
-        panic!("{test}: VIGIL_TEST_STRICT=1 but {reason}");
-    }
-    eprintln!("skipping {test}: {reason}");
-}
-
-/// Builds the root filesystem if it is missing (downloads from the Debian mirror once).
-fn ensure_rootfs(ctx: &Context) -> Result<(), String> {
-    if ctx.rootfs_dir.join("rootfs/etc/debian_version").is_file() {
-        return Ok(());
-    }
-    let script = workspace().join("scripts/mk-rootfs.sh");
-    let status = Command::new("sh")
-        .arg(&script)
-        .arg(&ctx.rootfs_dir)
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{} failed ({status})", script.display()))
-    }
-}
-
-fn requirement(ctx: &Context) -> Option<String> {
-    if !nix_is_root() {
-        return Some("not root (runc containers need root)".into());
-    }
-    if let Err(e) = ensure_rootfs(ctx) {
-        return Some(e);
-    }
-    runc::unavailable(ctx)
-}
 
 /// A host directory removed when dropped.
 struct Scratch(PathBuf);
@@ -145,11 +102,12 @@ fn names(entry: &Value) -> Vec<&str> {
 
 #[test]
 fn profile_learned_in_the_container_runs_it_under_runc_and_denies_the_rest() {
+    let _host = host::shared();
     let test = "profile_learned_in_the_container_runs_it_under_runc_and_denies_the_rest";
     let mut ctx = Context::from_env();
     ctx.exe = PathBuf::from(VIGIL);
-    if let Some(reason) = requirement(&ctx) {
-        skip_or_fail(test, &reason);
+    if let Some(reason) = runc_missing(&ctx) {
+        skip(test, &reason);
         return;
     }
 
@@ -275,12 +233,9 @@ fn profile_learned_in_the_container_runs_it_under_runc_and_denies_the_rest() {
     assert!(!run.output.contains("learned workload"), "{}", run.output);
 }
 
-fn vigil(args: &[&str]) -> Output {
-    Command::new(VIGIL).args(args).output().expect("vigil runs")
-}
-
 #[test]
 fn learn_for_selects_the_runtime_entry() {
+    let _host = host::shared();
     let out = Scratch::new("flag");
     let path = out.0.join("p.json");
     let p = path.to_str().unwrap();
@@ -294,7 +249,7 @@ fn learn_for_selects_the_runtime_entry() {
             "vigil run cannot trace here: {}",
             String::from_utf8_lossy(&run.stderr)
         );
-        skip_or_fail("learn_for_selects_the_runtime_entry", &why);
+        skip("learn_for_selects_the_runtime_entry", &why);
         return;
     }
     // Default: for runc.

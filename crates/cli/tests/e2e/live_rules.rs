@@ -10,16 +10,15 @@
 //! other processes on the machine may trigger the same rules meanwhile.
 
 // Tests report skips and progress on stderr.
-#![allow(clippy::print_stderr)]
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use vigil_generator::{Action, Ruleset};
 
-#[path = "support/live.rs"]
-mod live;
-use live::*;
+use crate::support::host;
+use crate::support::live::*;
+use crate::support::{falco_rules, VIGIL};
 
 /// Starts an agent, proves it sees events (a canary symlink over /etc/shadow must alert), runs
 /// every host action expected to fire a rule of `ruleset` and checks the alerts. Returns the
@@ -96,6 +95,7 @@ fn check_ruleset(ruleset: Ruleset, rules: &[PathBuf]) -> Vec<String> {
 
 #[test]
 fn falco_stable_rules_fire_on_generator_actions() {
+    let _host = host::alone(module_path!());
     if skip_or_fail("falco_stable_rules_fire_on_generator_actions") {
         return;
     }
@@ -106,6 +106,7 @@ fn falco_stable_rules_fire_on_generator_actions() {
 
 #[test]
 fn vigil_default_rules_fire_on_generator_actions() {
+    let _host = host::alone(module_path!());
     if skip_or_fail("vigil_default_rules_fire_on_generator_actions") {
         return;
     }
@@ -116,6 +117,7 @@ fn vigil_default_rules_fire_on_generator_actions() {
 
 #[test]
 fn field_matching_rules() {
+    let _host = host::alone(module_path!());
     // The matcher itself (runs everywhere).
     let alert = serde_json::json!({
         "rule": "R",
@@ -150,6 +152,7 @@ fn field_matching_rules() {
 /// opening it, and the alert's `output_fields` carry the transformed values.
 #[test]
 fn multivalue_transformers_alert_under_watch() {
+    let _host = host::alone(module_path!());
     if skip_or_fail("multivalue_transformers_alert_under_watch") {
         return;
     }
@@ -213,6 +216,7 @@ fn multivalue_transformers_alert_under_watch() {
 /// CPUs (one when it has one); the capture written with `-w` replays to the same CPUs.
 #[test]
 fn evt_cpu_is_the_cpu_the_open_ran_on_live_and_in_replay() {
+    let _host = host::alone(module_path!());
     if skip_or_fail("evt_cpu_is_the_cpu_the_open_ran_on_live_and_in_replay") {
         return;
     }

@@ -18,9 +18,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[path = "support/receiver.rs"]
-mod receiver;
-use receiver::Receiver;
+use crate::support::host;
+use crate::support::receiver::Receiver;
+use crate::support::scratch;
 
 const RULES: &str = r#"
 - rule: Seq tool
@@ -39,14 +39,6 @@ const SEQ_TOOL_LABELS: &[(&str, &str)] = &[
     ("source", "syscall"),
     ("tag_test", "true"),
 ];
-
-/// A scratch directory unique to one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vigil-out-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
 
 fn capture_header() -> String {
     let header = serde_json::json!({"vigil_capture": 1, "hostname": "t", "start_ts": 1_700_000_000_000_000_000u64});
@@ -279,6 +271,7 @@ fn agent_config(extra: &str) -> String {
 
 #[test]
 fn http_outage_of_30s_delivers_every_alert_once_in_order() {
+    let _host = host::shared();
     let dir = scratch("outage");
     let mut receiver = Receiver::start();
     let config = agent_config(&format!(
@@ -352,6 +345,7 @@ fn http_outage_of_30s_delivers_every_alert_once_in_order() {
 
 #[test]
 fn exhausted_spool_budget_is_counted_reported_and_alerted() {
+    let _host = host::shared();
     let dir = scratch("budget");
     // A port nobody listens on.
     let closed = TcpListener::bind("127.0.0.1:0")
@@ -457,6 +451,7 @@ fn mode(path: &Path) -> u32 {
 
 #[test]
 fn kill_9_during_an_outage_loses_no_spooled_alert() {
+    let _host = host::shared();
     // The agent runs with a spool against a receiver that is down, gets every alert into the
     // spool and is killed with SIGKILL; restarted with the receiver up, it delivers all of
     // them, in order, once. Started under umask 000: the spool is 0700 and its files 0600.
@@ -555,6 +550,7 @@ fn kill_9_during_an_outage_loses_no_spooled_alert() {
 
 #[test]
 fn damaged_spool_records_are_counted_and_never_delivered() {
+    let _host = host::shared();
     let dir = scratch("damaged");
     let addr = TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -658,6 +654,7 @@ fn damaged_spool_records_are_counted_and_never_delivered() {
 
 #[test]
 fn stats_file_lines_match_event_counts() {
+    let _host = host::shared();
     let dir = scratch("stats");
     fs::write(dir.join("rules.yaml"), RULES).unwrap();
     let capture = dir.join("capture.jsonl");
@@ -718,6 +715,7 @@ fn file_lines(path: &Path) -> Vec<String> {
 
 #[test]
 fn sigusr1_reopens_files_and_sighup_reloads_rules_and_config() {
+    let _host = host::shared();
     let dir = scratch("signals");
     let out = dir.join("alerts.txt");
     // Reloads by SIGHUP alone: the files rewritten below would reload by themselves too.
@@ -807,6 +805,7 @@ fn stderr_count(agent: &Agent, needle: &str) -> usize {
 
 #[test]
 fn changed_files_reload_rules_and_config_without_a_signal() {
+    let _host = host::shared();
     let dir = scratch("watch-files");
     let out = dir.join("alerts.txt");
     // The alerts file is in the watched directory: writing it must not reload.
@@ -930,6 +929,7 @@ fn replay(dir: &Path, args: &[&str]) -> Vec<String> {
 
 #[test]
 fn falco_output_settings_change_the_alerts() {
+    let _host = host::shared();
     let dir = scratch("settings");
     // Text: time of day, or ISO 8601 with time_format_iso_8601.
     let text = replay(&dir, &[]);
@@ -1009,6 +1009,7 @@ fn falco_output_settings_change_the_alerts() {
 
 #[test]
 fn bad_output_settings_fail_with_the_key_path() {
+    let _host = host::shared();
     let dir = scratch("bad");
     fs::write(dir.join("rules.yaml"), RULES).unwrap();
     let capture = dir.join("capture.jsonl");
@@ -1094,6 +1095,7 @@ impl Silent {
 
 #[test]
 fn http_timeouts_give_up_alerts_after_max_consecutive_timeouts_counted() {
+    let _host = host::shared();
     let dir = scratch("timeouts");
     let silent = Silent::start();
     let snapshots = dir.join("metrics.jsonl");
@@ -1211,6 +1213,7 @@ fn tool(name: &str, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn webserver_ssl_serves_https_only_and_a_bad_certificate_exits_1() {
+    let _host = host::shared();
     let dir = scratch("tls");
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let out = tool(
@@ -1333,6 +1336,7 @@ fn webserver_ssl_serves_https_only_and_a_bad_certificate_exits_1() {
 /// values; the `metrics:` block's flags hide their categories.
 #[test]
 fn metrics_use_falcos_names_with_zero_series_from_the_start() {
+    let _host = host::shared();
     let dir = scratch("falco-names");
     let agent = Agent::start(&dir, &agent_config(""));
     let web = agent.web_addr();

@@ -6,19 +6,19 @@
 //! eBPF and tracefs mounted), ptrace of a child for the `vigil run` file tests, `setpriv`
 //! (util-linux) for the workload that changes user. Missing requirements skip with a reason
 //! and fail under `VIGIL_TEST_STRICT=1`.
-#![allow(clippy::print_stderr)]
 
+use crate::support::host;
+use crate::support::{can_trace, is_root, scratch, skip, text, VIGIL};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 /// How long `vigil watch` may take to load, attach and read `/proc` on a busy machine.
 const START_WAIT: Duration = Duration::from_secs(180);
 /// How long an expected alert, file or message may take.
@@ -40,23 +40,6 @@ static LIVE: Mutex<()> = Mutex::new(());
 
 fn mask(caps: &[u32]) -> u64 {
     caps.iter().fold(0, |m, c| m | (1u64 << c))
-}
-
-fn strict() -> bool {
-    std::env::var("VIGIL_TEST_STRICT").is_ok_and(|v| v == "1")
-}
-
-/// Prints why `test` is skipped, or fails under `VIGIL_TEST_STRICT=1`.
-fn skip(test: &str, why: &str) {
-    assert!(!strict(), "{test}: VIGIL_TEST_STRICT=1 but {why}");
-    eprintln!("skipping {test}: {why}");
-}
-
-fn is_root() -> bool {
-    status_of(Path::new("/proc/self/status"))
-        .get("Uid")
-        .and_then(|v| v.split_whitespace().nth(1).map(|u| u == "0"))
-        .unwrap_or(false)
 }
 
 /// The `Key:\tvalue` lines of a `/proc/.../status` file.
@@ -117,19 +100,6 @@ fn mode(path: &Path) -> u32 {
         & 0o7777
 }
 
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vigil-privs-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    // Readable by a workload that changes to another user.
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod scratch dir");
-    dir
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !done() {
@@ -153,23 +123,6 @@ fn vigil_umask0(args: &[String]) -> Command {
 
 fn s(v: impl AsRef<std::ffi::OsStr>) -> String {
     v.as_ref().to_string_lossy().into_owned()
-}
-
-/// Whether `vigil run` can trace here (skips, or fails under strict, otherwise).
-fn can_trace(test: &str) -> bool {
-    let out = Command::new(VIGIL)
-        .args(["run", "--", "true"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run vigil");
-    if out.status.success() {
-        return true;
-    }
-    skip(
-        test,
-        &format!("vigil run cannot trace: {}", text(&out.stderr)),
-    );
-    false
 }
 
 /// A rule on the open of `path` (any open-family call), with `extra` output fields.
@@ -319,6 +272,7 @@ fn http_get(port: u16, path: &str) -> String {
 
 #[test]
 fn watch_keeps_only_the_documented_capabilities_and_writes_private_files() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "watch_keeps_only_the_documented_capabilities_and_writes_private_files";
     if let Some(why) = watch_missing() {
         skip(TEST, &why);
@@ -440,6 +394,7 @@ fn watch_keeps_only_the_documented_capabilities_and_writes_private_files() {
 
 #[test]
 fn watch_exits_when_the_webserver_port_is_taken_unless_told_to_continue() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "watch_exits_when_the_webserver_port_is_taken_unless_told_to_continue";
     if let Some(why) = watch_missing() {
         skip(TEST, &why);
@@ -495,6 +450,7 @@ fn capture_header() -> String {
 
 #[test]
 fn replay_follow_exits_1_on_a_taken_webserver_port_unless_told_to_continue() {
+    let _host = host::alone(module_path!());
     let dir = scratch("port");
     let capture = dir.join("capture.jsonl");
     fs::write(&capture, capture_header()).unwrap();
@@ -542,6 +498,7 @@ fn replay_follow_exits_1_on_a_taken_webserver_port_unless_told_to_continue() {
 
 #[test]
 fn run_tracer_drops_and_the_workload_keeps_its_privileges() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "run_tracer_drops_and_the_workload_keeps_its_privileges";
     if !is_root() {
         skip(TEST, "not root (the tracer has nothing to drop)");
@@ -622,6 +579,7 @@ fn run_tracer_drops_and_the_workload_keeps_its_privileges() {
 
 #[test]
 fn run_follows_and_signals_a_workload_that_changed_user() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "run_follows_and_signals_a_workload_that_changed_user";
     if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
         skip(TEST, "needs root and /usr/bin/setpriv");
@@ -690,6 +648,7 @@ fn run_follows_and_signals_a_workload_that_changed_user() {
 
 #[test]
 fn run_as_a_user_without_capabilities_only_sets_no_new_privs() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "run_as_a_user_without_capabilities_only_sets_no_new_privs";
     if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
         skip(
@@ -733,6 +692,7 @@ fn run_as_a_user_without_capabilities_only_sets_no_new_privs() {
 
 #[test]
 fn run_refuses_invalid_remote_outputs_before_the_workload_runs() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "run_refuses_invalid_remote_outputs_before_the_workload_runs";
     if !can_trace(TEST) {
         return;
@@ -758,6 +718,7 @@ fn run_refuses_invalid_remote_outputs_before_the_workload_runs() {
 
 #[test]
 fn files_are_owner_only_under_umask_000_and_an_open_one_is_tightened() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "files_are_owner_only_under_umask_000_and_an_open_one_is_tightened";
     if !can_trace(TEST) {
         return;

@@ -9,20 +9,17 @@
 //! - HTTP: a loopback receiver that checks every request against Falcosidekick's input
 //!   contract (`support/receivers.rs`: method, path, content type, each field and its type).
 
-#![allow(clippy::print_stderr)]
-
-#[path = "support/receivers.rs"]
-mod receivers;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use receivers::{
-    contract_violations, replay, rfc3339_nanos, rsyslogd, scratch, severity_of, skip_or_fail,
-    write_capture, Logged, Rsyslog, SidekickReceiver, PRIORITIES,
+use crate::support::host;
+use crate::support::receivers::{
+    contract_violations, replay, rfc3339_nanos, rsyslogd, severity_of, write_capture, Logged,
+    Rsyslog, SidekickReceiver, PRIORITIES,
 };
+use crate::support::{scratch, skip};
 use serde_json::Value;
 
 /// Alerts per test: every priority several times.
@@ -32,7 +29,7 @@ const LOG_WAIT: Duration = Duration::from_secs(60);
 
 fn setup(test: &str) -> std::path::PathBuf {
     let dir = scratch(test);
-    fs::write(dir.join("rules.yaml"), receivers::rules()).expect("write rules");
+    fs::write(dir.join("rules.yaml"), crate::support::receivers::rules()).expect("write rules");
     write_capture(&dir.join("capture.jsonl"), ALERTS);
     dir
 }
@@ -98,9 +95,10 @@ fn through_rsyslog(bin: &Path, dir: &Path, parser_chain: bool, json: bool) -> Ve
 
 #[test]
 fn syslog_alerts_reach_rsyslog_once_at_their_severity_with_the_message_intact() {
+    let _host = host::shared();
     const TEST: &str = "syslog_alerts_reach_rsyslog_once_at_their_severity_with_the_message_intact";
     let Some(bin) = rsyslogd() else {
-        return skip_or_fail(
+        return skip(
             TEST,
             "rsyslogd is not installed (`make deps` installs rsyslog)",
         );
@@ -168,9 +166,10 @@ fn syslog_alerts_reach_rsyslog_once_at_their_severity_with_the_message_intact() 
 /// reads the same header: tag `vigil`, its pid, the alert intact.
 #[test]
 fn rsyslog_parser_chain_reads_the_same_header() {
+    let _host = host::shared();
     const TEST: &str = "rsyslog_parser_chain_reads_the_same_header";
     let Some(bin) = rsyslogd() else {
-        return skip_or_fail(
+        return skip(
             TEST,
             "rsyslogd is not installed (`make deps` installs rsyslog)",
         );
@@ -195,6 +194,7 @@ fn rsyslog_parser_chain_reads_the_same_header() {
 
 #[test]
 fn http_alerts_keep_falcosidekick_input_contract() {
+    let _host = host::shared();
     let dir = setup("http");
     let json = reference(&dir, true);
     let receiver = SidekickReceiver::start();
@@ -218,6 +218,13 @@ fn http_alerts_keep_falcosidekick_input_contract() {
     }
     let requests = receiver.take();
     assert_eq!(requests.len() as u64, ALERTS, "one POST per alert");
+    let connections = receiver
+        .connections
+        .load(std::sync::atomic::Ordering::SeqCst) as u64;
+    assert!(
+        (1..=ALERTS).contains(&connections),
+        "{connections} connections for {ALERTS} POSTs (at most one connection per POST)"
+    );
     let mut got = Vec::new();
     for r in &requests {
         assert!(
@@ -248,6 +255,7 @@ fn http_alerts_keep_falcosidekick_input_contract() {
 /// The contract check itself rejects what Falcosidekick would reject or misread.
 #[test]
 fn falcosidekick_contract_check_catches_broken_requests() {
+    let _host = host::shared();
     let good = serde_json::json!({"output": "x", "priority": "Warning", "rule": "r",
         "time": "2023-11-14T22:13:20.000001000Z", "output_fields": {"proc.name": "sh",
         "evt.num": 3, "fd.name": null}, "source": "syscall", "tags": ["a"], "hostname": "h"});

@@ -28,12 +28,11 @@
 //! embedded rules and requires its expected alert.
 
 // Tests report skips and progress on stderr.
-#![allow(clippy::print_stderr)]
 
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -41,16 +40,13 @@ use serde_json::Value;
 use vigil_generator::runc::{self, ContainerSpec};
 use vigil_generator::Context;
 
-#[path = "support/live.rs"]
-mod live;
-use live::*;
+use crate::support::host;
+use crate::support::live::*;
+use crate::support::rootfs::runc_missing;
+use crate::support::{strict, VIGIL};
 
 /// How many ancestors of each alert's process are appended (pid and `proc.apid[1..=N]`).
 const ANCESTRY: usize = 16;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// The tools the routine needs; the first one missing, if any.
 fn missing_tool() -> Option<String> {
@@ -76,29 +72,10 @@ fn missing_tool() -> Option<String> {
     None
 }
 
-/// Builds the root filesystem if it is missing (downloads from the Debian mirror once).
-fn ensure_rootfs(ctx: &Context) -> Result<(), String> {
-    if ctx.rootfs_dir.join("rootfs/etc/debian_version").is_file() {
-        return Ok(());
-    }
-    let script = workspace().join("scripts/mk-rootfs.sh");
-    let status = Command::new("sh")
-        .arg(&script)
-        .arg(&ctx.rootfs_dir)
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{} failed ({status})", script.display()))
-    }
-}
-
 fn requirement(ctx: &Context) -> Option<String> {
     missing_requirement()
         .or_else(missing_tool)
-        .or_else(|| ensure_rootfs(ctx).err())
-        .or_else(|| runc::unavailable(ctx))
+        .or_else(|| runc_missing(ctx))
 }
 
 /// Removes a directory tree when dropped.
@@ -162,6 +139,7 @@ fn is_canary(alert: &Value, pid: u32) -> bool {
 
 #[test]
 fn routine_admin_activity_raises_no_default_rule_alert() {
+    let _host = host::alone(module_path!());
     let mut ctx = Context::from_env();
     ctx.exe = PathBuf::from(VIGIL);
     if let Some(reason) = requirement(&ctx) {

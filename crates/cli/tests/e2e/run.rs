@@ -5,48 +5,13 @@
 //! Requirements: ptrace of a child process (absent in some sandboxes) and, for the
 //! `/etc/shadow` tests, root (to read the file). Missing requirements skip with a reason and
 //! fail under `VIGIL_TEST_STRICT=1`.
-#![allow(clippy::print_stderr)]
 
+use crate::support::host;
+use crate::support::{can_trace, is_root, scratch, skip, text, vigil, vigil_cmd};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn vigil_cmd() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vigil"));
-    c.stdin(Stdio::null());
-    c
-}
-
-fn vigil(args: &[&str]) -> Output {
-    vigil_cmd().args(args).output().expect("run vigil")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn strict() -> bool {
-    std::env::var("VIGIL_TEST_STRICT").is_ok_and(|v| v == "1")
-}
-
-fn skip(test: &str, why: &str) {
-    assert!(!strict(), "{test}: {why}");
-    eprintln!("skipping {test}: {why}");
-}
-
-/// Whether `vigil run` can trace here; skips (or fails under strict) otherwise.
-fn can_trace(test: &str) -> bool {
-    let out = vigil(&["run", "--", "true"]);
-    if out.status.success() {
-        return true;
-    }
-    skip(
-        test,
-        &format!("vigil run cannot trace: {}", text(&out.stderr)),
-    );
-    false
-}
+use std::process::{Command, Stdio};
 
 /// Counter `key` of the `vigil run --stats` line in `stderr`.
 fn run_stat(stderr: &str, key: &str) -> u64 {
@@ -79,24 +44,6 @@ fn python_under_run(rules: Option<&Path>, py: &str) -> (u64, u64, String) {
     )
 }
 
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .map(|v| v.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vigil-run-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
-
 fn upstream_rules(test: &str) -> Option<PathBuf> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/falco-rules/falco_rules.yaml");
@@ -110,6 +57,7 @@ fn upstream_rules(test: &str) -> Option<PathBuf> {
 
 #[test]
 fn shadow_read_alerts_with_default_and_upstream_rules() {
+    let _host = host::shared();
     if !can_trace("shadow_read") {
         return;
     }
@@ -157,6 +105,7 @@ fn shadow_read_alerts_with_default_and_upstream_rules() {
 
 #[test]
 fn no_alerts_means_a_quiet_vigil() {
+    let _host = host::shared();
     if !can_trace("quiet") {
         return;
     }
@@ -183,6 +132,7 @@ fn without_unprivileged_warning(stderr: &str) -> String {
 
 #[test]
 fn every_memory_access_method_reads_the_arguments() {
+    let _host = host::shared();
     const TEST: &str = "every_memory_access_method_reads_the_arguments";
     if !can_trace(TEST) {
         return;
@@ -230,6 +180,7 @@ fn every_memory_access_method_reads_the_arguments() {
 
 #[test]
 fn unreadable_arguments_raise_the_read_fault_alert() {
+    let _host = host::shared();
     const TEST: &str = "unreadable_arguments_raise_the_read_fault_alert";
     if !can_trace(TEST) {
         return;
@@ -300,6 +251,7 @@ fn fifo_has_reader(path: &Path) -> bool {
 
 #[test]
 fn enforced_open_returns_eperm_and_never_opens_the_file() {
+    let _host = host::shared();
     if !can_trace("enforce") {
         return;
     }
@@ -398,6 +350,7 @@ fn enforced_open_returns_eperm_and_never_opens_the_file() {
 
 #[test]
 fn enforce_selection_and_kill_action() {
+    let _host = host::shared();
     if !can_trace("enforce_kill") {
         return;
     }
@@ -439,6 +392,7 @@ fn enforce_selection_and_kill_action() {
 
 #[test]
 fn learned_profile_applies_and_refuses_other_syscalls() {
+    let _host = host::shared();
     if !can_trace("learn") {
         return;
     }
@@ -496,6 +450,7 @@ fn learned_profile_applies_and_refuses_other_syscalls() {
 
 #[test]
 fn capture_replays_to_the_same_alerts() {
+    let _host = host::shared();
     if !can_trace("capture") {
         return;
     }
@@ -543,6 +498,7 @@ fn capture_replays_to_the_same_alerts() {
 
 #[test]
 fn workload_that_cannot_start() {
+    let _host = host::shared();
     if !can_trace("no_such_program") {
         return;
     }
@@ -555,6 +511,7 @@ fn workload_that_cannot_start() {
 
 #[test]
 fn notify_mechanism_blocks_and_leaves_ptrace_to_the_workload() {
+    let _host = host::shared();
     if !can_trace("notify") {
         return;
     }
@@ -620,6 +577,7 @@ fn lifecycle(capture: &Path) -> Vec<(String, i64, i64, serde_json::Value)> {
 
 #[test]
 fn notify_mechanism_sees_forks_execs_and_exits() {
+    let _host = host::shared();
     const TEST: &str = "notify_mechanism_sees_forks_execs_and_exits";
     if !can_trace(TEST) {
         return;
@@ -679,6 +637,7 @@ fn notify_mechanism_sees_forks_execs_and_exits() {
 
 #[test]
 fn connect_events_carry_both_ends() {
+    let _host = host::shared();
     if !can_trace("connect") {
         return;
     }
@@ -715,6 +674,7 @@ fn connect_events_carry_both_ends() {
 
 #[test]
 fn descriptors_reused_by_untraced_calls_are_not_misnamed() {
+    let _host = host::shared();
     if !can_trace("stale_fd") {
         return;
     }
@@ -758,6 +718,7 @@ fn descriptors_reused_by_untraced_calls_are_not_misnamed() {
 /// relative to it still names the right file and alerts.
 #[test]
 fn unneeded_open_exits_are_skipped_and_their_descriptors_learnt() {
+    let _host = host::shared();
     if !can_trace("skip_exits") {
         return;
     }
@@ -810,6 +771,7 @@ fn unneeded_open_exits_are_skipped_and_their_descriptors_learnt() {
 
 #[test]
 fn alerts_can_go_to_a_file() {
+    let _host = host::shared();
     if !can_trace("alerts_file") {
         return;
     }
@@ -844,6 +806,7 @@ fn alerts_can_go_to_a_file() {
 
 #[test]
 fn enforced_exec_is_refused_before_the_new_image_runs() {
+    let _host = host::shared();
     if !can_trace("enforce_exec") {
         return;
     }
@@ -918,6 +881,7 @@ fn one_post_receiver() -> (u16, std::sync::mpsc::Receiver<String>) {
 
 #[test]
 fn alerts_also_reach_the_configured_http_output() {
+    let _host = host::shared();
     if !can_trace("http_output") {
         return;
     }
@@ -964,6 +928,7 @@ fn alerts_also_reach_the_configured_http_output() {
 /// redirection still alerts.
 #[test]
 fn dup2_onto_other_descriptors_never_stops() {
+    let _host = host::shared();
     if !can_trace("dup2_filter") {
         return;
     }
@@ -1000,6 +965,7 @@ fn dup2_onto_other_descriptors_never_stops() {
 /// process (its name and parent, not `<NA>`).
 #[test]
 fn children_are_known_before_their_first_event() {
+    let _host = host::shared();
     if !can_trace("fork_order") {
         return;
     }
@@ -1053,6 +1019,7 @@ fn children_are_known_before_their_first_event() {
 /// keeps its entry stop, which is what tells it from `execve`.
 #[test]
 fn successful_execs_need_no_entry_stop() {
+    let _host = host::shared();
     if !can_trace("exec_entry") {
         return;
     }
@@ -1119,6 +1086,7 @@ fn successful_execs_need_no_entry_stop() {
 /// removal still alert.
 #[test]
 fn unneeded_dup2_and_unlink_exits_are_skipped() {
+    let _host = host::shared();
     if !can_trace("skip_dup_unlink") {
         return;
     }
@@ -1163,6 +1131,7 @@ fn unneeded_dup2_and_unlink_exits_are_skipped() {
 /// the namespace's own id; elsewhere it is the global pid.
 #[test]
 fn children_in_other_pid_namespaces_get_their_own_ids() {
+    let _host = host::shared();
     if !can_trace("pidns") {
         return;
     }
@@ -1260,6 +1229,7 @@ const MULTIVALUE_RULES: &str = r#"- rule: Multivalue open
 
 #[test]
 fn multivalue_transformers_match_live_and_in_replay() {
+    let _host = host::shared();
     if !can_trace("multivalue") {
         return;
     }
@@ -1321,6 +1291,7 @@ fn multivalue_transformers_match_live_and_in_replay() {
 /// dup'ed onto a closed stdin still alerts, and a socket dup'ed elsewhere does not.
 #[test]
 fn dup_exits_are_decided_at_entry() {
+    let _host = host::shared();
     if !can_trace("dup_entry") {
         return;
     }
@@ -1386,6 +1357,7 @@ fn dup_exits_are_decided_at_entry() {
 /// argument (`evt.arg.exe`) keeps every exit.
 #[test]
 fn failed_exec_exits_are_decided_at_entry() {
+    let _host = host::shared();
     if !can_trace("exec_exit") {
         return;
     }
@@ -1464,6 +1436,7 @@ fn failed_exec_exits_are_decided_at_entry() {
 /// open stops again.
 #[test]
 fn read_only_opens_never_stop_for_write_only_rules() {
+    let _host = host::shared();
     if !can_trace("open_write") {
         return;
     }
@@ -1541,6 +1514,7 @@ fn read_only_opens_never_stop_for_write_only_rules() {
 /// alerts, oriented client → server (the listening port is the server's).
 #[test]
 fn accepted_socket_redirection_alerts() {
+    let _host = host::shared();
     if !can_trace("accepted_socket") {
         return;
     }
@@ -1576,6 +1550,7 @@ fn accepted_socket_redirection_alerts() {
 /// and after an exec still resolve to the right file.
 #[test]
 fn working_directory_changes_take_no_exit_stop() {
+    let _host = host::shared();
     if !can_trace("cwd_exit") {
         return;
     }
@@ -1636,6 +1611,7 @@ fn working_directory_changes_take_no_exit_stop() {
 /// `tests/generate_run.rs` checks the alerts from inside a runc container).
 #[test]
 fn container_rules_stop_only_in_processes_that_enter_new_namespaces() {
+    let _host = host::shared();
     let test = "container_rules_stop_only_in_processes_that_enter_new_namespaces";
     if !can_trace(test) {
         return;

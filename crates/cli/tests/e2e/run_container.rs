@@ -20,20 +20,15 @@
 //! - a profile that refuses `ptrace` itself: `vigil run` says so in one line and runs the
 //!   workload under seccomp user notification, which alerts (memory read through
 //!   `/proc/PID/mem`); with `--mechanism ptrace` it exits with one line instead.
-#![allow(clippy::print_stderr)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
+use crate::support::host;
+use crate::support::rootfs::runc_missing;
+use crate::support::{skip, VIGIL};
 use serde_json::{json, Value};
 use vigil_generator::runc::{self, ContainerRun, ContainerSpec};
 use vigil_generator::Context;
-
-#[path = "support/live.rs"]
-mod live;
-use live::{nix_is_root, strict};
-
-const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 
 /// Docker's default capabilities (moby `oci/caps/defaults.go`).
 const DOCKER_CAPS: &[&str] = &[
@@ -56,44 +51,9 @@ const DOCKER_CAPS: &[&str] = &[
 /// The `shadow` group of Debian's base passwd (`/etc/group`): may read `/etc/shadow`.
 const SHADOW_GID: u32 = 42;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn skip(test: &str, why: &str) {
-    assert!(!strict(), "{test}: VIGIL_TEST_STRICT=1 but {why}");
-    eprintln!("skipping {test}: {why}");
-}
-
-/// Builds the root filesystem if it is missing (downloads from the Debian mirror once).
-fn ensure_rootfs(ctx: &Context) -> Result<(), String> {
-    if ctx.rootfs_dir.join("rootfs/etc/debian_version").is_file() {
-        return Ok(());
-    }
-    let script = workspace().join("scripts/mk-rootfs.sh");
-    let status = Command::new("sh")
-        .arg(&script)
-        .arg(&ctx.rootfs_dir)
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{} failed ({status})", script.display()))
-    }
-}
-
 fn context(test: &str) -> Option<Context> {
-    if !nix_is_root() {
-        skip(test, "not root (runc containers need root)");
-        return None;
-    }
     let ctx = Context::from_env();
-    if let Err(e) = ensure_rootfs(&ctx) {
-        skip(test, &e);
-        return None;
-    }
-    if let Some(why) = runc::unavailable(&ctx) {
+    if let Some(why) = runc_missing(&ctx) {
         skip(test, &why);
         return None;
     }
@@ -208,6 +168,7 @@ fn assert_alerts_with(what: &str, run: &ContainerRun, method: &str, extra: &[&st
 
 #[test]
 fn alerts_without_added_capabilities_under_dockers_profile() {
+    let _host = host::shared();
     const TEST: &str = "alerts_without_added_capabilities_under_dockers_profile";
     let Some(ctx) = context(TEST) else {
         return;
@@ -255,6 +216,7 @@ fn alerts_without_added_capabilities_under_dockers_profile() {
 
 #[test]
 fn takes_process_vm_readv_where_it_is_allowed() {
+    let _host = host::shared();
     const TEST: &str = "takes_process_vm_readv_where_it_is_allowed";
     let Some(ctx) = context(TEST) else {
         return;
@@ -276,6 +238,7 @@ fn takes_process_vm_readv_where_it_is_allowed() {
 
 #[test]
 fn exits_before_the_workload_when_no_read_works() {
+    let _host = host::shared();
     const TEST: &str = "exits_before_the_workload_when_no_read_works";
     let Some(ctx) = context(TEST) else {
         return;
@@ -319,6 +282,7 @@ fn exits_before_the_workload_when_no_read_works() {
 
 #[test]
 fn falls_back_to_user_notification_where_ptrace_is_refused() {
+    let _host = host::shared();
     const TEST: &str = "falls_back_to_user_notification_where_ptrace_is_refused";
     let Some(ctx) = context(TEST) else {
         return;
@@ -369,6 +333,7 @@ fn falls_back_to_user_notification_where_ptrace_is_refused() {
 
 #[test]
 fn reads_through_ptrace_when_the_workload_changed_user() {
+    let _host = host::shared();
     const TEST: &str = "reads_through_ptrace_when_the_workload_changed_user";
     let Some(ctx) = context(TEST) else {
         return;

@@ -4,32 +4,18 @@
 //! outage with a spool. `vigil run` needs no root; where ptrace is not allowed the tests skip
 //! with a printed reason, and fail under `VIGIL_TEST_STRICT=1`.
 // Tests print why they skip.
-#![allow(clippy::print_stderr)]
 
 use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use vigil_generator::UnderRun;
 
-#[path = "support/receiver.rs"]
-mod receiver;
-use receiver::Receiver;
-#[path = "support/traced.rs"]
-mod traced;
-use traced::{can_trace, is_root};
-
-const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
-
-fn scratch(test: &str) -> PathBuf {
-    traced::scratch("run-outputs", test)
-}
-
-fn falco_rules() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/falco-rules/falco_rules.yaml")
-}
+use crate::support::host;
+use crate::support::receiver::Receiver;
+use crate::support::{can_trace, falco_rules, is_root, scratch, VIGIL};
 
 /// A rule on opening files whose name starts with `prefix`, printing the file name.
 fn open_rule(prefix: &Path) -> String {
@@ -52,6 +38,7 @@ fn json_lines(text: &str) -> Vec<Value> {
 /// alerts to the test that caused them.
 #[test]
 fn generator_actions_reach_http_with_append_output_extra_fields() {
+    let _host = host::shared();
     const TEST: &str = "generator_actions_reach_http_with_append_output_extra_fields";
     if !can_trace(TEST) {
         return;
@@ -158,6 +145,7 @@ fn sample(metrics: &str, name: &str) -> f64 {
 /// workload runs, where events in = processed + dropped.
 #[test]
 fn every_output_kind_stats_file_and_metrics_under_run() {
+    let _host = host::shared();
     const TEST: &str = "every_output_kind_stats_file_and_metrics_under_run";
     if !can_trace(TEST) {
         return;
@@ -295,6 +283,7 @@ fn every_output_kind_stats_file_and_metrics_under_run() {
 /// alert arrives once it is back, in order, and nothing is counted lost.
 #[test]
 fn http_outage_of_30s_under_run_loses_nothing_with_a_spool() {
+    let _host = host::shared();
     const TEST: &str = "http_outage_of_30s_under_run_loses_nothing_with_a_spool";
     if !can_trace(TEST) {
         return;
@@ -368,6 +357,7 @@ fn http_outage_of_30s_under_run_loses_nothing_with_a_spool() {
 /// As root on a host (the workload may start containers of its own) nothing is folded.
 #[test]
 fn rules_that_cannot_match_the_workload_cost_no_stop() {
+    let _host = host::shared();
     const TEST: &str = "rules_that_cannot_match_the_workload_cost_no_stop";
     if !can_trace(TEST) {
         return;
@@ -461,6 +451,7 @@ fn rules_that_cannot_match_the_workload_cost_no_stop() {
 /// workload sleeping 0.1 s (the wake-up goes to the tracer, never to the workload).
 #[test]
 fn housekeeping_runs_while_the_workload_is_idle() {
+    let _host = host::shared();
     if !can_trace("idle_housekeeping") {
         return;
     }

@@ -6,19 +6,15 @@
 //!
 //! Requirements: ptrace of a child process (absent in some sandboxes). A missing requirement
 //! skips with a reason and fails under `VIGIL_TEST_STRICT=1`.
-#![allow(clippy::print_stderr)]
 
-#[path = "support/traced.rs"]
-mod traced;
-
+use crate::support::host;
+use crate::support::{can_trace, scratch, vigil_cmd};
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use traced::{can_trace, vigil_cmd};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -80,10 +76,11 @@ impl Drop for Running {
 
 #[test]
 fn a_saved_rules_file_reloads_under_run() {
+    let _host = host::shared();
     if !can_trace("run_reload") {
         return;
     }
-    let dir = traced::scratch("run-reload", "rules");
+    let dir = scratch("rules");
     fs::write(dir.join("a.marker"), "a\n").unwrap();
     fs::write(dir.join("b.marker"), "b\n").unwrap();
     let rules = dir.join("rules.yaml");
@@ -233,10 +230,11 @@ fn alert_lines(path: &Path, needle: &str) -> Vec<(usize, String)> {
 /// rule's opens and let the new rule's through.
 #[test]
 fn enforcement_follows_reloaded_rules() {
+    let _host = host::shared();
     if !can_trace("run_reload_enforce") {
         return;
     }
-    let dir = traced::scratch("run-reload", "enforce");
+    let dir = scratch("enforce");
     fs::write(dir.join("a.marker"), "a\n").unwrap();
     fs::write(dir.join("b.marker"), "b\n").unwrap();
     let rules = dir.join("rules.yaml");

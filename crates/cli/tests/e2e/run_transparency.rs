@@ -5,44 +5,14 @@
 //! Requirements: ptrace of a child; `gcc`/`make` for the C tests, `python3`, `go` for the Go
 //! test. Missing tools skip with a reason (fail under `VIGIL_TEST_STRICT=1`, except `go`,
 //! which is optional by design).
-#![allow(clippy::print_stderr)]
 
+use crate::support::host;
+use crate::support::{can_trace, scratch, skip, text, vigil_cmd};
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitStatus, Output, Stdio};
-
-fn vigil_cmd() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vigil"));
-    c.stdin(Stdio::null());
-    c
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn strict() -> bool {
-    std::env::var("VIGIL_TEST_STRICT").is_ok_and(|v| v == "1")
-}
-
-fn skip(test: &str, why: &str) {
-    assert!(!strict(), "{test}: {why}");
-    eprintln!("skipping {test}: {why}");
-}
-
-fn can_trace(test: &str) -> bool {
-    let out = vigil_cmd().args(["run", "--", "true"]).output().unwrap();
-    if out.status.success() {
-        return true;
-    }
-    skip(
-        test,
-        &format!("vigil run cannot trace: {}", text(&out.stderr)),
-    );
-    false
-}
 
 fn have(tool: &str) -> bool {
     Command::new("sh")
@@ -50,13 +20,6 @@ fn have(tool: &str) -> bool {
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vigil-tr-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
 }
 
 /// How a process ended: `(exit code, killing signal)`.
@@ -112,6 +75,7 @@ fn same(test: &str, argv: &[&str], dir: &Path, sort: bool) -> Output {
 
 #[test]
 fn exit_codes_and_death_by_signal() {
+    let _host = host::shared();
     if !can_trace("exit_codes") {
         return;
     }
@@ -133,6 +97,7 @@ fn exit_codes_and_death_by_signal() {
 
 #[test]
 fn multithreaded_programs() {
+    let _host = host::shared();
     if !can_trace("threads") {
         return;
     }
@@ -180,6 +145,7 @@ fn multithreaded_programs() {
 
 #[test]
 fn shell_pipeline_with_job_control() {
+    let _host = host::shared();
     if !can_trace("job_control") {
         return;
     }
@@ -213,6 +179,7 @@ fn shell_pipeline_with_job_control() {
 
 #[test]
 fn make_j2_of_a_small_c_project() {
+    let _host = host::shared();
     if !can_trace("make") {
         return;
     }
@@ -261,6 +228,7 @@ fn make_j2_of_a_small_c_project() {
 
 #[test]
 fn python_subprocess_signals_and_posix_spawn() {
+    let _host = host::shared();
     if !can_trace("python") {
         return;
     }
@@ -291,6 +259,7 @@ fn python_subprocess_signals_and_posix_spawn() {
 
 #[test]
 fn orphaned_grandchildren_are_waited_for() {
+    let _host = host::shared();
     if !can_trace("orphans") {
         return;
     }
@@ -309,6 +278,7 @@ fn orphaned_grandchildren_are_waited_for() {
 
 #[test]
 fn go_binary() {
+    let _host = host::shared();
     if !can_trace("go") {
         return;
     }
@@ -365,6 +335,7 @@ fn spawn_ready(script: &str) -> (std::process::Child, BufReader<std::process::Ch
 
 #[test]
 fn signals_sent_to_vigil_reach_the_workload() {
+    let _host = host::shared();
     if !can_trace("forwarding") {
         return;
     }
@@ -414,6 +385,7 @@ fn proc_state(pid: u32) -> Option<char> {
 
 #[test]
 fn tracer_death_kills_the_workload() {
+    let _host = host::shared();
     if !can_trace("tracer_death") {
         return;
     }
@@ -440,6 +412,7 @@ fn tracer_death_kills_the_workload() {
 
 #[test]
 fn workloads_that_use_ptrace_get_eperm() {
+    let _host = host::shared();
     if !can_trace("ptrace_workload") {
         return;
     }
@@ -461,6 +434,7 @@ fn workloads_that_use_ptrace_get_eperm() {
 
 #[test]
 fn stopping_and_continuing_the_whole_job() {
+    let _host = host::shared();
     if !can_trace("job_stop") {
         return;
     }

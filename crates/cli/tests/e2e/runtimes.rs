@@ -23,7 +23,6 @@
 //! `RepoDigests`, so the field must be `<NA>`, as `docker inspect` has none).
 
 // Tests report skips and progress on stderr.
-#![allow(clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -31,11 +30,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-#[path = "support/live.rs"]
-mod live;
-use live::{missing_requirement, strict, Watch, LIVE};
-#[path = "support/receiver.rs"]
-mod receiver;
+use crate::support::host;
+use crate::support::live::{missing_requirement, Watch, LIVE};
+use crate::support::receiver::Receiver;
+use crate::support::{falco_rules, free_port, strict};
 
 const OCI_IMAGE: &str = "localhost/vigiltest/bb:1.0";
 const PAUSE_IMAGE: &str = "localhost/vigiltest/pause:1.0";
@@ -561,6 +559,7 @@ fn repo_tag(image: &str) -> (String, String) {
 
 #[test]
 fn docker_fields_match_docker_inspect_across_daemon_restarts_and_roots() {
+    let _host = host::alone(module_path!());
     if let Some(reason) = docker_requirement() {
         if strict() {
             panic!("docker test: VIGIL_TEST_STRICT=1 but {reason}");
@@ -892,6 +891,7 @@ fn check_pod(
 
 #[test]
 fn cri_pod_fields_match_crictl_inspect_across_a_containerd_restart() {
+    let _host = host::alone(module_path!());
     if let Some(reason) = cri_requirement() {
         if strict() {
             panic!("CRI test: VIGIL_TEST_STRICT=1 but {reason}");
@@ -955,6 +955,7 @@ fn cri_pod_fields_match_crictl_inspect_across_a_containerd_restart() {
 
 #[test]
 fn podman_fields_match_podman_inspect() {
+    let _host = host::alone(module_path!());
     let requirement = missing_requirement().or_else(|| {
         ["podman", "busybox", "tar", "date"]
             .into_iter()
@@ -1104,7 +1105,7 @@ fn metric(body: &str, family: &str) -> Option<f64> {
 
 /// The agent's `/metrics`.
 fn scrape(port: u16) -> String {
-    live::http_get(port, "/metrics").expect("/metrics answers")
+    crate::support::live::http_get(port, "/metrics").expect("/metrics answers")
 }
 
 /// Runs `count` short-lived containers (`docker run --rm … true`), `parallel` at a time.
@@ -1134,6 +1135,7 @@ fn churn(daemon: &Dockerd, count: usize, parallel: usize) -> Vec<String> {
 /// counted as dropped. Containers/s, RSS and drops are printed (BENCHMARKS.md), not asserted.
 #[test]
 fn docker_churn_soak() {
+    let _host = host::alone(module_path!());
     if let Some(reason) = docker_requirement() {
         if strict() {
             panic!("churn test: VIGIL_TEST_STRICT=1 but {reason}");
@@ -1149,10 +1151,10 @@ fn docker_churn_soak() {
     let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("churn");
     let rootfs = busybox_rootfs(&dir);
-    let port = live::free_port();
+    let port = free_port();
     let watch = Watch::start_with_args(&[
         "-r".into(),
-        live::falco_rules().into_os_string(),
+        falco_rules().into_os_string(),
         "-o".into(),
         "webserver.enabled=true".into(),
         "-o".into(),
@@ -1332,6 +1334,7 @@ fn shadow_alert(bodies: &[String]) -> Result<Value, String> {
 /// exit code is the workload's.
 #[test]
 fn vigil_run_as_docker_entrypoint_posts_alerts_and_keeps_the_exit_code() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "vigil_run_as_docker_entrypoint_posts_alerts_and_keeps_the_exit_code";
     if let Some(reason) = docker_requirement().or_else(entrypoint_requirement) {
         assert!(!strict(), "{TEST}: VIGIL_TEST_STRICT=1 but {reason}");
@@ -1341,7 +1344,7 @@ fn vigil_run_as_docker_entrypoint_posts_alerts_and_keeps_the_exit_code() {
     let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("entry-docker");
     let rootfs = vigil_rootfs(&dir);
-    let receiver = receiver::Receiver::start();
+    let receiver = Receiver::start();
     let daemon = Dockerd::start(None, dir.join("dockerd.log"));
     let image = "vigiltest/vigil-run:1.0";
     daemon.import_as(&rootfs, image);
@@ -1403,6 +1406,7 @@ fn vigil_run_as_docker_entrypoint_posts_alerts_and_keeps_the_exit_code() {
 /// workload's.
 #[test]
 fn vigil_run_as_cri_pod_entrypoint_posts_alerts_and_keeps_the_exit_code() {
+    let _host = host::alone(module_path!());
     const TEST: &str = "vigil_run_as_cri_pod_entrypoint_posts_alerts_and_keeps_the_exit_code";
     if let Some(reason) = cri_requirement().or_else(entrypoint_requirement) {
         assert!(!strict(), "{TEST}: VIGIL_TEST_STRICT=1 but {reason}");
@@ -1417,7 +1421,7 @@ fn vigil_run_as_cri_pod_entrypoint_posts_alerts_and_keeps_the_exit_code() {
     let (image, pause) = oci_archives(&dir, &rootfs, &pause_rootfs).expect("test images");
     let config = dir.join("containerd.toml");
     std::fs::write(&config, CONTAINERD_CONFIG).unwrap();
-    let receiver = receiver::Receiver::start();
+    let receiver = Receiver::start();
     let daemon = Containerd::start(&config, &dir.join("containerd.log"));
     for archive in [&image, &pause] {
         run(

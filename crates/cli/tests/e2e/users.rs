@@ -7,7 +7,6 @@
 //! too (guards): the user with `userdel`, the files, the container with `runc delete`.
 
 // Tests report skips on stderr.
-#![allow(clippy::print_stderr)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -18,9 +17,9 @@ use serde_json::Value;
 use vigil_generator::runc::{self, ContainerSpec};
 use vigil_generator::Context;
 
-#[path = "support/live.rs"]
-mod live;
-use live::{skip_or_fail, strict, Watch, LIVE, VIGIL};
+use crate::support::host;
+use crate::support::live::{skip_or_fail, Watch, LIVE};
+use crate::support::{is_root, skip, text, VIGIL};
 
 /// A name and paths no other run uses.
 fn unique() -> String {
@@ -100,10 +99,6 @@ fn id_of(name: &str, flag: &str) -> u32 {
         .unwrap_or_else(|e| panic!("id {flag} {name}: {e}"))
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// Whether `name` is a user of this host's database.
 fn host_has_user(name: &str) -> bool {
     fs::read_to_string("/etc/passwd")
@@ -174,13 +169,9 @@ fn run(argv: &[String]) -> Output {
         .unwrap_or_else(|e| panic!("run {argv:?}: {e}"))
 }
 
-fn skip(test: &str, why: &str) {
-    assert!(!strict(), "{test}: VIGIL_TEST_STRICT=1 but {why}");
-    eprintln!("skipping {test}: {why}");
-}
-
 #[test]
 fn watch_names_a_user_created_after_it_started() {
+    let _host = host::alone(module_path!());
     let test = "watch_names_a_user_created_after_it_started";
     if skip_or_fail(test) {
         return;
@@ -226,8 +217,9 @@ fn watch_names_a_user_created_after_it_started() {
 
 #[test]
 fn run_names_a_user_created_after_it_started() {
+    let _host = host::alone(module_path!());
     let test = "run_names_a_user_created_after_it_started";
-    if !live::nix_is_root() {
+    if !is_root() {
         return skip(test, "not root (useradd and setpriv need root)");
     }
     let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
@@ -300,6 +292,7 @@ const CONTAINER_UID: u32 = 2;
 
 #[test]
 fn watch_names_container_users_from_the_containers_passwd() {
+    let _host = host::alone(module_path!());
     let test = "watch_names_container_users_from_the_containers_passwd";
     let ctx = {
         let mut ctx = Context::from_env();

@@ -3,40 +3,21 @@
 //! with `-w` replays to the same alert. Not root / no eBPF → prints `skipping …` and passes,
 //! unless `VIGIL_TEST_STRICT=1`, where it fails.
 // Tests print why they skip.
-#![allow(clippy::print_stderr)]
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-#[path = "support/live.rs"]
-mod live;
-use live::{free_port, http_get};
-
-const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
-
-fn falco_rules() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/falco-rules/falco_rules.yaml")
-}
+use crate::support::host;
+use crate::support::live::http_get;
+use crate::support::{falco_rules, free_port, is_root, VIGIL};
 
 fn skip_or_fail(reason: &str) {
     if std::env::var("VIGIL_TEST_STRICT").as_deref() == Ok("1") {
         panic!("VIGIL_TEST_STRICT=1 and `vigil watch` cannot run: {reason}");
     }
     eprintln!("skipping vigil watch test: {reason}");
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .map(|v| v.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 /// The `Read sensitive file untrusted` alert of `cat /etc/shadow` among JSON lines.
@@ -52,6 +33,7 @@ fn shadow_alert(stdout: &str) -> Option<serde_json::Value> {
 
 #[test]
 fn watch_alerts_on_a_sensitive_read_and_its_capture_replays_the_same() {
+    let _host = host::alone(module_path!());
     if !is_root() {
         skip_or_fail("not root");
         return;
@@ -180,6 +162,7 @@ fn watch_alerts_on_a_sensitive_read_and_its_capture_replays_the_same() {
 
 #[test]
 fn watch_help_lists_the_stable_flags() {
+    let _host = host::alone(module_path!());
     let out = Command::new(VIGIL)
         .args(["watch", "--help"])
         .output()
@@ -201,6 +184,7 @@ fn watch_help_lists_the_stable_flags() {
 
 #[test]
 fn watch_without_privileges_names_what_is_missing() {
+    let _host = host::alone(module_path!());
     // Run as `nobody` through setpriv (needs root to drop to it, and util-linux).
     if !is_root() || !std::path::Path::new("/usr/bin/setpriv").exists() {
         skip_or_fail("needs root and /usr/bin/setpriv to run vigil watch unprivileged");
@@ -228,6 +212,7 @@ fn watch_without_privileges_names_what_is_missing() {
 
 #[test]
 fn watch_stops_after_duration_and_prints_stats() {
+    let _host = host::alone(module_path!());
     if !is_root() {
         skip_or_fail("not root");
         return;
@@ -256,6 +241,7 @@ fn watch_stops_after_duration_and_prints_stats() {
 
 #[test]
 fn watched_syscalls_without_a_tracepoint_are_named_at_start() {
+    let _host = host::alone(module_path!());
     if !is_root() {
         skip_or_fail("not root");
         return;
@@ -296,6 +282,7 @@ fn watched_syscalls_without_a_tracepoint_are_named_at_start() {
 
 #[test]
 fn watch_delivers_through_configured_outputs_metrics_and_stats_file() {
+    let _host = host::alone(module_path!());
     if !is_root() {
         skip_or_fail("not root");
         return;
@@ -449,6 +436,7 @@ fn tracefs_mounts() -> Vec<String> {
 
 #[test]
 fn watch_starts_where_nobody_mounted_tracefs_and_mounts_nothing() {
+    let _host = host::alone(module_path!());
     if !is_root() {
         skip_or_fail("not root");
         return;

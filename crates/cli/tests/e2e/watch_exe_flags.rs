@@ -5,16 +5,15 @@
 //! The overlay is mounted on the host for the test (no container needed). Not root → prints
 //! `skipping …` and passes, unless `VIGIL_TEST_STRICT=1`, where it fails.
 // Tests print why they skip.
-#![allow(clippy::print_stderr)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "support/live.rs"]
-mod live;
-use live::*;
+use crate::support::host;
+use crate::support::live::*;
+use crate::support::strict;
 
 /// An overlay mount (lower, upper, work, merged) removed on drop.
 struct Overlay {
@@ -81,6 +80,7 @@ fn run_as(user: Option<&str>, program: &Path) {
 
 #[test]
 fn exec_events_carry_upper_layer_and_writable_flags() {
+    let _host = host::alone(module_path!());
     if skip_or_fail("exec_events_carry_upper_layer_and_writable_flags") {
         return;
     }

@@ -6,7 +6,6 @@
 //! (checked against `bpftool`). Not root → prints `skipping …` and passes, unless
 //! `VIGIL_TEST_STRICT=1`, where it fails.
 // Tests print why they skip.
-#![allow(clippy::print_stderr)]
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -14,9 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::host;
+use crate::support::{is_root, VIGIL};
 use serde_json::Value;
 
-const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 /// How long `vigil watch` may take to start (rules, attach, `/proc`) on a busy machine.
 const START_WAIT: Duration = Duration::from_secs(180);
 /// How long an expected alert or message may take.
@@ -24,17 +24,6 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// One agent at a time: two captures on a 2-core machine only slow each other down.
 static LIVE: Mutex<()> = Mutex::new(());
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .map(|v| v.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 /// Skips (prints why) or, under `VIGIL_TEST_STRICT=1`, fails.
 fn skip_or_fail(reason: &str) {
@@ -200,6 +189,7 @@ fn file_text(path: &Path) -> String {
 
 #[test]
 fn sighup_reloads_rewritten_rules_without_losing_events_and_sigusr1_reopens_file_output() {
+    let _host = host::alone(module_path!());
     if !is_root() {
         skip_or_fail("not root");
         return;
@@ -406,6 +396,7 @@ fn failure_rules(dir: &Path, with_failure_rule: bool) -> String {
 /// next failed open alerts.
 #[test]
 fn sighup_pushes_which_failed_calls_the_kernel_filters_out() {
+    let _host = host::alone(module_path!());
     if !is_root() {
         skip_or_fail("not root");
         return;
@@ -567,6 +558,7 @@ fn bpf_runs(metrics: &str) -> Vec<(u32, String, String, f64)> {
 
 #[test]
 fn watch_exposes_its_bpf_program_stats_with_libbpf_stats_enabled() {
+    let _host = host::alone(module_path!());
     if !is_root() {
         skip_or_fail("not root");
         return;
@@ -689,6 +681,7 @@ fn watch_exposes_its_bpf_program_stats_with_libbpf_stats_enabled() {
 /// refused with its position and the running rules go on.
 #[test]
 fn a_saved_rules_file_reloads_without_a_signal() {
+    let _host = host::alone(module_path!());
     if !is_root() {
         skip_or_fail("not root");
         return;

@@ -1,11 +1,9 @@
 //! Shared by the live tests (`live_rules.rs`, `container.rs`): a running `vigil watch --json`
 //! whose alerts a reader thread collects, the requirements check (root, `vigil watch`), the
 //! expected output fields of each generator action, alert matching, and loopback HTTP helpers.
-#![allow(dead_code)]
-#![allow(clippy::print_stderr)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -13,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
+use super::{is_root, strict, VIGIL};
 
 /// The `vigil` a [`Watch`] runs: this build's, or `VIGIL_TEST_BIN` (a measured run with the
 /// release binary, e.g. the churn soak of BENCHMARKS.md).
@@ -29,13 +27,9 @@ const START_WAIT: Duration = Duration::from_secs(180);
 /// only slow each other down.
 pub static LIVE: Mutex<()> = Mutex::new(());
 
-pub fn strict() -> bool {
-    std::env::var("VIGIL_TEST_STRICT").is_ok_and(|v| v == "1")
-}
-
 /// `Some(reason)` when live tests cannot run here.
 pub fn missing_requirement() -> Option<String> {
-    if !nix_is_root() {
+    if !is_root() {
         return Some("not root (live capture needs root and eBPF)".into());
     }
     let help = Command::new(VIGIL).args(["watch", "--help"]).output();
@@ -43,18 +37,6 @@ pub fn missing_requirement() -> Option<String> {
         Ok(out) if out.status.success() => None,
         _ => Some("this build of vigil has no `watch` command".into()),
     }
-}
-
-pub fn nix_is_root() -> bool {
-    // The effective uid of this process, from procfs (no libc needed in the test).
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
 }
 
 /// Skips (prints why) or, in strict mode, fails.
@@ -67,10 +49,6 @@ pub fn skip_or_fail(test: &str) -> bool {
             true
         }
     }
-}
-
-pub fn falco_rules() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/falco-rules/falco_rules.yaml")
 }
 
 /// A running `vigil watch --json`, its alerts collected by a reader thread.
@@ -441,12 +419,4 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
     response
         .split_once("\r\n\r\n")
         .map(|(_, body)| body.to_string())
-}
-
-/// A port nobody listens on right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
 }

@@ -1,6 +1,5 @@
 //! A loopback HTTP receiver for output tests: takes every POST's body, answers 200, and can
 //! be taken down (connections refused) and brought back on the same port.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -2,8 +2,6 @@
 //! private configuration (its own socket and log file in a scratch directory, never
 //! `/dev/log`), a loopback HTTP receiver that checks every request against Falcosidekick's
 //! input contract, and a capture whose alerts cover every Falco priority.
-#![allow(dead_code)]
-#![allow(clippy::print_stderr)]
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -18,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
+use super::VIGIL;
 
 /// Falco's priorities, most severe first: index = syslog severity (RFC 5424 section 6.2.1).
 pub const PRIORITIES: [&str; 8] = [
@@ -38,26 +36,6 @@ pub fn severity_of(name: &str) -> u8 {
         .iter()
         .position(|p| *p == name)
         .unwrap_or_else(|| panic!("`{name}` is not one of Falco's priorities")) as u8
-}
-
-pub fn strict() -> bool {
-    std::env::var("VIGIL_TEST_STRICT").is_ok_and(|v| v == "1")
-}
-
-/// Skips (prints why) or, under `VIGIL_TEST_STRICT=1`, fails.
-pub fn skip_or_fail(test: &str, reason: &str) {
-    if strict() {
-        panic!("{test}: VIGIL_TEST_STRICT=1 but {reason}");
-    }
-    eprintln!("skipping {test}: {reason}");
-}
-
-/// A scratch directory unique to one test.
-pub fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vigil-recv-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
 }
 
 /// One rule per Falco priority: rule `Prio <Name>` fires on an execve of `p-<name>`.
