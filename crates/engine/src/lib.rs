@@ -17,6 +17,9 @@ use vigil_rules::eval::EvalCtx;
 use vigil_rules::{LoadOptions, LoadResult, RulesLoader, Ruleset};
 use vigil_state::{State, StateConfig};
 
+/// Benchmark and soak-test input: for this crate's tests, benches and examples through the
+/// `test-support` feature (never in the agent's build).
+#[cfg(any(test, feature = "test-support"))]
 pub mod corpus;
 pub mod kernel_filter;
 

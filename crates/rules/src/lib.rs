@@ -20,6 +20,9 @@ pub mod parser;
 pub mod priority;
 pub mod ruleset;
 pub mod template;
+/// Test fake: for this crate's tests, and for other crates' tests and the fuzz targets
+/// through the `test-support` feature (never in the agent's build).
+#[cfg(any(test, feature = "test-support"))]
 pub mod testcatalog;
 #[cfg(test)]
 mod testutil;

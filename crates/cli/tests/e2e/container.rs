@@ -97,7 +97,7 @@ fn container_actions_alert_with_container_identity() {
             ],
         };
         // Inside the container the agent names the user from the container's own database
-        // (tests/users.rs checks that) and the parent is runc's init or the vigil binary; the
+        // (tests/e2e/users.rs checks that) and the parent is runc's init or the vigil binary; the
         // container identity is what matters here.
         fields.retain(|(k, _)| !matches!(*k, "container.id" | "proc.pname" | "user.name"));
         fields.push(("container.id", M::Eq(short)));

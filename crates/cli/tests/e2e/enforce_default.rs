@@ -141,7 +141,7 @@ fn python() -> &'static str {
 
 #[test]
 fn default_enforce_set_blocks_each_tagged_rule() {
-    let _host = host::shared();
+    let _host = host::alone(module_path!());
     if !can_trace("default_enforce_set_blocks_each_tagged_rule") {
         return;
     }
@@ -238,7 +238,7 @@ fn default_enforce_set_blocks_each_tagged_rule() {
 
 #[test]
 fn routine_workload_runs_unblocked_under_default_enforcement() {
-    let _host = host::shared();
+    let _host = host::alone(module_path!());
     if !can_trace("routine_workload_runs_unblocked_under_default_enforcement") {
         return;
     }

@@ -7,7 +7,7 @@
 //! and once with Vigil's embedded default rules. `vigil run` needs no root, so these tests run
 //! everywhere; actions that need root are skipped with a printed reason when not root, and fail
 //! the test under `VIGIL_TEST_STRICT=1` (CI). Container actions run when runc and the root
-//! filesystem are available (`tests/container.rs` builds it), else they are reported as not
+//! filesystem are available (`tests/e2e/container.rs` builds it), else they are reported as not
 //! checked. Kernel-capture checks (`syscall.KernelModuleLoad` on a kernel without module
 //! support) do not apply: the tracer sees the attempt at syscall entry.
 //!
@@ -114,7 +114,7 @@ fn check_alerts(
     let mut fields = expected_fields(action.name);
     if action.needs_runc() {
         // Container actions: the host action's fields describe a host process; inside, only
-        // the rule and a container identity are checked (tests/container.rs checks the rest).
+        // the rule and a container identity are checked (tests/e2e/container.rs checks the rest).
         fields.clear();
     } else if user != "root" {
         // Not root: the actions run as this user (root-only actions are skipped).
@@ -222,7 +222,7 @@ fn check_ruleset(test: &str, ruleset: Ruleset, rules: &[PathBuf]) -> Vec<String>
 
 #[test]
 fn falco_stable_rules_fire_on_generator_actions_under_vigil_run() {
-    let _host = host::shared();
+    let _host = host::alone(module_path!());
     let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let failures = check_ruleset("falco-under-run", Ruleset::FalcoStable, &[falco_rules()]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -230,7 +230,7 @@ fn falco_stable_rules_fire_on_generator_actions_under_vigil_run() {
 
 #[test]
 fn vigil_default_rules_fire_on_generator_actions_under_vigil_run() {
-    let _host = host::shared();
+    let _host = host::alone(module_path!());
     let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let failures = check_ruleset("vigil-under-run", Ruleset::Vigil, &[]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -240,7 +240,7 @@ fn vigil_default_rules_fire_on_generator_actions_under_vigil_run() {
 /// the documented refusals as run, so it exits 0; the attempts alert.
 #[test]
 fn generate_run_under_vigil_run_counts_documented_refusals() {
-    let _host = host::shared();
+    let _host = host::alone(module_path!());
     let refused: Vec<&Action> = vigil_generator::registry()
         .iter()
         .filter(|a| a.under_run != UnderRun::Same)
@@ -326,7 +326,7 @@ fn generate_run_under_vigil_run_counts_documented_refusals() {
 /// `vigil generate list --json` states every action's expectation under `vigil run`.
 #[test]
 fn list_json_shows_the_expectation_under_vigil_run() {
-    let _host = host::shared();
+    let _host = host::alone(module_path!());
     let out = Command::new(VIGIL)
         .args(["generate", "list", "--json"])
         .output()

@@ -1608,7 +1608,7 @@ fn working_directory_changes_take_no_exit_stop() {
 /// costs nothing in the processes that stay here: they start under a filter without its
 /// syscalls, and a process that enters new namespaces — by `unshare`, or cloned into them —
 /// gets the full filter added before it runs on (a container runtime does one or the other;
-/// `tests/generate_run.rs` checks the alerts from inside a runc container).
+/// `tests/e2e/generate_run.rs` checks the alerts from inside a runc container).
 #[test]
 fn container_rules_stop_only_in_processes_that_enter_new_namespaces() {
     let _host = host::shared();

@@ -39,6 +39,7 @@ fn json_lines(text: &str) -> Vec<Value> {
 #[test]
 fn generator_actions_reach_http_with_append_output_extra_fields() {
     let _host = host::shared();
+    let _port = host::default_port();
     const TEST: &str = "generator_actions_reach_http_with_append_output_extra_fields";
     if !can_trace(TEST) {
         return;
@@ -284,6 +285,7 @@ fn every_output_kind_stats_file_and_metrics_under_run() {
 #[test]
 fn http_outage_of_30s_under_run_loses_nothing_with_a_spool() {
     let _host = host::shared();
+    let _port = host::default_port();
     const TEST: &str = "http_outage_of_30s_under_run_loses_nothing_with_a_spool";
     if !can_trace(TEST) {
         return;

@@ -77,6 +77,7 @@ impl Drop for Running {
 #[test]
 fn a_saved_rules_file_reloads_under_run() {
     let _host = host::shared();
+    let _port = host::default_port();
     if !can_trace("run_reload") {
         return;
     }

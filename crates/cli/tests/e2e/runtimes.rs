@@ -141,49 +141,23 @@ impl Dockerd {
             }
             None => "unix:///var/run/docker.sock".to_string(),
         };
-        let out = std::fs::File::create(&log).expect("dockerd log");
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log fd"))
-            .stderr(out)
-            .spawn()
-            .expect("dockerd starts");
         let daemon = Dockerd {
-            child: Some(child),
+            child: Some(spawn_daemon(&mut cmd, &log)),
             host,
             scratch,
             log,
         };
-        let deadline = Instant::now() + DAEMON_WAIT;
-        while daemon.docker(&["version"]).is_err() {
-            if Instant::now() > deadline {
-                panic!(
-                    "dockerd did not answer within {DAEMON_WAIT:?}; its log:\n{}",
-                    std::fs::read_to_string(&daemon.log).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_for_daemon("dockerd", &daemon.log, || {
+            daemon.docker(&["version"]).is_ok()
+        });
         daemon
     }
 
     /// Runs `docker -H <this daemon> ARGS`; its stdout, or why it failed.
     fn docker(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new("docker")
-            .args(["-H", &self.host])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run docker: {e}"))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-        } else {
-            Err(format!(
-                "docker {args:?}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
+        let mut all = vec!["-H", self.host.as_str()];
+        all.extend_from_slice(args);
+        run("docker", &all)
     }
 
     /// Imports the test image from `rootfs` (a directory).
@@ -224,7 +198,7 @@ impl Dockerd {
     /// Removes every container, stops the daemon (SIGTERM; it stops its containerd), then
     /// unmounts and removes the non-default roots.
     fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
+        let Some(child) = self.child.take() else {
             return;
         };
         if let Ok(ids) = self.docker(&["ps", "-aq"]) {
@@ -235,23 +209,7 @@ impl Dockerd {
                 let _ = self.docker(&args);
             }
         }
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match child.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(100))
-                }
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
-                }
-            }
-        }
+        terminate(child);
         if let Some(dir) = self.scratch.take() {
             unmount_below(&dir);
             let _ = std::fs::remove_dir_all(&dir);
@@ -263,6 +221,42 @@ impl Drop for Dockerd {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Starts a daemon the test owns, its stdout and stderr into `log`.
+fn spawn_daemon(cmd: &mut Command, log: &Path) -> Child {
+    let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    cmd.stdin(Stdio::null())
+        .stdout(out.try_clone().expect("log fd"))
+        .stderr(out)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"))
+}
+
+/// Waits until a started daemon `answers` (at most [`DAEMON_WAIT`]; then fails with its log).
+fn wait_for_daemon(name: &str, log: &Path, answers: impl Fn() -> bool) {
+    let deadline = Instant::now() + DAEMON_WAIT;
+    while !answers() {
+        assert!(
+            Instant::now() < deadline,
+            "{name} did not answer within {DAEMON_WAIT:?}; its log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Stops a daemon: SIGTERM (it stops what it started), SIGKILL after 30 s.
+fn terminate(mut child: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Unmounts whatever a stopped daemon left mounted below `dir` (deepest first).
@@ -714,28 +708,13 @@ struct Containerd {
 
 impl Containerd {
     fn start(config: &Path, log: &Path) -> Containerd {
-        let out = std::fs::File::create(log).expect("containerd log");
-        let child = Command::new("containerd")
-            .arg("--config")
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log fd"))
-            .stderr(out)
-            .spawn()
-            .expect("containerd starts");
+        let mut cmd = Command::new("containerd");
+        cmd.arg("--config").arg(config);
         let daemon = Containerd {
-            child: Some(child),
+            child: Some(spawn_daemon(&mut cmd, log)),
             crictl: tool("crictl").expect("crictl (checked)"),
         };
-        let deadline = Instant::now() + DAEMON_WAIT;
-        while daemon.crictl(&["version"]).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "containerd did not answer within {DAEMON_WAIT:?}; its log:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_for_daemon("containerd", log, || daemon.crictl(&["version"]).is_ok());
         daemon
     }
 
@@ -747,19 +726,30 @@ impl Containerd {
     }
 
     fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
+        let Some(child) = self.child.take() else {
             return;
         };
         let _ = self.crictl(&["rmp", "-af"]);
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
+        terminate(child);
+    }
+
+    /// Imports OCI archives into the CRI's image namespace (`k8s.io`).
+    fn import(&self, archives: &[&PathBuf]) {
+        for archive in archives {
+            run(
+                "ctr",
+                &[
+                    "--address",
+                    CONTAINERD_SOCK,
+                    "-n",
+                    "k8s.io",
+                    "images",
+                    "import",
+                    &archive.to_string_lossy(),
+                ],
+            )
+            .expect("ctr images import");
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 }
 
@@ -916,21 +906,7 @@ fn cri_pod_fields_match_crictl_inspect_across_a_containerd_restart() {
     let mut failures = Vec::new();
     for (phase, pods) in [("first", 2), ("restarted", 1)] {
         let mut daemon = Containerd::start(&config, &dir.join(format!("containerd-{phase}.log")));
-        for archive in [&image, &pause] {
-            run(
-                "ctr",
-                &[
-                    "--address",
-                    CONTAINERD_SOCK,
-                    "-n",
-                    "k8s.io",
-                    "images",
-                    "import",
-                    &archive.to_string_lossy(),
-                ],
-            )
-            .expect("ctr images import");
-        }
+        daemon.import(&[&image, &pause]);
         for n in 0..pods {
             check_pod(
                 &watch,
@@ -1423,21 +1399,7 @@ fn vigil_run_as_cri_pod_entrypoint_posts_alerts_and_keeps_the_exit_code() {
     std::fs::write(&config, CONTAINERD_CONFIG).unwrap();
     let receiver = Receiver::start();
     let daemon = Containerd::start(&config, &dir.join("containerd.log"));
-    for archive in [&image, &pause] {
-        run(
-            "ctr",
-            &[
-                "--address",
-                CONTAINERD_SOCK,
-                "-n",
-                "k8s.io",
-                "images",
-                "import",
-                &archive.to_string_lossy(),
-            ],
-        )
-        .expect("ctr images import");
-    }
+    daemon.import(&[&image, &pause]);
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     let pod_json = dir.join("pod.json");

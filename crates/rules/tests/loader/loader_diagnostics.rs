@@ -1,9 +1,7 @@
 //! Every class of bad input gives the right code at the right `line:col`, loading goes on
 //! after the first problem, and deep input gives diagnostics instead of crashing.
 
-mod common;
-
-use common::{check, event, load, matching};
+use crate::common::{check, event, load, matching};
 
 const RULE_TAIL: &str = "  desc: d\n  output: o\n  priority: WARNING\n";
 
@@ -382,8 +380,8 @@ fn deep_macro_chains_are_diagnostics() {
             let r = load(&[("f.yaml", &text)]);
             assert!(!r.has_errors(), "{:?}", r.errors().next());
             let rs = r.ruleset.expect("no errors");
-            let ev = common::event("open", &[("proc.name", "leaf")]);
-            assert_eq!(common::matching(&rs, &ev), ["r"]);
+            let ev = crate::common::event("open", &[("proc.name", "leaf")]);
+            assert_eq!(crate::common::matching(&rs, &ev), ["r"]);
         }
         // Lists that double at each level are cut off.
         let mut text = String::from("- list: l0\n  items: [a, b]\n");

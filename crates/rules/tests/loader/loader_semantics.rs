@@ -1,9 +1,7 @@
 //! Falco's rules-file semantics: upstream files, redefinition across files, append/override,
 //! exceptions, enable/disable, priorities, rule matching and the event-type index.
 
-mod common;
-
-use common::{check, event, load, matching, ruleset, upstream};
+use crate::common::{check, event, load, matching, ruleset, upstream};
 use vigil_fields::Catalog;
 use vigil_rules::testcatalog::{TestCatalog, EVENT_TYPES};
 use vigil_rules::{Priority, RuleMatching, Selection};

@@ -6,9 +6,7 @@
 //! Vigil deliberately decides otherwise, the case is listed in `docs/rules-language.md`
 //! ("Where Vigil differs from upstream tests") and the test pins Vigil's behaviour.
 
-mod common;
-
-use common::{event, load, matching, ruleset};
+use crate::common::{event, load, matching, ruleset};
 use vigil_rules::LoadResult;
 
 /// A rule's required keys other than `condition`.

@@ -4,10 +4,14 @@
 //! child, `vigil replay` reads a file) and share the host freely. Some see the whole host:
 //! `vigil watch` captures every process (a routine-activity test asserts that nothing alerts,
 //! the reload tests that no event is dropped, the bench compares alert counts), and others
-//! start daemons at their default locations, boot qemu guests, add users or run benches.
+//! start daemons at their default locations, boot qemu guests, add users, run benches or
+//! perform the generator's actions (files written below `/etc`, `/bin`, …, the same paths in
+//! every module that runs them).
 //! Each test of such a module takes [`alone`] with its module's name: it runs beside tests of
 //! its own module, as before, and never beside any other test. Every other test takes
 //! [`shared`]. A test waiting for the lock holds nothing, so no order of tests can deadlock.
+//! One resource is shared across modules by tests that otherwise share the host: the web
+//! server's default port, which [`default_port`] hands to one test at a time.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -53,4 +57,12 @@ pub fn shared() -> Host {
 pub fn alone(module: &'static str) -> Host {
     assert!(!module.is_empty(), "a module path is never empty");
     enter(module)
+}
+
+/// Held by a test whose agent serves the web server on its default address, 127.0.0.1:8765
+/// (`vigil run` with a configuration file and no `webserver.listen_port`): two such agents at
+/// once would fail to start, whichever modules they belong to.
+pub fn default_port() -> MutexGuard<'static, ()> {
+    static DEFAULT_PORT: Mutex<()> = Mutex::new(());
+    DEFAULT_PORT.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,5 +1,4 @@
 //! Shared helpers of the loader integration tests.
-#![allow(dead_code)]
 
 use vigil_rules::testcatalog::{TestCatalog, TestEvent};
 use vigil_rules::{LoadOptions, LoadResult, RulesLoader, Ruleset};
