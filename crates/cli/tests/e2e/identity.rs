@@ -54,7 +54,15 @@ fn requirement() -> Option<String> {
 /// A copy of `/usr/bin/id` named `name`, owned by `owner:group`, with `mode`.
 fn id_copy(dir: &Path, name: &str, owner: &str, mode: u32) -> PathBuf {
     let path = dir.join(name);
-    fs::copy("/usr/bin/id", &path).expect("copy /usr/bin/id");
+    // Copied by `cp`, not by this process: a file this process holds open for writing is
+    // inherited by any child another test thread forks at that moment, and executing the copy
+    // while such a child has not yet exec'd fails with ETXTBSY ("Text file busy").
+    let st = Command::new("cp")
+        .arg("/usr/bin/id")
+        .arg(&path)
+        .status()
+        .expect("run cp");
+    assert!(st.success(), "cp /usr/bin/id {}", path.display());
     let st = Command::new("chown")
         .arg(owner)
         .arg(&path)
