@@ -7,11 +7,11 @@
 //! under `VIGIL_TEST_STRICT=1`).
 // Tests report skipped requirements on stderr.
 
-use crate::support::host;
-use crate::support::{scratch, text};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+use crate::support::{host, scratch, text};
 
 const ALL_TESTS: [&str; 11] = [
     "syscall",

@@ -6,11 +6,11 @@
 //! `VIGIL_TEST_STRICT=1`.
 // Tests report skipped requirements on stderr.
 
-use crate::support::host;
-use crate::support::{scratch, text, vigil};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use crate::support::{host, scratch, text, vigil};
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")

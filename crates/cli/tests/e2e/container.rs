@@ -12,12 +12,11 @@ use std::path::PathBuf;
 use vigil_generator::runc::{self, ContainerSpec};
 use vigil_generator::Context;
 
-use crate::support::host;
 use crate::support::live::{
     alert_matches, expected_fields, missing_requirement, output_field, Watch, M,
 };
 use crate::support::rootfs::runc_missing;
-use crate::support::{falco_rules, strict, workspace};
+use crate::support::{falco_rules, host, strict, workspace};
 
 fn requirement(ctx: &Context) -> Option<String> {
     if let Some(why) = missing_requirement() {

@@ -26,9 +26,9 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::support::host;
-use crate::support::{can_trace, is_root, scratch, strict, VIGIL};
 use serde_json::Value;
+
+use crate::support::{can_trace, host, is_root, scratch, strict, VIGIL};
 
 /// How each default-enforced rule's attack is performed.
 enum Attack {

@@ -7,14 +7,14 @@
 //! `vigil run` needs ptrace of a child process; the `/etc/shadow` variant also needs root.
 //! Missing requirements skip with a reason and fail under `VIGIL_TEST_STRICT=1`.
 
-use crate::support::host;
-use crate::support::{can_trace, is_root, scratch, skip, text, vigil_cmd};
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
+
+use crate::support::{can_trace, host, is_root, scratch, skip, text, vigil_cmd};
 
 /// The forged alert a hostile argument carries, after a newline.
 const FORGED: &str = "12:00:00.000000000: Critical FORGED alert rule=fake";

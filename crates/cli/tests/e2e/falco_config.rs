@@ -5,11 +5,10 @@
 //! skips with a printed reason, and fails under `VIGIL_TEST_STRICT=1`.
 // Tests print why they skip.
 
-use crate::support::host;
-use crate::support::skip;
-use crate::support::{free_port, is_root, VIGIL};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
+use crate::support::{free_port, host, is_root, skip, VIGIL};
 
 fn shared(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

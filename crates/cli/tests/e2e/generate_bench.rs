@@ -23,9 +23,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::host;
 use crate::support::live::*;
-use crate::support::{free_port, scratch, VIGIL};
+use crate::support::{free_port, host, scratch, VIGIL};
 
 /// The actions benchmarked: fast, unprivileged, each with its own rule in Vigil's default rules.
 const REGEX: &str = "^syscall\\.(DeleteShellHistory|FilelessExecutionViaMemfd)$";

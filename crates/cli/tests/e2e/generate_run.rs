@@ -25,9 +25,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use vigil_generator::{Action, Ruleset, UnderRun};
 
-use crate::support::host;
 use crate::support::live::*;
-use crate::support::{falco_rules, scratch, strict, VIGIL};
+use crate::support::{falco_rules, host, scratch, strict, VIGIL};
 
 /// How long one action under `vigil run` may take (rules loading in a debug build, a 6 s
 /// action, a busy machine).

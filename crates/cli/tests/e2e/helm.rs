@@ -14,10 +14,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::support::host;
-use crate::support::run_ok;
-use crate::support::VIGIL;
 use serde_json::Value;
+
+use crate::support::{host, run_ok, VIGIL};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -11,9 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::support::host;
 use crate::support::live::{missing_requirement, Watch, LIVE};
-use crate::support::{is_root, skip, text, VIGIL};
+use crate::support::{host, is_root, skip, text, VIGIL};
 
 const SETPRIV: &str = "/usr/bin/setpriv";
 /// `setpriv` arguments that make the rest run as `nobody`.

@@ -25,9 +25,9 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::host;
-use crate::support::{is_root, skip, text, workspace};
 use serde_json::{json, Value};
+
+use crate::support::{host, is_root, skip, text, workspace};
 
 /// How long one container may run (`vigil watch` loads and attaches its programs first).
 const CONTAINER_WAIT: Duration = Duration::from_secs(300);

@@ -30,9 +30,8 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use vigil_generator::{Action, Ruleset};
 
-use crate::support::host;
 use crate::support::live::*;
-use crate::support::{falco_rules, is_root, run_ok, strict, text, workspace, VIGIL};
+use crate::support::{falco_rules, host, is_root, run_ok, strict, text, workspace, VIGIL};
 
 /// One Debian kernel of the matrix: the suite and the metapackage naming its current image.
 struct Kernel {

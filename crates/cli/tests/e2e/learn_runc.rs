@@ -16,13 +16,12 @@
 use std::fs;
 use std::path::PathBuf;
 
-use crate::support::host;
-use crate::support::rootfs::runc_missing;
-use crate::support::skip;
-use crate::support::{vigil, VIGIL};
 use serde_json::{json, Value};
 use vigil_generator::runc::{self, ContainerRun, ContainerSpec};
 use vigil_generator::Context;
+
+use crate::support::rootfs::runc_missing;
+use crate::support::{host, skip, vigil, VIGIL};
 
 /// The workload: a few programs of the image; with the argument `extra`, one more step (a
 /// `mkdir` in the container's writable `/tmp`) that the learned run never made.

@@ -16,9 +16,8 @@ use std::path::PathBuf;
 
 use vigil_generator::{Action, Ruleset};
 
-use crate::support::host;
 use crate::support::live::*;
-use crate::support::{falco_rules, VIGIL};
+use crate::support::{falco_rules, host, VIGIL};
 
 /// Starts an agent, proves it sees events (a canary symlink over /etc/shadow must alert), runs
 /// every host action expected to fire a rule of `ruleset` and checks the alerts. Returns the

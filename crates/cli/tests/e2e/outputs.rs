@@ -18,9 +18,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::host;
 use crate::support::receiver::Receiver;
-use crate::support::scratch;
+use crate::support::{host, scratch};
 
 const RULES: &str = r#"
 - rule: Seq tool

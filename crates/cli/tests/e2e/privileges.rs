@@ -7,8 +7,6 @@
 //! (util-linux) for the workload that changes user. Missing requirements skip with a reason
 //! and fail under `VIGIL_TEST_STRICT=1`.
 
-use crate::support::host;
-use crate::support::{can_trace, is_root, scratch, skip, text, VIGIL};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -18,6 +16,8 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::support::{can_trace, host, is_root, scratch, skip, text, VIGIL};
 
 /// How long `vigil watch` may take to load, attach and read `/proc` on a busy machine.
 const START_WAIT: Duration = Duration::from_secs(180);

@@ -14,13 +14,13 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::host;
+use serde_json::Value;
+
 use crate::support::receivers::{
     contract_violations, replay, rfc3339_nanos, rsyslogd, severity_of, write_capture, Logged,
     Rsyslog, SidekickReceiver, PRIORITIES,
 };
-use crate::support::{scratch, skip};
-use serde_json::Value;
+use crate::support::{host, scratch, skip};
 
 /// Alerts per test: every priority several times.
 const ALERTS: u64 = 40;

@@ -40,10 +40,9 @@ use serde_json::Value;
 use vigil_generator::runc::{self, ContainerSpec};
 use vigil_generator::Context;
 
-use crate::support::host;
 use crate::support::live::*;
 use crate::support::rootfs::runc_missing;
-use crate::support::{strict, VIGIL};
+use crate::support::{host, strict, VIGIL};
 
 /// How many ancestors of each alert's process are appended (pid and `proc.apid[1..=N]`).
 const ANCESTRY: usize = 16;

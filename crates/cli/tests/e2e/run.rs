@@ -6,12 +6,12 @@
 //! `/etc/shadow` tests, root (to read the file). Missing requirements skip with a reason and
 //! fail under `VIGIL_TEST_STRICT=1`.
 
-use crate::support::host;
-use crate::support::{can_trace, is_root, scratch, skip, text, vigil, vigil_cmd};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use crate::support::{can_trace, host, is_root, scratch, skip, text, vigil, vigil_cmd};
 
 /// Counter `key` of the `vigil run --stats` line in `stderr`.
 fn run_stat(stderr: &str, key: &str) -> u64 {

@@ -23,12 +23,12 @@
 
 use std::path::PathBuf;
 
-use crate::support::host;
-use crate::support::rootfs::runc_missing;
-use crate::support::{skip, VIGIL};
 use serde_json::{json, Value};
 use vigil_generator::runc::{self, ContainerRun, ContainerSpec};
 use vigil_generator::Context;
+
+use crate::support::rootfs::runc_missing;
+use crate::support::{host, skip, VIGIL};
 
 /// Docker's default capabilities (moby `oci/caps/defaults.go`).
 const DOCKER_CAPS: &[&str] = &[

@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use vigil_generator::UnderRun;
 
-use crate::support::host;
 use crate::support::receiver::Receiver;
-use crate::support::{can_trace, falco_rules, is_root, scratch, VIGIL};
+use crate::support::{can_trace, falco_rules, host, is_root, scratch, VIGIL};
 
 /// A rule on opening files whose name starts with `prefix`, printing the file name.
 fn open_rule(prefix: &Path) -> String {

@@ -7,14 +7,14 @@
 //! Requirements: ptrace of a child process (absent in some sandboxes). A missing requirement
 //! skips with a reason and fails under `VIGIL_TEST_STRICT=1`.
 
-use crate::support::host;
-use crate::support::{can_trace, scratch, vigil_cmd};
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::support::{can_trace, host, scratch, vigil_cmd};
 
 const WAIT: Duration = Duration::from_secs(60);
 

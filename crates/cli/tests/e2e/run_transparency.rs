@@ -6,13 +6,13 @@
 //! test. Missing tools skip with a reason (fail under `VIGIL_TEST_STRICT=1`, except `go`,
 //! which is optional by design).
 
-use crate::support::host;
-use crate::support::{can_trace, scratch, skip, text, vigil_cmd};
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Output, Stdio};
+
+use crate::support::{can_trace, host, scratch, skip, text, vigil_cmd};
 
 fn have(tool: &str) -> bool {
     Command::new("sh")

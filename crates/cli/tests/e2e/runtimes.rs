@@ -30,10 +30,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::host;
 use crate::support::live::{missing_requirement, Watch, LIVE};
 use crate::support::receiver::Receiver;
-use crate::support::{falco_rules, free_port, strict};
+use crate::support::{falco_rules, free_port, host, strict};
 
 const OCI_IMAGE: &str = "localhost/vigiltest/bb:1.0";
 const PAUSE_IMAGE: &str = "localhost/vigiltest/pause:1.0";

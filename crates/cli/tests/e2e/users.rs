@@ -17,9 +17,8 @@ use serde_json::Value;
 use vigil_generator::runc::{self, ContainerSpec};
 use vigil_generator::Context;
 
-use crate::support::host;
 use crate::support::live::{skip_or_fail, Watch, LIVE};
-use crate::support::{is_root, skip, text, VIGIL};
+use crate::support::{host, is_root, skip, text, VIGIL};
 
 /// A name and paths no other run uses.
 fn unique() -> String {

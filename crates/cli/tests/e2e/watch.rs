@@ -9,9 +9,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::support::host;
 use crate::support::live::http_get;
-use crate::support::{falco_rules, free_port, is_root, VIGIL};
+use crate::support::{falco_rules, free_port, host, is_root, VIGIL};
 
 fn skip_or_fail(reason: &str) {
     if std::env::var("VIGIL_TEST_STRICT").as_deref() == Ok("1") {

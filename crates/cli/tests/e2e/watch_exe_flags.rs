@@ -11,9 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::host;
 use crate::support::live::*;
-use crate::support::strict;
+use crate::support::{host, strict};
 
 /// An overlay mount (lower, upper, work, merged) removed on drop.
 struct Overlay {

@@ -13,9 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::host;
-use crate::support::{is_root, VIGIL};
 use serde_json::Value;
+
+use crate::support::{host, is_root, VIGIL};
 
 /// How long `vigil watch` may take to start (rules, attach, `/proc`) on a busy machine.
 const START_WAIT: Duration = Duration::from_secs(180);
