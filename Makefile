@@ -12,7 +12,7 @@ STATIC_VIGIL := target/$(HOST_TRIPLE)/release/vigil
 BUILD_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev
 # What the tests need besides (strace, runc, debootstrap, openssl, curl, bpftool, sudo,
 # logrotate, rsyslog; buildah: the image and its test; qemu-system-x86, cpio and
-# busybox-static: the kernel matrix, crates/cli/tests/kernels.rs).
+# busybox-static: the kernel matrix, crates/cli/tests/e2e/kernels.rs).
 TEST_PACKAGES := strace runc debootstrap openssl curl bpftool sudo logrotate rsyslog buildah \
   qemu-system-x86 cpio busybox-static
 RUST_COMPONENTS := rustfmt clippy
@@ -41,7 +41,7 @@ test-deps: deps
 	@if command -v rustup >/dev/null; then \
 	  for c in $(RUST_COMPONENTS); do rustup component list --installed | grep -q "^$$c" || rustup component add $$c; done; fi
 
-# helm, for the Helm chart test (crates/cli/tests/helm.rs): built from its Go module into
+# helm, for the Helm chart test (crates/cli/tests/e2e/helm.rs): built from its Go module into
 # target/tools/bin when missing (a few minutes once; it needs Go: without it the test skips).
 HELM_VERSION := v3.22.0
 HELM := target/tools/bin/helm
@@ -53,7 +53,7 @@ $(HELM):
 	  GOBIN=$(CURDIR)/$(@D) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
 	else echo "go not found: helm not installed, the Helm chart test will skip"; fi
 
-# Container runtimes for the runtime tests (crates/cli/tests/runtimes.rs), which start and stop
+# Container runtimes for the runtime tests (crates/cli/tests/e2e/runtimes.rs), which start and stop
 # every daemon themselves: docker.io (dockerd, with its containerd), containerd, podman, and
 # busybox-static for the images the tests import (no registry). Installed with a temporary
 # policy-rc.d so that no package starts its daemon on a host with an init system (a daemon the
@@ -108,7 +108,7 @@ lint: test-deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# The image test (crates/cli/tests/image.rs) runs the static binary: build it first.
+# The image test (crates/cli/tests/e2e/image.rs) runs the static binary: build it first.
 test: lint static runtime-deps
 	VIGIL_STATIC_BIN=$(abspath $(STATIC_VIGIL)) $(CARGO) test --workspace
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# PID 1 of a kernel-matrix guest (crates/cli/tests/kernels.rs boots it under qemu). The
+# PID 1 of a kernel-matrix guest (crates/cli/tests/e2e/kernels.rs boots it under qemu). The
 # initramfs holds a Debian minbase tree, the static `vigil` at /vigil and Falco's rules at
 # /rules/falco_rules.yaml. Each phase runs `vigil watch` or `vigil run` while `vigil generate`
 # performs the host actions, and writes what it produced to the second serial port

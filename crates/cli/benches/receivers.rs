@@ -2,7 +2,7 @@
 //! capture that raises N alerts (default 20000; `VIGIL_BENCH_ALERTS`), timed from start until
 //! the receiver holds every alert, for: no output (the baseline: replay and rule evaluation),
 //! stdout into /dev/null, a file, syslog into a real rsyslogd (private socket, as in
-//! `tests/receivers.rs`), a keep-alive program (`cat > /dev/null`) and HTTP to the loopback
+//! `tests/e2e/receivers.rs`), a keep-alive program (`cat > /dev/null`) and HTTP to the loopback
 //! Falcosidekick-contract receiver (`keep_alive: true`). Each kind runs `VIGIL_BENCH_RUNS` times (default 3); the
 //! median is printed as a Markdown table row.
 //!
@@ -10,15 +10,19 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-#[path = "../tests/support/receivers.rs"]
-mod receivers;
+/// The receivers of the end-to-end tests (`tests/e2e/support`), shared rather than copied;
+/// a bench uses a few of their helpers.
+#[allow(dead_code)]
+#[path = "../tests/e2e/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use receivers::{rsyslogd, scratch, write_capture, Rsyslog, SidekickReceiver, VIGIL};
+use support::receivers::{self, rsyslogd, write_capture, Rsyslog, SidekickReceiver};
+use support::{scratch, VIGIL};
 
 /// One timed delivery of every alert through one output kind.
 type Run = Box<dyn Fn() -> Duration>;

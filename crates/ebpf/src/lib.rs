@@ -55,7 +55,7 @@
 //! needs the same BTF prototype on both sides, the capture program is loaded once per prototype
 //! (`fexit_prototypes`, `fexit_function`). libbpf's messages during a load are kept, not printed: a
 //! refused load is one line naming the program and the verifier's reason, with the full log in a
-//! 0600 file whose path the error gives. `crates/cli/tests/kernels.rs` proves it on Debian's stock
+//! 0600 file whose path the error gives. `crates/cli/tests/e2e/kernels.rs` proves it on Debian's stock
 //! kernels under qemu (`scripts/kernels/`, README's *Supported kernels*).
 
 use std::collections::VecDeque;

@@ -10,7 +10,7 @@
 //! `Engine` (the per-event loop and counters), rules-file discovery and the embedded default
 //! ruleset (`rules/vigil_rules.yaml`: silent on routine admin activity, `crates/cli/tests/
 //! routine_host.rs`; ten rules tagged `vigil.enforce` form `vigil run --enforce`'s default set,
-//! `crates/cli/tests/enforce_default.rs`), the benchmark `corpus`, the golden-capture test harness
+//! `crates/cli/tests/e2e/enforce_default.rs`), the benchmark `corpus`, the golden-capture test harness
 //! (`tests/golden.rs`) and the criterion benchmarks (`benches/pipeline.rs`). For kernel-less
 //! drivers: `kernel_filter` derives from the compiled rules what the kernel side decides
 //! (`KernelFilter`: the reported syscalls, argument conditions — `dup2`/`dup3` onto the required
@@ -35,6 +35,9 @@ use vigil_rules::eval::EvalCtx;
 use vigil_rules::{LoadOptions, LoadResult, RulesLoader, Ruleset};
 use vigil_state::{State, StateConfig};
 
+/// Benchmark and soak-test input: for this crate's tests, benches and examples through the
+/// `test-support` feature (never in the agent's build).
+#[cfg(any(test, feature = "test-support"))]
 pub mod corpus;
 pub mod kernel_filter;
 

@@ -125,7 +125,7 @@ const fn vigil_in_container(rule: &'static str) -> Expect {
 /// How an action behaves under `vigil run` (the ptrace driver: the action and every process it
 /// starts are the tracer's tracees) compared with an agent that does not trace (`vigil watch`).
 ///
-/// The live test `crates/cli/tests/generate_run.rs` runs every action under `vigil run` and
+/// The live test `crates/cli/tests/e2e/generate_run.rs` runs every action under `vigil run` and
 /// holds it to this: a [`UnderRun::Same`] action must succeed and raise its expected rules; a
 /// [`UnderRun::RefusedButAlerts`] action must *fail* (so the note stays true) and still raise
 /// them.

@@ -67,12 +67,12 @@
 //! it read the workload's `/proc` entries and memory only while the workload's capabilities are a
 //! subset of its own — and drops only once the workload is forked, which keeps exactly what it
 //! would have without Vigil (and no `no_new_privs` when Vigil has `CAP_SYS_ADMIN` and
-//! `CAP_SYS_PTRACE`: setuid programs work; tests: `crates/cli/tests/identity.rs`). Dropped
+//! `CAP_SYS_PTRACE`: setuid programs work; tests: `crates/cli/tests/e2e/identity.rs`). Dropped
 //! everywhere: `CAP_DAC_OVERRIDE` (paths opened after start — reloads, reopens — must be writable
 //! by uid 0 through ordinary permissions), `CAP_NET_BIND_SERVICE` (the web server binds once),
 //! `CAP_SYS_ADMIN`. A program the agent starts (`program_output`) runs with no capability at all.
 //! Capabilities are per thread, so the drop runs (and `privs::drop_to` insists on running) before
-//! the first thread starts. Tests: `crates/cli/tests/privileges.rs`.
+//! the first thread starts. Tests: `crates/cli/tests/e2e/privileges.rs`.
 
 use std::collections::HashSet;
 use std::io;

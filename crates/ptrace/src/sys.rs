@@ -1219,7 +1219,7 @@ mod tests {
     static BYTES: [u8; 40] = *b"0123456789abcdefghijklmnopqrstuvwxyzABCD";
 
     /// `process_vm_readv` and `/proc/PID/mem` of this very process (ptrace needs a tracee:
-    /// `crates/cli/tests/run.rs` covers it), at unaligned offsets and lengths, and a read
+    /// `crates/cli/tests/e2e/run.rs` covers it), at unaligned offsets and lengths, and a read
     /// that runs into an unmapped page comes back short.
     #[test]
     fn reads_without_ptrace_at_any_offset() {

@@ -41,7 +41,7 @@
 //! false (so `not` of it true). `in` on a list field is a subset test; the "any ancestor" fields
 //! (`proc.aname`, `proc.apid` …) without an index are multi-valued, not lists, so `in` means "any".
 //! Falco's and libs' own unit tests are the specification for loading, parsing and compiling:
-//! `crates/rules/tests/upstream_cases.rs` replays their cases (one test per upstream case or group,
+//! `crates/rules/tests/loader/upstream_cases.rs` replays their cases (one test per upstream case or group,
 //! named in its doc comment, inputs written here); warnings Falco's tests match carry Falco's text,
 //! and `Diagnostic::falco_code` maps Vigil's codes to Falco's `LOAD_*` codes. Deliberate
 //! differences are listed in `docs/rules-language.md`.
@@ -57,6 +57,9 @@ pub mod parser;
 pub mod priority;
 pub mod ruleset;
 pub mod template;
+/// Test fake: for this crate's tests, and for other crates' tests and the fuzz targets
+/// through the `test-support` feature (never in the agent's build).
+#[cfg(any(test, feature = "test-support"))]
 pub mod testcatalog;
 #[cfg(test)]
 mod testutil;

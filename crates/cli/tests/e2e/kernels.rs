@@ -1,0 +1,903 @@
+//! The kernel matrix (issue 22): Debian's stock kernels, booted under qemu with an initramfs
+//! holding a Debian minbase tree, the static `vigil` and Falco's rules, run
+//! `scripts/kernels/guest-init.sh`, which performs every host action of the generator under
+//! `vigil watch` (each `--syscall-hook` mode, the default rules and Falco's) and under
+//! `vigil run`, and sends back the alerts, logs and captures. This side decides:
+//!
+//! - on a kernel Vigil supports (Linux [`vigil_ebpf::OLDEST_KERNEL`] or later): `auto` chooses
+//!   fexit; every action that ran raised each rule it is expected to raise, with the expected
+//!   output fields, in every mode and under `vigil run`; the fexit and exit-tracepoint
+//!   captures of the same actions hold the same events; each capture replays here to the
+//!   alerts the guest raised; unwatched syscalls ran no Vigil program
+//!   (`kernel.bpf_stats_enabled` run counts: counts, not times, mean something under
+//!   emulation);
+//! - on an older kernel: `vigil watch` exits 1 with one line naming the missing feature and the
+//!   oldest kernel that has it, and `vigil run` alerts as anywhere.
+//!
+//! Kernels come from Debian's archive (`scripts/kernels/fetch.sh`: a private apt
+//! configuration, cached under `target/kernels`). Needs root (the initramfs copies a root-owned
+//! tree), qemu (`make deps` installs it), the static binary (`VIGIL_STATIC_BIN`, set by `make
+//! test`) and Debian's archive; without them the test prints `skipping …`, and under
+//! `VIGIL_TEST_STRICT=1` it fails. Software emulation (about 10–20 times slower than the host):
+//! the timings in the guest mean nothing, so nothing here measures time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use vigil_generator::{Action, Ruleset};
+
+use crate::support::live::*;
+use crate::support::{falco_rules, host, is_root, run_ok, strict, text, workspace, VIGIL};
+
+/// One Debian kernel of the matrix: the suite and the metapackage naming its current image.
+struct Kernel {
+    suite: &'static str,
+    package: &'static str,
+}
+
+const BOOKWORM: Kernel = Kernel {
+    suite: "bookworm",
+    package: "linux-image-amd64",
+};
+const BOOKWORM_CLOUD: Kernel = Kernel {
+    suite: "bookworm",
+    package: "linux-image-cloud-amd64",
+};
+const TRIXIE: Kernel = Kernel {
+    suite: "trixie",
+    package: "linux-image-amd64",
+};
+const BULLSEYE: Kernel = Kernel {
+    suite: "bullseye",
+    package: "linux-image-amd64",
+};
+
+fn matrix_dir() -> PathBuf {
+    workspace().join("target/kernels")
+}
+
+/// Why the matrix cannot run here, if so.
+fn missing() -> Option<String> {
+    if !is_root() {
+        return Some("not root (the guest image copies a root-owned tree)".into());
+    }
+    if Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .map_or(true, |s| !s.success())
+    {
+        return Some("qemu-system-x86_64 is not installed (`make deps` installs it)".into());
+    }
+    match std::env::var_os("VIGIL_STATIC_BIN") {
+        Some(p) if Path::new(&p).is_file() => None,
+        _ => Some("VIGIL_STATIC_BIN names no static vigil (`make test` builds and sets it)".into()),
+    }
+}
+
+fn skip(test: &str) -> bool {
+    match missing() {
+        None => false,
+        Some(why) if strict() => panic!("{test}: VIGIL_TEST_STRICT=1 but {why}"),
+        Some(why) => {
+            eprintln!("skipping {test}: {why}");
+            true
+        }
+    }
+}
+
+fn run(cmd: &mut Command) -> String {
+    text(&run_ok(cmd).stdout)
+}
+
+/// The guests' initramfs, built once per run of this binary.
+fn initramfs() -> &'static Path {
+    static IMAGE: OnceLock<PathBuf> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let rootfs_dir = std::env::var_os("VIGIL_ROOTFS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(vigil_generator::DEFAULT_ROOTFS_DIR));
+        if !rootfs_dir.join("rootfs/etc/debian_version").is_file() {
+            run(Command::new("sh")
+                .arg(workspace().join("scripts/mk-rootfs.sh"))
+                .arg(&rootfs_dir));
+        }
+        let dir = matrix_dir();
+        std::fs::create_dir_all(&dir).expect("create target/kernels");
+        let image = dir.join("initramfs.cpio");
+        run(Command::new("sh")
+            .arg(workspace().join("scripts/kernels/initramfs.sh"))
+            .arg(rootfs_dir.join("rootfs"))
+            .arg(std::env::var_os("VIGIL_STATIC_BIN").expect("checked by skip()"))
+            .arg(falco_rules())
+            .arg(&image));
+        image
+    })
+}
+
+/// What one guest sent back: `phase NAME key=value` lines and the files of each phase.
+#[derive(Default)]
+struct Guest {
+    release: String,
+    facts: BTreeMap<String, String>,
+    files: BTreeMap<String, Vec<u8>>,
+    console: String,
+}
+
+impl Guest {
+    fn fact(&self, key: &str) -> Option<&str> {
+        self.facts.get(key).map(String::as_str)
+    }
+
+    fn text(&self, file: &str) -> String {
+        String::from_utf8_lossy(self.files.get(file).map_or(&[][..], Vec::as_slice)).into_owned()
+    }
+
+    fn alerts(&self, phase: &str) -> Vec<Value> {
+        self.text(&format!("{phase}.alerts"))
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The actions `vigil generate run` performed in `phase` (`ok` lines), and its failures.
+    fn actions(&self, phase: &str) -> (Vec<String>, Vec<String>) {
+        let gen = self.text(&format!("{phase}.gen"));
+        let ran = gen
+            .lines()
+            .filter_map(|l| l.strip_prefix("ok    "))
+            .filter_map(|l| l.split(':').next())
+            .map(str::to_owned)
+            .collect();
+        let failed = gen
+            .lines()
+            .filter(|l| l.starts_with("FAIL  "))
+            .map(str::to_owned)
+            .collect();
+        (ran, failed)
+    }
+
+    /// A report of `phase` for failure messages.
+    fn explain(&self, phase: &str) -> String {
+        format!(
+            "[{} phase {phase}] facts: {:?}\n--- stderr:\n{}\n--- generate:\n{}",
+            self.release,
+            self.facts
+                .iter()
+                .filter(|(k, _)| k.starts_with(&format!("{phase}.")))
+                .collect::<Vec<_>>(),
+            tail(&self.text(&format!("{phase}.err")), 40),
+            tail(&self.text(&format!("{phase}.gen")), 40)
+        )
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn decode_block(lines: &[&str]) -> Vec<u8> {
+    let mut child = Command::new("sh")
+        .args(["-c", "base64 -d | gzip -dc"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run base64 and gzip");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let text = lines.join("\n");
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(text.as_bytes());
+    });
+    let out = child.wait_with_output().expect("decode a guest file");
+    writer.join().expect("writer thread");
+    out.stdout
+}
+
+fn parse_results(results: &str, console: String) -> Guest {
+    let mut guest = Guest {
+        console,
+        ..Guest::default()
+    };
+    let lines: Vec<&str> = results.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if let Some(name) = line.strip_prefix("=== begin ") {
+            let end = lines[i..]
+                .iter()
+                .position(|l| *l == format!("=== end {name}"))
+                .map_or(lines.len(), |p| i + p);
+            guest
+                .files
+                .insert(name.to_owned(), decode_block(&lines[i + 1..end]));
+            i = end + 1;
+            continue;
+        }
+        if let Some(release) = line.strip_prefix("guest kernel ") {
+            guest.release = release.to_owned();
+        } else if let Some(rest) = line.strip_prefix("phase ") {
+            let mut words = rest.split_whitespace();
+            let phase = words.next().unwrap_or("");
+            for word in words {
+                if let Some((k, v)) = word.split_once('=') {
+                    guest.facts.insert(format!("{phase}.{k}"), v.to_owned());
+                }
+            }
+        } else if let Some((k, v)) = line.split_once('=') {
+            guest.facts.insert(k.to_owned(), v.to_owned());
+        } else if line == "guest done" {
+            guest.facts.insert("done".into(), "1".into());
+        }
+        i += 1;
+    }
+    guest
+}
+
+/// Fetches `kernel`, boots it and returns what its guest sent back.
+fn boot(kernel: &Kernel) -> Guest {
+    let vmlinuz = run(Command::new("sh")
+        .arg(workspace().join("scripts/kernels/fetch.sh"))
+        .args([kernel.suite, kernel.package]));
+    let vmlinuz = PathBuf::from(
+        vmlinuz
+            .lines()
+            .last()
+            .expect("fetch.sh prints the image")
+            .trim(),
+    );
+    let name = vmlinuz
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .expect("the image's directory is the package's name");
+    let out = matrix_dir().join("runs").join(&name);
+    let phases = std::env::var("VIGIL_GUEST_PHASES").unwrap_or_else(|_| "all".into());
+    // VIGIL_GUEST_REUSE=1: check the last run's results again instead of booting (for work
+    // on the checks themselves).
+    let reuse = std::env::var("VIGIL_GUEST_REUSE").is_ok_and(|v| v == "1")
+        && std::fs::read_to_string(out.join("results.log")).is_ok_and(|r| r.contains("guest done"));
+    if !reuse {
+        eprintln!("booting {name} (phases: {phases})");
+        run(Command::new("sh")
+            .arg(workspace().join("scripts/kernels/boot.sh"))
+            .arg(&vmlinuz)
+            .arg(initramfs())
+            .arg(&out)
+            .arg(&phases));
+    }
+    let results = std::fs::read_to_string(out.join("results.log")).unwrap_or_default();
+    let console = std::fs::read_to_string(out.join("console.log")).unwrap_or_default();
+    let guest = parse_results(&results, console);
+    assert!(
+        guest.fact("done").is_some(),
+        "{name}: the guest did not finish its checks; console:\n{}\nresults:\n{}",
+        tail(&guest.console, 60),
+        tail(&results, 40)
+    );
+    eprintln!("{name}: guest kernel {} finished", guest.release);
+    guest
+}
+
+/// `(major, minor)` of a release string (`6.1.0-50-amd64` → (6, 1)).
+fn version(release: &str) -> (u32, u32) {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+fn supported(release: &str) -> bool {
+    version(release) >= version(vigil_ebpf::OLDEST_KERNEL)
+}
+
+/// Every action that ran in `phase` raised each rule of `ruleset` it is expected to raise,
+/// with the expected output fields. Returns the failures.
+fn check_alerts(guest: &Guest, phase: &str, ruleset: Ruleset) -> Vec<String> {
+    let alerts = guest.alerts(phase);
+    let (ran, failed) = guest.actions(phase);
+    let mut failures: Vec<String> = failed
+        .iter()
+        .map(|l| format!("{phase}: action failed: {l}"))
+        .collect();
+    let mut checked = 0;
+    for name in &ran {
+        let Some(action) = vigil_generator::registry()
+            .iter()
+            .find(|a: &&Action| a.name == name)
+        else {
+            failures.push(format!("{phase}: unknown action {name}"));
+            continue;
+        };
+        let fields = expected_fields(action.name);
+        for e in action
+            .expected()
+            .into_iter()
+            .filter(|e| e.ruleset == ruleset)
+        {
+            checked += 1;
+            if !alerts.iter().any(|a| alert_matches(a, e.rule, &fields)) {
+                failures.push(format!(
+                    "{phase}: {}: no `{}` alert with {fields:?}; that rule's alerts: {:?}",
+                    action.name,
+                    e.rule,
+                    alerts
+                        .iter()
+                        .filter(|a| a["rule"] == e.rule)
+                        .map(|a| a["output_fields"].clone())
+                        .take(3)
+                        .collect::<Vec<_>>()
+                ));
+            }
+        }
+    }
+    if checked == 0 {
+        failures.push(format!(
+            "{phase}: no expected alert was checked (no action ran)"
+        ));
+    }
+    failures
+}
+
+/// Rule and output fields of each alert, as a set (time and host left out).
+fn alert_set(alerts: &[Value]) -> BTreeSet<String> {
+    alerts
+        .iter()
+        .map(|a| format!("{} {}", a["rule"], a["output_fields"]))
+        .collect()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = matrix_dir().join("runs").join(name);
+    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    dir
+}
+
+/// The capture of `phase` replays here (the host) to the alerts the guest raised.
+fn check_replay(guest: &Guest, phase: &str, dir: &Path) -> Vec<String> {
+    let Some(capture) = guest.files.get(&format!("{phase}.cap")) else {
+        return vec![format!("{phase}: no capture came back")];
+    };
+    let path = dir.join(format!("{phase}.cap"));
+    std::fs::write(&path, capture).expect("write the capture");
+    let out = Command::new(VIGIL)
+        .args(["replay", "--json"])
+        .arg(&path)
+        .output()
+        .expect("run vigil replay");
+    let replayed: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let live = alert_set(&guest.alerts(phase));
+    let again = alert_set(&replayed);
+    if !out.status.success() || live != again {
+        vec![format!(
+            "{phase}: the capture replays to other alerts ({}): only live: {:?}; only replayed: {:?}",
+            out.status,
+            live.difference(&again).take(5).collect::<Vec<_>>(),
+            again.difference(&live).take(5).collect::<Vec<_>>()
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The events of a capture, as comparable lines (see [`normalize_events`]).
+fn event_lines(capture: &Path) -> Vec<String> {
+    let jsonl = capture.with_extension("jsonl");
+    run(Command::new(VIGIL)
+        .args(["capture", "convert", "--to", "jsonl"])
+        .arg(capture)
+        .arg(&jsonl));
+    let text = std::fs::read_to_string(&jsonl).expect("read the converted capture");
+    normalize_events(&text)
+}
+
+const CLONES: [&str; 4] = ["clone", "clone3", "fork", "vfork"];
+
+/// The events of the generator's processes (from the first exec of `vigil generate run` on,
+/// and every process it forked), sorted, each with what differs from one run of the same
+/// actions to the next taken out: times, event numbers, CPUs, process ids (also inside
+/// strings: `/proc/<pid>/…`, file names), loopback ports and the times of files the actions
+/// create. Everything else — the syscall, its arguments, its result — is compared as captured.
+fn normalize_events(jsonl: &str) -> Vec<String> {
+    let mut members: BTreeSet<u64> = BTreeSet::new();
+    let mut events = Vec::new();
+    for line in jsonl.lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let Some(kind) = event["type"].as_str() else {
+            continue;
+        };
+        let pid = event["pid"].as_u64().unwrap_or(0);
+        if members.is_empty()
+            && kind == "execve"
+            && event["args"]["filename"] == "/vigil"
+            && event["args"]["args"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x == "generate"))
+        {
+            members.insert(pid);
+        }
+        if !members.contains(&pid) {
+            continue;
+        }
+        if CLONES.contains(&kind) {
+            if let Some(child) = event["res"].as_u64().filter(|&c| c > 0) {
+                members.insert(child);
+            }
+        }
+        events.push(event);
+    }
+    let mut lines: Vec<String> = events
+        .into_iter()
+        .map(|mut event| {
+            let kind = event["type"].as_str().unwrap_or("").to_owned();
+            if let Some(obj) = event.as_object_mut() {
+                for key in ["ts", "tid", "pid", "cpu", "num"] {
+                    obj.remove(key);
+                }
+                if CLONES.contains(&kind.as_str()) || kind == "setsid" {
+                    obj.insert("res".into(), "P".into());
+                }
+            }
+            if let Some(args) = event["args"].as_object_mut() {
+                for key in [
+                    "tid",
+                    "pid",
+                    "ptid",
+                    "vtid",
+                    "vpid",
+                    "exe_ino",
+                    "exe_ino_ctime",
+                    "exe_ino_mtime",
+                ] {
+                    if args.contains_key(key) {
+                        args.insert(key.into(), "P".into());
+                    }
+                }
+                for key in ["addr", "tuple"] {
+                    if let Some(text) = args.get(key).and_then(Value::as_str) {
+                        let port_free = mask_ports(text);
+                        args.insert(key.into(), port_free.into());
+                    }
+                }
+            }
+            mask_temp_names(&mask_pids(&event.to_string(), &members))
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// `text` with every run of digits that is one of `pids` and stands in a path or name
+/// (after `/` or `-`: `/proc/139/status`, `vigil-generator-155.log`) replaced by `P`. Other
+/// numbers stay, even when some process has that id (a guest's pids are small: `127.0.0.1`).
+fn mask_pids(text: &str, pids: &BTreeSet<u64>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut digits = String::new();
+    let mut before = ' ';
+    let flush = |digits: &mut String, out: &mut String, before: char| {
+        let in_name = before == '/' || before == '-';
+        if in_name && digits.parse::<u64>().is_ok_and(|n| pids.contains(&n)) {
+            out.push('P');
+        } else {
+            out.push_str(digits);
+        }
+        digits.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if digits.is_empty() {
+                before = out.chars().last().unwrap_or(' ');
+            }
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out, before);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out, before);
+    out
+}
+
+/// `text` with the random part of the generator's temporary names (`vigil-generator.` and
+/// six letters or digits) replaced by `XXXXXX`.
+fn mask_temp_names(text: &str) -> String {
+    const PREFIX: &str = "vigil-generator.";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(PREFIX) {
+        let (head, tail) = rest.split_at(at + PREFIX.len());
+        out.push_str(head);
+        let random = tail
+            .chars()
+            .take(6)
+            .take_while(char::is_ascii_alphanumeric)
+            .count();
+        if random == 6 {
+            out.push_str("XXXXXX");
+            rest = &tail[6..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` with each port (the digits after a `:` that end the text or an endpoint, `->`)
+/// replaced by `N`: `tcp:0.0.0.0:0->127.0.0.1:41761` → `tcp:0.0.0.0:N->127.0.0.1:N`.
+fn mask_ports(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(':') {
+        let (head, tail) = rest.split_at(at + 1);
+        out.push_str(head);
+        let digits = tail.chars().take_while(char::is_ascii_digit).count();
+        let after = &tail[digits..];
+        if digits > 0 && (after.is_empty() || after.starts_with("->")) {
+            out.push('N');
+            rest = after;
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn count_lines(lines: &[String]) -> BTreeMap<&str, i64> {
+    let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+    for l in lines {
+        *counts.entry(l.as_str()).or_default() += 1;
+    }
+    counts
+}
+
+/// The fexit and exit-tracepoint captures of the same actions hold the same events.
+fn check_same_events(guest: &Guest, dir: &Path) -> Vec<String> {
+    let mut streams = Vec::new();
+    for phase in ["auto", "exit"] {
+        let Some(capture) = guest.files.get(&format!("{phase}.cap")) else {
+            return vec![format!("{phase}: no capture came back")];
+        };
+        let path = dir.join(format!("{phase}.cap"));
+        std::fs::write(&path, capture).expect("write the capture");
+        streams.push(event_lines(&path));
+    }
+    let (fexit, exit) = (&streams[0], &streams[1]);
+    // The guest runs everything in /vigil/matrix (guest-init.sh): every exec record carries
+    // that path, walked up the kernel's kernfs nodes.
+    let execs: Vec<&String> = fexit
+        .iter()
+        .filter(|l| l.contains(r#""type":"execve""#))
+        .collect();
+    let in_cgroup = execs
+        .iter()
+        .filter(|l| l.contains(r#""cgroups":"/vigil/matrix""#))
+        .count();
+    if execs.is_empty() || in_cgroup != execs.len() {
+        return vec![format!(
+            "auto: {in_cgroup} of {} exec records carry the cgroup /vigil/matrix; first: {:?}",
+            execs.len(),
+            execs
+                .first()
+                .map(|l| l.chars().take(600).collect::<String>())
+        )];
+    }
+    let (a, b) = (count_lines(fexit), count_lines(exit));
+    let mut differences: Vec<String> = Vec::new();
+    for key in a.keys().chain(b.keys()).collect::<BTreeSet<_>>() {
+        let d = a.get(key).copied().unwrap_or(0) - b.get(key).copied().unwrap_or(0);
+        if d != 0 {
+            differences.push(format!("{d:+} {key}"));
+        }
+    }
+    if fexit.len() < 500 || !differences.is_empty() {
+        vec![format!(
+            "fexit and exit streams differ ({} and {} events of the generator; +: only fexit, -: only exit):\n{}",
+            fexit.len(),
+            exit.len(),
+            differences
+                .iter()
+                .take(20)
+                .map(|d| d.chars().take(400).collect::<String>())
+                .collect::<Vec<_>>()
+                .join("\n")
+        )]
+    } else {
+        eprintln!(
+            "fexit and exit tracepoints: the same {} events of the generator",
+            fexit.len()
+        );
+        Vec::new()
+    }
+}
+
+/// How an alert's output fields may differ between `vigil watch` and `vigil run` for the same
+/// action, by design (README, *`vigil run` and `vigil watch`*): `(field prefix, watch value
+/// prefix, run value prefix)`, an empty prefix matching any value.
+const WATCH_RUN_DIFFERENCES: [(&str, &str, &str); 3] = [
+    // The workload's ancestry includes `vigil run` itself.
+    ("proc.aname[", "", ""),
+    // A traced task cannot be traced again: the ptrace actions are refused under the tracer.
+    ("evt.res", "SUCCESS", "EPERM"),
+    // A namespace descriptor opened where no watched call saw it is named by the kernel
+    // (`/proc/PID/fd` link: `uts:[…]`) under `vigil run`, by its path under `vigil watch`.
+    ("fd.name", "/proc/self/ns/", ""),
+];
+
+/// An alert as compared across modes: rule, priority and the output fields with what differs
+/// from one run of the generator to the next masked (temporary names, the generator's pids in
+/// file names, loopback ports).
+fn comparable(alert: &Value) -> (String, BTreeMap<String, String>) {
+    let key = format!("{} {}", alert["rule"], alert["priority"]);
+    let mut fields = BTreeMap::new();
+    if let Some(map) = alert["output_fields"].as_object() {
+        for (k, v) in map {
+            if k == "evt.time" || k.ends_with("port") {
+                continue;
+            }
+            let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            let masked = mask_ports(&mask_temp_names(&mask_generator_ids(&text)));
+            fields.insert(k.clone(), masked);
+        }
+    }
+    (key, fields)
+}
+
+/// `text` with the digits after `vigil-generator-` (the generator's pid in the names of the
+/// files it writes) replaced by `P`.
+fn mask_generator_ids(text: &str) -> String {
+    const PREFIX: &str = "vigil-generator-";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(PREFIX) {
+        let (head, tail) = rest.split_at(at + PREFIX.len());
+        out.push_str(head);
+        let digits = tail.chars().take_while(char::is_ascii_digit).count();
+        if digits > 0 {
+            out.push('P');
+        }
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The same actions under `vigil watch` (phase `watch_phase`) and under `vigil run`
+/// (`run_phase`) raise the same rules with the same priorities and output fields, but for
+/// [`WATCH_RUN_DIFFERENCES`].
+fn check_watch_run_agree(guest: &Guest, watch_phase: &str, run_phase: &str) -> Vec<String> {
+    let group = |phase: &str| {
+        let mut by_rule: BTreeMap<String, Vec<BTreeMap<String, String>>> = BTreeMap::new();
+        for alert in guest.alerts(phase) {
+            let (key, fields) = comparable(&alert);
+            by_rule.entry(key).or_default().push(fields);
+        }
+        for list in by_rule.values_mut() {
+            list.sort();
+        }
+        by_rule
+    };
+    let (watched, traced) = (group(watch_phase), group(run_phase));
+    let mut failures = Vec::new();
+    for key in watched.keys().chain(traced.keys()).collect::<BTreeSet<_>>() {
+        let (w, r) = (
+            watched.get(key).map_or(&[][..], Vec::as_slice),
+            traced.get(key).map_or(&[][..], Vec::as_slice),
+        );
+        if w.len() != r.len() {
+            failures.push(format!(
+                "{watch_phase}/{run_phase}: {key}: {} alerts under watch, {} under run",
+                w.len(),
+                r.len()
+            ));
+            continue;
+        }
+        for (fw, fr) in w.iter().zip(r) {
+            for field in fw.keys().chain(fr.keys()).collect::<BTreeSet<_>>() {
+                let (vw, vr) = (
+                    fw.get(field).map_or("<absent>", String::as_str),
+                    fr.get(field).map_or("<absent>", String::as_str),
+                );
+                let allowed = WATCH_RUN_DIFFERENCES.iter().any(|(f, pw, pr)| {
+                    field.starts_with(f) && vw.starts_with(pw) && vr.starts_with(pr)
+                });
+                if vw != vr && !allowed {
+                    failures.push(format!(
+                        "{watch_phase}/{run_phase}: {key}: {field} is {vw:?} under watch, {vr:?} under run"
+                    ));
+                }
+            }
+        }
+    }
+    failures
+}
+
+/// A supported kernel: every check of the module comment.
+fn check_supported(guest: &Guest, name: &str) {
+    let mut failures = Vec::new();
+    let fexit = guest.text("auto.err").contains("syscalls hooked by fexit");
+    if !fexit {
+        failures.push(format!(
+            "auto: fexit was not chosen\n{}",
+            guest.explain("auto")
+        ));
+    }
+    for phase in ["auto", "falco", "exit", "tracepoint", "raw"] {
+        if guest.fact(&format!("{phase}.exit")) != Some("0") {
+            failures.push(format!(
+                "{phase}: vigil watch failed\n{}",
+                guest.explain(phase)
+            ));
+        }
+    }
+    match guest
+        .fact("auto.bpf_runs")
+        .and_then(|n| n.parse::<u64>().ok())
+    {
+        // A few for dd's own fork, exec, open and exit; none per read or write.
+        Some(n) if n < 1_000 => {}
+        other => failures.push(format!(
+            "auto: 200000 unwatched syscalls ran Vigil programs {other:?} times"
+        )),
+    }
+    failures.extend(check_alerts(guest, "auto", Ruleset::Vigil));
+    failures.extend(check_alerts(guest, "falco", Ruleset::FalcoStable));
+    failures.extend(check_alerts(guest, "exit", Ruleset::Vigil));
+    failures.extend(check_alerts(guest, "tracepoint", Ruleset::Vigil));
+    failures.extend(check_alerts(guest, "raw", Ruleset::Vigil));
+    failures.extend(check_alerts(guest, "run", Ruleset::Vigil));
+    failures.extend(check_alerts(guest, "run-falco", Ruleset::FalcoStable));
+    let dir = scratch(name);
+    failures.extend(check_replay(guest, "auto", &dir));
+    failures.extend(check_replay(guest, "exit", &dir));
+    failures.extend(check_same_events(guest, &dir));
+    failures.extend(check_watch_run_agree(guest, "auto", "run"));
+    failures.extend(check_watch_run_agree(guest, "falco", "run-falco"));
+    assert!(
+        failures.is_empty(),
+        "{name} ({}):\n{}",
+        guest.release,
+        failures.join("\n")
+    );
+}
+
+/// A kernel older than Vigil's eBPF capture supports: one clean line, and `vigil run` works.
+fn check_refused(guest: &Guest, name: &str) {
+    let mut failures = Vec::new();
+    let err = guest.text("auto.err");
+    // Warnings about the guest itself (no `/dev/log` for the syslog output) aside, the
+    // failure is one line: no libbpf message, no verifier log.
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("vigil: warn"))
+        .collect();
+    if guest.fact("auto.exit") != Some("1")
+        || lines.len() != 1
+        || !lines[0].contains(&format!("Linux {} or later", vigil_ebpf::OLDEST_KERNEL))
+        || !lines[0].contains("vigil run")
+    {
+        failures.push(format!(
+            "auto: expected exit 1 and one line naming the missing feature\n{}",
+            guest.explain("auto")
+        ));
+    }
+    failures.extend(check_alerts(guest, "run", Ruleset::Vigil));
+    failures.extend(check_alerts(guest, "run-falco", Ruleset::FalcoStable));
+    assert!(
+        failures.is_empty(),
+        "{name} ({}):\n{}",
+        guest.release,
+        failures.join("\n")
+    );
+}
+
+fn check_kernel(test: &str, kernel: &Kernel) {
+    if skip(test) {
+        return;
+    }
+    let guest = boot(kernel);
+    if supported(&guest.release) {
+        check_supported(&guest, test);
+    } else {
+        check_refused(&guest, test);
+    }
+}
+
+#[test]
+fn debian_12_bookworm_6_1() {
+    let _host = host::alone(module_path!());
+    check_kernel("debian_12_bookworm_6_1", &BOOKWORM);
+}
+
+#[test]
+fn debian_12_bookworm_6_1_cloud() {
+    let _host = host::alone(module_path!());
+    check_kernel("debian_12_bookworm_6_1_cloud", &BOOKWORM_CLOUD);
+}
+
+#[test]
+fn debian_13_trixie_6_12() {
+    let _host = host::alone(module_path!());
+    check_kernel("debian_13_trixie_6_12", &TRIXIE);
+}
+
+#[test]
+fn debian_11_bullseye_5_10() {
+    let _host = host::alone(module_path!());
+    check_kernel("debian_11_bullseye_5_10", &BULLSEYE);
+}
+
+#[test]
+fn results_parse_into_facts_and_files() {
+    let _host = host::alone(module_path!());
+    let block = {
+        let mut child = Command::new("sh")
+            .args(["-c", "printf 'hello\\n' | gzip -c | base64"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("gzip and base64");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut text)
+            .expect("read");
+        child.wait().expect("wait");
+        text
+    };
+    let results = format!(
+        "guest kernel 6.1.0-50-amd64\r\nphase auto exit=0\nphase auto bpf_runs=12\n=== begin auto.err\n{block}=== end auto.err\nguest done\n"
+    );
+    let guest = parse_results(&results, String::new());
+    assert_eq!(guest.release, "6.1.0-50-amd64");
+    assert_eq!(guest.fact("auto.exit"), Some("0"));
+    assert_eq!(guest.fact("auto.bpf_runs"), Some("12"));
+    assert_eq!(guest.text("auto.err"), "hello\n");
+    assert!(guest.fact("done").is_some());
+    assert_eq!(
+        mask_pids(
+            "/proc/139/status 1390 139 x-139.log 127.0.0.1",
+            &BTreeSet::from([127, 139])
+        ),
+        "/proc/P/status 1390 139 x-P.log 127.0.0.1"
+    );
+    assert_eq!(
+        mask_ports("tcp:0.0.0.0:0->127.0.0.1:34201"),
+        "tcp:0.0.0.0:N->127.0.0.1:N"
+    );
+    assert_eq!(
+        mask_temp_names("/tmp/vigil-generator.UNxmPz/x vigil-generator.ab"),
+        "/tmp/vigil-generator.XXXXXX/x vigil-generator.ab"
+    );
+    assert_eq!(
+        mask_generator_ids("/var/log/vigil-generator-194.log"),
+        "/var/log/vigil-generator-P.log"
+    );
+    let watched = serde_json::json!({"rule": "R", "priority": "Warning", "output_fields": {
+        "proc.aname[2]": "init", "evt.res": "SUCCESS", "fd.sport": 1, "proc.name": "a"}});
+    let traced = serde_json::json!({"rule": "R", "priority": "Warning", "output_fields": {
+        "proc.aname[2]": "vigil", "evt.res": "EPERM", "fd.sport": 2, "proc.name": "a"}});
+    let renamed = serde_json::json!({"rule": "R", "priority": "Warning", "output_fields": {
+        "proc.aname[2]": "vigil", "evt.res": "EPERM", "fd.sport": 2, "proc.name": "b"}});
+    let with = |w: &Value, r: &Value| {
+        let mut guest = Guest::default();
+        for (phase, alert) in [("w", w), ("r", r)] {
+            guest
+                .files
+                .insert(format!("{phase}.alerts"), alert.to_string().into_bytes());
+        }
+        check_watch_run_agree(&guest, "w", "r")
+    };
+    assert!(with(&watched, &traced).is_empty());
+    assert_eq!(with(&watched, &renamed).len(), 1);
+    assert!(supported("6.1.0-50-amd64"));
+    assert!(supported("6.12.117+deb13-amd64"));
+    assert!(!supported("5.10.0-32-amd64"));
+}
