@@ -687,7 +687,29 @@ static __always_inline __u32 put_cgroup(__u8 *buf, __u32 off, struct task_struct
 
 // ----- syscalls -----
 
+// The architecture's syscall numbers (the kernel's own: user space translates them to the
+// x86-64 numbers events carry, crates/event/src/arch.rs), the prefix of its syscall wrappers
+// (`SYSCALL_DEFINEx` in arch/*/include/asm/syscall_wrapper.h) and its saved registers.
+// The generic table (arm64) has no fork or vfork: they are never matched there.
+#if defined(__TARGET_ARCH_x86)
+#define SYS_PREFIX "__x64_sys_"
+#define NR_CLONE 56
+#define NR_FORK 57
+#define NR_VFORK 58
+#define NR_EXECVE 59
 #define NR_EXECVEAT 322
+#define NR_CLONE3 435
+#elif defined(__TARGET_ARCH_arm64)
+#define SYS_PREFIX "__arm64_sys_"
+#define NR_CLONE 220
+#define NR_FORK 0xfffffffe
+#define NR_VFORK 0xfffffffe
+#define NR_EXECVE 221
+#define NR_EXECVEAT 281
+#define NR_CLONE3 435
+#else
+#error "vigil.bpf.c knows x86 and arm64 (__TARGET_ARCH_x86, __TARGET_ARCH_arm64)"
+#endif
 
 // Keeps the pathname an execveat of thread `tid` passed, for its exec record (the new image
 // replaces the memory it is in): staged in this CPU's scratch area, then copied into the map.
@@ -862,37 +884,55 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 	return emit_syscall(buf, nr, st->args, ret);
 }
 
-#define NR_CLONE 56
-#define NR_FORK 57
-#define NR_VFORK 58
-#define NR_EXECVE 59
-#define NR_CLONE3 435
-
 static __always_inline int is_clone(__u32 nr)
 {
 	return nr == NR_CLONE || nr == NR_FORK || nr == NR_VFORK || nr == NR_CLONE3;
 }
 
-// The six argument registers of a syscall as `__x64_sys_X` received them (x86-64 ABI).
-// `regs` is a BTF pointer (a tracing program's argument or bpf_task_pt_regs()): direct loads,
-// relocated by CO-RE, with no helper call each.
+// The six argument registers of a syscall as its wrapper received them. `regs` is a BTF
+// pointer (a tracing program's argument or bpf_task_pt_regs()): direct loads, relocated by
+// CO-RE, with no helper call each.
 static __always_inline void regs_args(const struct pt_regs *regs, __u64 *args)
 {
+#if defined(__TARGET_ARCH_x86)
+	// x86-64: rdi, rsi, rdx, r10, r8, r9.
 	args[0] = regs->di;
 	args[1] = regs->si;
 	args[2] = regs->dx;
 	args[3] = regs->r10;
 	args[4] = regs->r8;
 	args[5] = regs->r9;
+#else
+	// arm64: x0..x5, where x0 is overwritten by the return value once the call completes
+	// (syscall_set_return_value); el0_svc_common keeps the first argument in `orig_x0`
+	// (arch/arm64/kernel/syscall.c).
+	args[0] = regs->orig_x0;
+	args[1] = regs->regs[1];
+	args[2] = regs->regs[2];
+	args[3] = regs->regs[3];
+	args[4] = regs->regs[4];
+	args[5] = regs->regs[5];
+#endif
+}
+
+// The syscall number of the saved registers: -1 (NO_SYSCALL on arm64) when ptrace or seccomp
+// skipped the call.
+static __always_inline __u32 regs_nr(const struct pt_regs *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+	return regs_nr(regs);
+#else
+	return (__u32)regs->syscallno;
+#endif
 }
 
 // A completed syscall seen at its return with its saved user registers (HOOK_FEXIT,
-// HOOK_RAW): the number is `orig_ax` (-1 when ptrace or seccomp skipped the call).
+// HOOK_RAW): the number is regs_nr().
 static __always_inline int on_completed(const struct pt_regs *regs, long ret)
 {
 	if (floor_mode == FLOOR_NOP || excluded())
 		return 0;
-	__u32 nr = (__u32)regs->orig_ax;
+	__u32 nr = regs_nr(regs);
 	if (nr >= 512)
 		return 0;
 	if (nr == NR_EXECVE || nr == NR_EXECVEAT) {
@@ -933,13 +973,13 @@ static __always_inline int on_completed(const struct pt_regs *regs, long ret)
 // capture program is loaded twice: `vigil_sys_fexit1` is loaded for a target of the other
 // prototype, which user space finds in the kernel's BTF, and serves the stubs of the syscalls
 // with that prototype (user space puts the right one in each stub object's `sys_progs`).
-SEC("fexit/__x64_sys_openat")
+SEC("fexit/" SYS_PREFIX "openat")
 int BPF_PROG(vigil_sys_fexit, const struct pt_regs *regs, long ret)
 {
 	return on_completed(regs, ret);
 }
 
-SEC("fexit/__x64_sys_openat")
+SEC("fexit/" SYS_PREFIX "openat")
 int BPF_PROG(vigil_sys_fexit1, const struct pt_regs *regs, long ret)
 {
 	return on_completed(regs, ret);
@@ -949,7 +989,7 @@ int BPF_PROG(vigil_sys_fexit1, const struct pt_regs *regs, long ret)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(vigil_btf_exit, struct pt_regs *regs, long ret)
 {
-	__u32 key = (__u32)regs->orig_ax;
+	__u32 key = regs_nr(regs);
 	if (key >= 512)
 		return 0;
 	__u8 *on = bpf_map_lookup_elem(&hooked_nrs, &key);
@@ -977,13 +1017,13 @@ static __always_inline int exec_entry(const struct pt_regs *regs, __u32 nr)
 	return 0;
 }
 
-SEC("fentry/__x64_sys_execve")
+SEC("fentry/" SYS_PREFIX "execve")
 int BPF_PROG(vigil_execve_entry, const struct pt_regs *regs)
 {
 	return exec_entry(regs, NR_EXECVE);
 }
 
-SEC("fentry/__x64_sys_execveat")
+SEC("fentry/" SYS_PREFIX "execveat")
 int BPF_PROG(vigil_execveat_entry, const struct pt_regs *regs)
 {
 	return exec_entry(regs, NR_EXECVEAT);
@@ -1065,7 +1105,7 @@ int BPF_PROG(vigil_fork, struct task_struct *parent, struct task_struct *child)
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
 		if (!regs)
 			return 0;
-		nr = (__u32)regs->orig_ax;
+		nr = regs_nr(regs);
 		if (!is_clone(nr))
 			return 0;
 		__u32 key = nr;
@@ -1140,7 +1180,7 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 		if (!regs)
 			return 0;
-		nr = (__u32)regs->orig_ax;
+		nr = regs_nr(regs);
 		__u32 hk = nr;
 		__u8 *on = nr < 512 ? bpf_map_lookup_elem(&hooked_nrs, &hk) : 0;
 		if (!on || !*on)

@@ -7,7 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use vigil_event::model::FlagTable;
-use vigil_event::{table, Event, EventType, Param, ParamKind, SockAddr, SockTuple};
+use vigil_event::{arch, table, Event, EventType, Param, ParamKind, SockAddr, SockTuple};
 
 use crate::spec::{def_for, Src};
 
@@ -307,7 +307,7 @@ fn tuple_param(r: &Record<'_>, accept: bool, addr: Option<SockAddr>) -> Param {
 
 fn syscall_event(r: &Record<'_>) -> Option<Event> {
     let h = &r.hdr;
-    let etype = table::by_syscall_nr(h.nr)?;
+    let etype = table::by_syscall_nr(arch::event_nr(h.nr)?)?;
     let mut evt = new_event(etype, h.res);
     let Some(def) = def_for(etype) else {
         return Some(evt);
@@ -377,7 +377,7 @@ fn syscall_event(r: &Record<'_>) -> Option<Event> {
 
 fn fork_event(r: &Record<'_>) -> Option<Event> {
     let h = &r.hdr;
-    let etype = table::by_syscall_nr(h.nr)?;
+    let etype = table::by_syscall_nr(arch::event_nr(h.nr)?)?;
     let info = r.blobs[usize::from(TAG_FORK_INFO)]?.data;
     let flags = u64_at(info, 0)?;
     let vtid = u32_at(info, 16)?;
@@ -400,7 +400,7 @@ fn split_area(area: &[u8]) -> Vec<Vec<u8>> {
 
 fn exec_event(r: &Record<'_>) -> Option<Event> {
     let h = &r.hdr;
-    let etype = table::by_syscall_nr(h.nr)?;
+    let etype = table::by_syscall_nr(arch::event_nr(h.nr)?)?;
     let info = r.blobs[usize::from(TAG_EXEC_INFO)]?.data;
     let mut evt = new_event(etype, 0);
     let spec = etype.spec();

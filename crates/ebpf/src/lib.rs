@@ -270,7 +270,13 @@ impl BpfSource {
         self.fallback.clear();
         self.filtered.clear();
         for etype in driver_interest(interest).iter() {
-            let Some(nr) = etype.spec().nr else {
+            let Some(event_nr) = etype.spec().nr else {
+                continue;
+            };
+            // The kernel's number (events carry x86-64's); a call this architecture lacks
+            // (`open`, `stat`, `fork` on arm64) is unsupported like one without a tracepoint.
+            let Some(nr) = vigil_event::arch::native_nr(event_nr) else {
+                self.unsupported.push(etype.name());
                 continue;
             };
             let name = spec::tracepoint_name(etype.name());
