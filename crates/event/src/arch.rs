@@ -128,7 +128,7 @@ mod tests {
         assert_eq!(a.native_nr(59), Some(221));
         assert_eq!(a.native_nr(435), Some(435));
         assert_eq!(a.event_nr(79), Some(262)); // newfstatat
-        // open (2), stat (4), fork (57) do not exist on aarch64.
+                                               // open (2), stat (4), fork (57) do not exist on aarch64.
         for nr in [2, 4, 57, 58] {
             assert_eq!(a.native_nr(nr), None, "x86-64 {nr}");
         }

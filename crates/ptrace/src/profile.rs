@@ -110,11 +110,15 @@ impl Profile {
             errno_of(obj.get("defaultErrnoRet"), "defaultErrnoRet")?,
         )?;
         if let Some(archs) = obj.get("architectures").and_then(Value::as_array) {
-            let x86_64 = archs.iter().any(|a| a.as_str() == Some("SCMP_ARCH_X86_64"));
-            if !archs.is_empty() && !x86_64 {
-                return Err(ProfileError::Invalid(
-                    "`architectures` does not include SCMP_ARCH_X86_64".into(),
-                ));
+            // The profile names syscalls; the filter numbers them for the machine it runs on.
+            let host = match vigil_event::arch::Arch::host() {
+                vigil_event::arch::Arch::X86_64 => "SCMP_ARCH_X86_64",
+                vigil_event::arch::Arch::Aarch64 => "SCMP_ARCH_AARCH64",
+            };
+            if !archs.is_empty() && !archs.iter().any(|a| a.as_str() == Some(host)) {
+                return Err(ProfileError::Invalid(format!(
+                    "`architectures` does not include {host}"
+                )));
             }
         }
         let mut rules = Vec::new();
