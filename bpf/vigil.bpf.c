@@ -591,16 +591,30 @@ static __always_inline __u32 put_path(__u8 *buf, __u32 off, __u8 tag, const stru
 // flavour against the running kernel's types, and each `bpf_core_field_exists` is a constant
 // fixed at load time, so the branch for other kernels is dead code the verifier never walks) -----
 
+// overlayfs's inode, a module's type: a vmlinux.h holds it only where overlayfs was built in
+// when it was generated (the x86 one; not the arm64 one), so the two fields used are declared
+// here as a flavour (matched against `struct ovl_inode` of the running kernel's BTF).
+struct ovl_inode___vigil {
+	struct inode vfs_inode;
+	struct dentry *__upperdentry;
+} __attribute__((preserve_access_index));
+
 // `kernfs_node.parent` became `__parent` in Linux 6.15 ("kernfs: Use RCU
-// to access kernfs_node::parent").
+// to access kernfs_node::parent"). Both are flavours, so that either vmlinux.h compiles (the
+// arm64 one is 6.12's).
 struct kernfs_node___pre615 {
 	struct kernfs_node *parent;
 } __attribute__((preserve_access_index));
 
+struct kernfs_node___615 {
+	struct kernfs_node *__parent;
+} __attribute__((preserve_access_index));
+
 static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
 {
-	if (bpf_core_field_exists(kn->__parent))
-		return BPF_CORE_READ(kn, __parent);
+	struct kernfs_node___615 *now = (struct kernfs_node___615 *)kn;
+	if (bpf_core_field_exists(now->__parent))
+		return BPF_CORE_READ(now, __parent);
 	return BPF_CORE_READ((struct kernfs_node___pre615 *)kn, parent);
 }
 
@@ -1279,10 +1293,10 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 		// upper layer, i.e. after the container's image was assembled.
 		// `struct ovl_inode` is known only where overlayfs is built in or its module was
 		// loaded when Vigil started (libbpf reads module BTF too).
-		if (bpf_core_type_exists(struct ovl_inode) &&
+		if (bpf_core_type_exists(struct ovl_inode___vigil) &&
 		    BPF_CORE_READ(ino, i_sb, s_magic) == OVERLAYFS_SUPER_MAGIC) {
-			struct ovl_inode *oi = (struct ovl_inode *)((void *)ino -
-				bpf_core_field_offset(struct ovl_inode, vfs_inode));
+			struct ovl_inode___vigil *oi = (struct ovl_inode___vigil *)((void *)ino -
+				bpf_core_field_offset(struct ovl_inode___vigil, vfs_inode));
 			if (BPF_CORE_READ(oi, __upperdentry))
 				exe_flags |= EXE_UPPER_LAYER;
 		}
