@@ -26,6 +26,7 @@ install -m 0755 "$here/guest-init.sh" "$stage/init"
 # is an amd64 binary), else the host's.
 busybox=$(command -v busybox)
 [ -x "$stage/usr/bin/busybox" ] && busybox=$stage/usr/bin/busybox
+mkdir -p "$stage/usr/local/bin"
 install -m 0755 "$busybox" "$stage/usr/local/bin/busybox"
 mkdir -p "$stage/rules"
 install -m 0644 "$rules" "$stage/rules/falco_rules.yaml"
