@@ -56,6 +56,19 @@ else
         for f in passwd group; do
             [ -f "$STAGE/etc/$f" ] || cp "$STAGE/usr/share/base-passwd/$f.master" "$STAGE/etc/$f"
         done
+        # The shadow files passwd's postinst makes (`shadowconfig on`): locked accounts.
+        for f in passwd group; do
+            shadow=$STAGE/etc/shadow
+            [ "$f" = group ] && shadow=$STAGE/etc/gshadow
+            [ -f "$shadow" ] && continue
+            if [ "$f" = passwd ]; then
+                awk -F: '{ print $1 ":*:19000:0:99999:7:::" }' "$STAGE/etc/passwd" >"$shadow"
+            else
+                awk -F: '{ print $1 ":*::" }' "$STAGE/etc/group" >"$shadow"
+            fi
+            chmod 0640 "$shadow"
+            chgrp 42 "$shadow" # shadow
+        done
         if [ -L "$STAGE/proc" ]; then rm "$STAGE/proc" && mkdir "$STAGE/proc"; fi
         rm -rf "$STAGE/debootstrap"
     else
