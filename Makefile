@@ -24,7 +24,8 @@ TEST_PACKAGES := strace runc debootstrap openssl curl bpftool sudo logrotate rsy
 CROSS_PACKAGES := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libelf-dev:arm64 zlib1g-dev:arm64
 RUST_COMPONENTS := rustfmt clippy
 
-.PHONY: all deps test-deps cross-deps runtime-deps build static static-aarch64 image run test \
+.PHONY: all deps test-deps cross-deps runtime-deps build static static-aarch64 image \
+  image-multiarch run test \
   lint fmt bench fuzz clean
 
 all: build
@@ -119,6 +120,14 @@ static-aarch64: cross-deps
 image: static
 	$(call apt_install,buildah)
 	scripts/build-image.sh -b $(STATIC_VIGIL)
+
+# The multi-architecture image `vigil:<version>` and `vigil:latest`: a manifest list of the
+# amd64 and arm64 images (Graviton, Fargate ARM64), in buildah's storage, without a registry;
+# `buildah manifest push --all vigil:<version> docker://REGISTRY/vigil:<version>` publishes it.
+image-multiarch: static static-aarch64
+	$(call apt_install,buildah)
+	scripts/build-image-multiarch.sh target/x86_64-unknown-linux-gnu/release/vigil \
+	  $(STATIC_VIGIL_AARCH64)
 
 # Starts the agent: `vigil watch` on its embedded default ruleset (host-wide, eBPF; root and a
 # BTF kernel). It names what is missing otherwise; `vigil run -- CMD` works without them.
