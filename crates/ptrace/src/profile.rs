@@ -9,6 +9,7 @@
 
 use serde_json::{json, Value};
 use thiserror::Error;
+use vigil_event::arch::Arch;
 use vigil_event::syscalls_x86_64::SYSCALLS;
 
 use crate::filter;
@@ -71,6 +72,14 @@ pub struct Profile {
 /// `EPERM`, the errno of `SCMP_ACT_ERRNO` without `errnoRet` (as runc).
 const EPERM: u16 = 1;
 
+/// libseccomp's name of an architecture (OCI `architectures`).
+fn scmp_arch(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => "SCMP_ARCH_X86_64",
+        Arch::Aarch64 => "SCMP_ARCH_AARCH64",
+    }
+}
+
 fn nr_of(name: &str) -> Option<u16> {
     SYSCALLS.iter().find(|(_, n)| *n == name).map(|(nr, _)| *nr)
 }
@@ -111,10 +120,7 @@ impl Profile {
         )?;
         if let Some(archs) = obj.get("architectures").and_then(Value::as_array) {
             // The profile names syscalls; the filter numbers them for the machine it runs on.
-            let host = match vigil_event::arch::Arch::host() {
-                vigil_event::arch::Arch::X86_64 => "SCMP_ARCH_X86_64",
-                vigil_event::arch::Arch::Aarch64 => "SCMP_ARCH_AARCH64",
-            };
+            let host = scmp_arch(Arch::host());
             if !archs.is_empty() && !archs.iter().any(|a| a.as_str() == Some(host)) {
                 return Err(ProfileError::Invalid(format!(
                     "`architectures` does not include {host}"
@@ -278,7 +284,7 @@ pub fn learned_profile(used: &[u16], runtime: Runtime) -> String {
     let doc = json!({
         "defaultAction": "SCMP_ACT_ERRNO",
         "defaultErrnoRet": EPERM,
-        "architectures": ["SCMP_ARCH_X86_64"],
+        "architectures": [scmp_arch(Arch::host())],
         "syscalls": entries,
     });
     let mut text = serde_json::to_string_pretty(&doc).expect("a JSON value always serialises");
@@ -297,7 +303,7 @@ mod tests {
         let text = learned_profile(&[59, 0, 1, 60, 0, 9999], Runtime::None);
         let doc: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(doc["defaultAction"], "SCMP_ACT_ERRNO");
-        assert_eq!(doc["architectures"][0], "SCMP_ARCH_X86_64");
+        assert_eq!(doc["architectures"][0], scmp_arch(Arch::host()));
         assert_eq!(
             doc["syscalls"][0]["names"],
             json!(["execve", "exit", "read", "write"])
@@ -454,7 +460,15 @@ mod tests {
             "[]",
             "{}",
             r#"{"defaultAction":"SCMP_ACT_TRAP"}"#,
-            r#"{"defaultAction":"SCMP_ACT_ALLOW","architectures":["SCMP_ARCH_AARCH64"]}"#,
+            // Only another architecture's (a profile for x86-64 and aarch64 loads on both).
+            match Arch::host() {
+                Arch::X86_64 => {
+                    r#"{"defaultAction":"SCMP_ACT_ALLOW","architectures":["SCMP_ARCH_AARCH64"]}"#
+                }
+                Arch::Aarch64 => {
+                    r#"{"defaultAction":"SCMP_ACT_ALLOW","architectures":["SCMP_ARCH_X86_64"]}"#
+                }
+            },
             r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["clone"],"action":"SCMP_ACT_ALLOW","args":[{"index":0}]}]}"#,
             r#"{"defaultAction":"SCMP_ACT_ERRNO","defaultErrnoRet":-1}"#,
             "not json",
