@@ -116,6 +116,16 @@ watch_phase raw '^syscall\.(CreateSymlinkOverSensitiveFiles|ReadSensitiveFileUnt
 run_phase run
 run_phase run-falco -r /rules/falco_rules.yaml
 
+# A capture written on another architecture (the host's, initramfs.sh's CAPTURE) replayed
+# here: the host replays the same file and compares.
+if [ -f /captures/host.cap ] && wanted replay; then
+    say "phase replay start"
+    /vigil replay --json /captures/host.cap >/tmp/replay.alerts 2>/tmp/replay.err
+    say "phase replay exit=$?"
+    emit replay.alerts /tmp/replay.alerts
+    emit replay.err /tmp/replay.err
+fi
+
 say "guest done"
 sync
 echo 1 >/proc/sys/kernel/sysrq

@@ -5,12 +5,15 @@
 # bring the loopback up) and scripts/kernels/guest-init.sh as /init. The tree and vigil are of
 # the guest's architecture (amd64 or arm64).
 #
-# Usage: scripts/kernels/initramfs.sh ROOTFS VIGIL FALCO_RULES OUT.cpio
+# Usage: scripts/kernels/initramfs.sh ROOTFS VIGIL FALCO_RULES OUT.cpio [CAPTURE]
+# CAPTURE: a capture written elsewhere (the host's architecture), at /captures/host.cap, which
+# the guest replays (guest-init.sh, phase `replay`).
 set -eu
 rootfs=$1
 vigil=$2
 rules=$3
 out=$4
+capture=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/vigil-initramfs.XXXXXX")
@@ -30,5 +33,9 @@ mkdir -p "$stage/usr/local/bin"
 install -m 0755 "$busybox" "$stage/usr/local/bin/busybox"
 mkdir -p "$stage/rules"
 install -m 0644 "$rules" "$stage/rules/falco_rules.yaml"
+if [ -n "$capture" ]; then
+    mkdir -p "$stage/captures"
+    install -m 0644 "$capture" "$stage/captures/host.cap"
+fi
 (cd "$stage" && find . -print0 | cpio --null --create --format=newc --quiet) >"$out.tmp"
 mv "$out.tmp" "$out"

@@ -14,6 +14,12 @@
 //! - on an older kernel: `vigil watch` exits 1 with one line naming the missing feature and the
 //!   oldest kernel that has it, and `vigil run` alerts as anywhere.
 //!
+//! amd64 and arm64 guests (`qemu-system-aarch64 -M virt -cpu max`, the static aarch64 `vigil`
+//! of `$VIGIL_STATIC_BIN_AARCH64`, a foreign arm64 minbase tree): the same checks, where an
+//! arm64 kernel without trampolines (6.1) must choose the exit tracepoints; the arm64 guests'
+//! captures replay here (x86-64), and a capture written here by `vigil run -w` replays in them
+//! to the alerts it raises here.
+//!
 //! Kernels come from Debian's archive (`scripts/kernels/fetch.sh`: a private apt
 //! configuration, cached under `target/kernels`). Needs root (the initramfs copies a root-owned
 //! tree), qemu (`make deps` installs it), the static binary (`VIGIL_STATIC_BIN`, set by `make
@@ -212,14 +218,48 @@ fn initramfs(arch: Arch) -> &'static Path {
         let dir = matrix_dir();
         std::fs::create_dir_all(&dir).expect("create target/kernels");
         let image = dir.join(image);
-        run(Command::new("sh")
-            .arg(workspace().join("scripts/kernels/initramfs.sh"))
+        let mut cmd = Command::new("sh");
+        cmd.arg(workspace().join("scripts/kernels/initramfs.sh"))
             .arg(rootfs_dir.join("rootfs"))
             .arg(std::env::var_os(arch.static_bin_var()).expect("checked by skip()"))
             .arg(falco_rules())
-            .arg(&image));
+            .arg(&image);
+        if arch != Arch::Amd64 {
+            cmd.arg(host_capture());
+        }
+        run(&mut cmd);
         image
     })
+}
+
+/// A capture written here (x86-64), by `vigil run -w` around the generator's host actions,
+/// for the foreign guests to replay (`check_foreign_replay`).
+fn host_capture() -> PathBuf {
+    let path = scratch("host-capture").join("host.cap");
+    let out = Command::new(VIGIL)
+        .arg("run")
+        .arg("-w")
+        .arg(&path)
+        .args([
+            "--",
+            VIGIL,
+            "generate",
+            "run",
+            "^syscall\\.",
+            "--sleep",
+            "0s",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run vigil run -w");
+    // The generator's exit says whether every action ran; the capture is what matters.
+    assert!(
+        std::fs::metadata(&path).is_ok_and(|m| m.len() > 0),
+        "vigil run -w wrote no capture ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
 }
 
 /// What one guest sent back: `phase NAME key=value` lines and the files of each phase.
@@ -488,6 +528,38 @@ fn check_replay(guest: &Guest, phase: &str, dir: &Path) -> Vec<String> {
             out.status,
             live.difference(&again).take(5).collect::<Vec<_>>(),
             again.difference(&live).take(5).collect::<Vec<_>>()
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The host's capture (another architecture's) replayed in the guest raises the alerts it
+/// raises here, and some.
+fn check_foreign_replay(guest: &Guest) -> Vec<String> {
+    let capture = scratch("host-capture").join("host.cap");
+    if guest.fact("replay.exit") != Some("0") {
+        return vec![format!(
+            "replay: vigil replay of the host's capture failed in the guest\n{}",
+            guest.explain("replay")
+        )];
+    }
+    let out = Command::new(VIGIL)
+        .args(["replay", "--json"])
+        .arg(&capture)
+        .output()
+        .expect("run vigil replay");
+    let here: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let (here, there) = (alert_set(&here), alert_set(&guest.alerts("replay")));
+    if here.is_empty() || here != there {
+        vec![format!(
+            "replay: the host's capture replays to other alerts in the guest ({} here): only here: {:?}; only there: {:?}",
+            here.len(),
+            here.difference(&there).take(5).collect::<Vec<_>>(),
+            there.difference(&here).take(5).collect::<Vec<_>>()
         )]
     } else {
         Vec::new()
@@ -915,6 +987,10 @@ fn check_kernel(test: &str, kernel: &Kernel) {
         return;
     }
     let guest = boot(kernel);
+    if kernel.arch != Arch::Amd64 {
+        let failures = check_foreign_replay(&guest);
+        assert!(failures.is_empty(), "{test}:\n{}", failures.join("\n"));
+    }
     if supported(&guest.release) {
         check_supported(&guest, test, kernel.trampolines);
     } else {

@@ -534,7 +534,10 @@ pub(crate) mod build {
     pub struct Rec(pub Vec<u8>);
 
     impl Rec {
+        /// `nr` is the event (x86-64) number; the record holds the kernel's, as the BPF side
+        /// writes it on the architecture the tests run on.
         pub fn new(kind: u16, nr: u16, tid: u32, pid: u32, res: i64, args: [u64; 6]) -> Rec {
+            let nr = vigil_event::arch::native_nr(nr).unwrap_or(u16::MAX);
             let mut b = Vec::new();
             b.extend_from_slice(&1000u64.to_le_bytes());
             b.extend_from_slice(&tid.to_le_bytes());
