@@ -934,7 +934,7 @@ static __always_inline void regs_args(const struct pt_regs *regs, __u64 *args)
 static __always_inline __u32 regs_nr(const struct pt_regs *regs)
 {
 #if defined(__TARGET_ARCH_x86)
-	return regs_nr(regs);
+	return (__u32)regs->orig_ax;
 #else
 	return (__u32)regs->syscallno;
 #endif
