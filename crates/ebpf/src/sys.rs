@@ -499,7 +499,11 @@ impl Bpf {
                 (fexit_target("execve"), &skel.progs.vigil_execve_entry),
                 (fexit_target("execveat"), &skel.progs.vigil_execveat_entry),
             ] {
-                let link = prog.attach().map_err(|e| EbpfError::Attach {
+                // Kept like a load's messages: a kernel that loads trampolines but cannot
+                // attach them (arm64 before ftrace direct calls, 6.4: `ENOTSUPP`) is reported
+                // in the error, and `auto` falls back in one line.
+                let (attached, _log) = with_load_log(|| prog.attach());
+                let link = attached.map_err(|e| EbpfError::Attach {
                     name: format!("fentry/{name}"),
                     message: e.to_string(),
                 })?;
