@@ -938,6 +938,7 @@ fn check_supported(guest: &Guest, name: &str, trampolines: bool) {
     failures.extend(check_alerts(guest, "raw", Ruleset::Vigil));
     failures.extend(check_alerts(guest, "run", Ruleset::Vigil));
     failures.extend(check_alerts(guest, "run-falco", Ruleset::FalcoStable));
+    failures.extend(check_widened(guest));
     let dir = scratch(name);
     failures.extend(check_replay(guest, "auto", &dir));
     failures.extend(check_replay(guest, "exit", &dir));
@@ -950,6 +951,26 @@ fn check_supported(guest: &Guest, name: &str, trampolines: bool) {
         guest.release,
         failures.join("\n")
     );
+}
+
+/// Under Falco's rules `vigil run` armed the full filter in the process that entered new
+/// namespaces (a `seccomp(2)` injected at its `setns` exit: `Tracer::widen`), with no failure.
+fn check_widened(guest: &Guest) -> Vec<String> {
+    let err = guest.text("run-falco.err");
+    let stat = |key: &str| {
+        err.lines()
+            .filter(|l| l.starts_with("vigil: traced_syscalls="))
+            .flat_map(str::split_whitespace)
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    match (stat("widened"), stat("widen_failures")) {
+        (Some(w), Some(0)) if w >= 1 => Vec::new(),
+        other => vec![format!(
+            "run-falco: no process got the full filter (widened, widen_failures: {other:?})\n{}",
+            guest.explain("run-falco")
+        )],
+    }
 }
 
 /// A kernel older than Vigil's eBPF capture supports: one clean line, and `vigil run` works.

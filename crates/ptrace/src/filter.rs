@@ -197,6 +197,7 @@ pub(crate) mod tests {
     }
 
     /// [`run`] with argument registers.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) fn run_args(prog: &[SockFilter], nr: u32, arch: u32, args: &[u64; 6]) -> u32 {
         let mut acc = 0u32;
         let mut pc = 0usize;
@@ -224,6 +225,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn fprog_image_is_the_kernels_layout() {
         let prog = trace_where(&[32], &[]);
         let image = fprog_image(&prog, 0x7fff_0000_1000);
@@ -252,6 +254,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn traces_exactly_the_listed_syscalls() {
         let prog = trace_where(&[257, 2, 59, 257], &[]);
         for nr in 0..460u32 {
@@ -266,6 +269,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn foreign_abis_are_refused() {
         let prog = trace_where(&[2], &[]);
         // i386 `open` is 5; the filter must not let it through as x86-64 `fstat`.
@@ -277,6 +281,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn learning_traces_everything_and_defaults_apply() {
         let prog = trace_all();
         assert_eq!(run(&prog, 0, AUDIT_ARCH_X86_64), RET_TRACE);
@@ -288,6 +293,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn argument_conditions_trace_only_matching_calls() {
         let when = [(33u16, ArgIn::equal(1, vec![0, 1, 2]))];
         let prog = trace_where(&[2, 33, 257], &when);
@@ -319,6 +325,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn masked_conditions_test_the_bits_kept() {
         // openat(dirfd, path, flags): stops only for a write access mode (O_WRONLY, O_RDWR).
         let when = [(
@@ -351,6 +358,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn large_sets_keep_short_jumps() {
         let all: Vec<u16> = (0..460).collect();
         let prog = trace_where(&all, &[]);

@@ -295,10 +295,13 @@ pub fn learned_profile(used: &[u16], runtime: Runtime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "x86_64")]
     use crate::filter::tests::run;
+    #[cfg(target_arch = "x86_64")]
     use crate::filter::AUDIT_ARCH_X86_64;
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn learned_profile_round_trips() {
         let text = learned_profile(&[59, 0, 1, 60, 0, 9999], Runtime::None);
         let doc: Value = serde_json::from_str(&text).unwrap();
@@ -345,6 +348,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn learned_profile_for_runc_adds_only_what_the_workload_lacks() {
         // read, write, close, execve, exit_group, fstatfs
         let used = [0, 1, 3, 59, 231, 138];
