@@ -995,6 +995,7 @@ fn check_refused(guest: &Guest, name: &str) {
     }
     failures.extend(check_alerts(guest, "run", Ruleset::Vigil));
     failures.extend(check_alerts(guest, "run-falco", Ruleset::FalcoStable));
+    failures.extend(check_widened(guest));
     assert!(
         failures.is_empty(),
         "{name} ({}):\n{}",
