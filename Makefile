@@ -5,19 +5,28 @@ CARGO ?= cargo
 VIGIL := target/release/vigil
 # The statically linked vigil of the container image (scripts/build-static.sh).
 HOST_TRIPLE := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
-STATIC_VIGIL := target/$(HOST_TRIPLE)/release/vigil
+# `make static ARCH=aarch64` cross-builds the arm64 one (Graviton, Fargate ARM).
+ARCH ?= $(firstword $(subst -, ,$(HOST_TRIPLE)))
+STATIC_VIGIL := target/$(ARCH)-unknown-linux-gnu/release/vigil
+STATIC_VIGIL_AARCH64 := target/aarch64-unknown-linux-gnu/release/vigil
 # Debian packages the build needs (clang, llvm, libelf, zlib: the eBPF programs and libbpf;
 # libelf-dev and zlib1g-dev also ship the archives the static build links). `make run` installs
 # these alone.
 BUILD_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev
 # What the tests need besides (strace, runc, debootstrap, openssl, curl, bpftool, sudo,
-# logrotate, rsyslog; buildah: the image and its test; qemu-system-x86, cpio and
-# busybox-static: the kernel matrix, crates/cli/tests/e2e/kernels.rs).
+# logrotate, rsyslog; buildah: the image and its test; qemu-system-x86, qemu-system-arm, cpio
+# and busybox-static: the kernel matrix, crates/cli/tests/e2e/kernels.rs).
 TEST_PACKAGES := strace runc debootstrap openssl curl bpftool sudo logrotate rsyslog buildah \
-  qemu-system-x86 cpio busybox-static
+  qemu-system-x86 qemu-system-arm cpio busybox-static
+# The aarch64 cross build (`make static ARCH=aarch64`, and `make test`, whose kernel matrix
+# boots arm64 guests): Debian's cross compiler and C library, and the static libelf and zlib
+# of the arm64 dpkg architecture (`cross-deps` adds it); the Rust target comes from rustup.
+CROSS_PACKAGES := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libelf-dev:arm64 zlib1g-dev:arm64
 RUST_COMPONENTS := rustfmt clippy
 
-.PHONY: all deps test-deps runtime-deps build static image run test lint fmt bench bench-svg fuzz clean
+.PHONY: all deps test-deps cross-deps runtime-deps build static static-aarch64 image \
+  image-multiarch run test \
+  lint fmt bench bench-svg fuzz clean
 
 all: build
 
@@ -86,10 +95,23 @@ $(CRICTL):
 build: deps
 	$(CARGO) build --release --bin vigil
 
+cross-deps: deps
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	if ! dpkg --print-foreign-architectures | grep -qx arm64; then \
+	  echo "adding the arm64 dpkg architecture"; \
+	  $$SUDO dpkg --add-architecture arm64 && $$SUDO apt-get update -qq; fi
+	$(call apt_install,$(CROSS_PACKAGES))
+	@rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || \
+	  rustup target add aarch64-unknown-linux-gnu
+
 # The statically linked vigil (glibc, libelf, zlib, libbpf inside; runs in an empty root
-# filesystem): target/<host triple>/release/vigil.
-static: deps
-	CARGO=$(CARGO) scripts/build-static.sh
+# filesystem): target/<arch>-unknown-linux-gnu/release/vigil, for the host's architecture or
+# ARCH (x86_64, aarch64).
+static: deps $(if $(filter-out $(firstword $(subst -, ,$(HOST_TRIPLE))),$(ARCH)),cross-deps)
+	CARGO=$(CARGO) scripts/build-static.sh $(ARCH)
+
+static-aarch64: cross-deps
+	CARGO=$(CARGO) scripts/build-static.sh aarch64
 
 # The container image `vigil:<version>` and `vigil:latest` (only /vigil, entrypoint /vigil) in
 # buildah's storage, built from the static binary without a registry; push it with
@@ -98,6 +120,14 @@ static: deps
 image: static
 	$(call apt_install,buildah)
 	scripts/build-image.sh -b $(STATIC_VIGIL)
+
+# The multi-architecture image `vigil:<version>` and `vigil:latest`: a manifest list of the
+# amd64 and arm64 images (Graviton, Fargate ARM64), in buildah's storage, without a registry;
+# `buildah manifest push --all vigil:<version> docker://REGISTRY/vigil:<version>` publishes it.
+image-multiarch: static static-aarch64
+	$(call apt_install,buildah)
+	scripts/build-image-multiarch.sh target/x86_64-unknown-linux-gnu/release/vigil \
+	  $(STATIC_VIGIL_AARCH64)
 
 # Starts the agent: `vigil watch` on its embedded default ruleset (host-wide, eBPF; root and a
 # BTF kernel). It names what is missing otherwise; `vigil run -- CMD` works without them.
@@ -108,9 +138,11 @@ lint: test-deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# The image test (crates/cli/tests/e2e/image.rs) runs the static binary: build it first.
-test: lint static runtime-deps
-	VIGIL_STATIC_BIN=$(abspath $(STATIC_VIGIL)) $(CARGO) test --workspace
+# The image test (crates/cli/tests/e2e/image.rs) runs the static binary: build it first; the
+# kernel matrix boots both architectures' (crates/cli/tests/e2e/kernels.rs).
+test: lint static static-aarch64 runtime-deps
+	VIGIL_STATIC_BIN=$(abspath $(STATIC_VIGIL)) \
+	  VIGIL_STATIC_BIN_AARCH64=$(abspath $(STATIC_VIGIL_AARCH64)) $(CARGO) test --workspace
 
 fmt:
 	$(CARGO) fmt --all

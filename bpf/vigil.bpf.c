@@ -591,16 +591,30 @@ static __always_inline __u32 put_path(__u8 *buf, __u32 off, __u8 tag, const stru
 // flavour against the running kernel's types, and each `bpf_core_field_exists` is a constant
 // fixed at load time, so the branch for other kernels is dead code the verifier never walks) -----
 
+// overlayfs's inode, a module's type: a vmlinux.h holds it only where overlayfs was built in
+// when it was generated (the x86 one; not the arm64 one), so the two fields used are declared
+// here as a flavour (matched against `struct ovl_inode` of the running kernel's BTF).
+struct ovl_inode___vigil {
+	struct inode vfs_inode;
+	struct dentry *__upperdentry;
+} __attribute__((preserve_access_index));
+
 // `kernfs_node.parent` became `__parent` in Linux 6.15 ("kernfs: Use RCU
-// to access kernfs_node::parent").
+// to access kernfs_node::parent"). Both are flavours, so that either vmlinux.h compiles (the
+// arm64 one is 6.12's).
 struct kernfs_node___pre615 {
 	struct kernfs_node *parent;
 } __attribute__((preserve_access_index));
 
+struct kernfs_node___615 {
+	struct kernfs_node *__parent;
+} __attribute__((preserve_access_index));
+
 static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
 {
-	if (bpf_core_field_exists(kn->__parent))
-		return BPF_CORE_READ(kn, __parent);
+	struct kernfs_node___615 *now = (struct kernfs_node___615 *)kn;
+	if (bpf_core_field_exists(now->__parent))
+		return BPF_CORE_READ(now, __parent);
 	return BPF_CORE_READ((struct kernfs_node___pre615 *)kn, parent);
 }
 
@@ -687,7 +701,29 @@ static __always_inline __u32 put_cgroup(__u8 *buf, __u32 off, struct task_struct
 
 // ----- syscalls -----
 
+// The architecture's syscall numbers (the kernel's own: user space translates them to the
+// x86-64 numbers events carry, crates/event/src/arch.rs), the prefix of its syscall wrappers
+// (`SYSCALL_DEFINEx` in arch/*/include/asm/syscall_wrapper.h) and its saved registers.
+// The generic table (arm64) has no fork or vfork: they are never matched there.
+#if defined(__TARGET_ARCH_x86)
+#define SYS_PREFIX "__x64_sys_"
+#define NR_CLONE 56
+#define NR_FORK 57
+#define NR_VFORK 58
+#define NR_EXECVE 59
 #define NR_EXECVEAT 322
+#define NR_CLONE3 435
+#elif defined(__TARGET_ARCH_arm64)
+#define SYS_PREFIX "__arm64_sys_"
+#define NR_CLONE 220
+#define NR_FORK 0xfffffffe
+#define NR_VFORK 0xfffffffe
+#define NR_EXECVE 221
+#define NR_EXECVEAT 281
+#define NR_CLONE3 435
+#else
+#error "vigil.bpf.c knows x86 and arm64 (__TARGET_ARCH_x86, __TARGET_ARCH_arm64)"
+#endif
 
 // Keeps the pathname an execveat of thread `tid` passed, for its exec record (the new image
 // replaces the memory it is in): staged in this CPU's scratch area, then copied into the map.
@@ -862,37 +898,55 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 	return emit_syscall(buf, nr, st->args, ret);
 }
 
-#define NR_CLONE 56
-#define NR_FORK 57
-#define NR_VFORK 58
-#define NR_EXECVE 59
-#define NR_CLONE3 435
-
 static __always_inline int is_clone(__u32 nr)
 {
 	return nr == NR_CLONE || nr == NR_FORK || nr == NR_VFORK || nr == NR_CLONE3;
 }
 
-// The six argument registers of a syscall as `__x64_sys_X` received them (x86-64 ABI).
-// `regs` is a BTF pointer (a tracing program's argument or bpf_task_pt_regs()): direct loads,
-// relocated by CO-RE, with no helper call each.
+// The six argument registers of a syscall as its wrapper received them. `regs` is a BTF
+// pointer (a tracing program's argument or bpf_task_pt_regs()): direct loads, relocated by
+// CO-RE, with no helper call each.
 static __always_inline void regs_args(const struct pt_regs *regs, __u64 *args)
 {
+#if defined(__TARGET_ARCH_x86)
+	// x86-64: rdi, rsi, rdx, r10, r8, r9.
 	args[0] = regs->di;
 	args[1] = regs->si;
 	args[2] = regs->dx;
 	args[3] = regs->r10;
 	args[4] = regs->r8;
 	args[5] = regs->r9;
+#else
+	// arm64: x0..x5, where x0 is overwritten by the return value once the call completes
+	// (syscall_set_return_value); el0_svc_common keeps the first argument in `orig_x0`
+	// (arch/arm64/kernel/syscall.c).
+	args[0] = regs->orig_x0;
+	args[1] = regs->regs[1];
+	args[2] = regs->regs[2];
+	args[3] = regs->regs[3];
+	args[4] = regs->regs[4];
+	args[5] = regs->regs[5];
+#endif
+}
+
+// The syscall number of the saved registers: -1 (NO_SYSCALL on arm64) when ptrace or seccomp
+// skipped the call.
+static __always_inline __u32 regs_nr(const struct pt_regs *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+	return (__u32)regs->orig_ax;
+#else
+	return (__u32)regs->syscallno;
+#endif
 }
 
 // A completed syscall seen at its return with its saved user registers (HOOK_FEXIT,
-// HOOK_RAW): the number is `orig_ax` (-1 when ptrace or seccomp skipped the call).
+// HOOK_RAW): the number is regs_nr().
 static __always_inline int on_completed(const struct pt_regs *regs, long ret)
 {
 	if (floor_mode == FLOOR_NOP || excluded())
 		return 0;
-	__u32 nr = (__u32)regs->orig_ax;
+	__u32 nr = regs_nr(regs);
 	if (nr >= 512)
 		return 0;
 	if (nr == NR_EXECVE || nr == NR_EXECVEAT) {
@@ -933,13 +987,13 @@ static __always_inline int on_completed(const struct pt_regs *regs, long ret)
 // capture program is loaded twice: `vigil_sys_fexit1` is loaded for a target of the other
 // prototype, which user space finds in the kernel's BTF, and serves the stubs of the syscalls
 // with that prototype (user space puts the right one in each stub object's `sys_progs`).
-SEC("fexit/__x64_sys_openat")
+SEC("fexit/" SYS_PREFIX "openat")
 int BPF_PROG(vigil_sys_fexit, const struct pt_regs *regs, long ret)
 {
 	return on_completed(regs, ret);
 }
 
-SEC("fexit/__x64_sys_openat")
+SEC("fexit/" SYS_PREFIX "openat")
 int BPF_PROG(vigil_sys_fexit1, const struct pt_regs *regs, long ret)
 {
 	return on_completed(regs, ret);
@@ -949,7 +1003,7 @@ int BPF_PROG(vigil_sys_fexit1, const struct pt_regs *regs, long ret)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(vigil_btf_exit, struct pt_regs *regs, long ret)
 {
-	__u32 key = (__u32)regs->orig_ax;
+	__u32 key = regs_nr(regs);
 	if (key >= 512)
 		return 0;
 	__u8 *on = bpf_map_lookup_elem(&hooked_nrs, &key);
@@ -977,13 +1031,13 @@ static __always_inline int exec_entry(const struct pt_regs *regs, __u32 nr)
 	return 0;
 }
 
-SEC("fentry/__x64_sys_execve")
+SEC("fentry/" SYS_PREFIX "execve")
 int BPF_PROG(vigil_execve_entry, const struct pt_regs *regs)
 {
 	return exec_entry(regs, NR_EXECVE);
 }
 
-SEC("fentry/__x64_sys_execveat")
+SEC("fentry/" SYS_PREFIX "execveat")
 int BPF_PROG(vigil_execveat_entry, const struct pt_regs *regs)
 {
 	return exec_entry(regs, NR_EXECVEAT);
@@ -1065,7 +1119,7 @@ int BPF_PROG(vigil_fork, struct task_struct *parent, struct task_struct *child)
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
 		if (!regs)
 			return 0;
-		nr = (__u32)regs->orig_ax;
+		nr = regs_nr(regs);
 		if (!is_clone(nr))
 			return 0;
 		__u32 key = nr;
@@ -1140,7 +1194,7 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 		if (!regs)
 			return 0;
-		nr = (__u32)regs->orig_ax;
+		nr = regs_nr(regs);
 		__u32 hk = nr;
 		__u8 *on = nr < 512 ? bpf_map_lookup_elem(&hooked_nrs, &hk) : 0;
 		if (!on || !*on)
@@ -1239,10 +1293,10 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 		// upper layer, i.e. after the container's image was assembled.
 		// `struct ovl_inode` is known only where overlayfs is built in or its module was
 		// loaded when Vigil started (libbpf reads module BTF too).
-		if (bpf_core_type_exists(struct ovl_inode) &&
+		if (bpf_core_type_exists(struct ovl_inode___vigil) &&
 		    BPF_CORE_READ(ino, i_sb, s_magic) == OVERLAYFS_SUPER_MAGIC) {
-			struct ovl_inode *oi = (struct ovl_inode *)((void *)ino -
-				bpf_core_field_offset(struct ovl_inode, vfs_inode));
+			struct ovl_inode___vigil *oi = (struct ovl_inode___vigil *)((void *)ino -
+				bpf_core_field_offset(struct ovl_inode___vigil, vfs_inode));
 			if (BPF_CORE_READ(oi, __upperdentry))
 				exe_flags |= EXE_UPPER_LAYER;
 		}

@@ -14,6 +14,13 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+// The target compiled in (user space sets each stub's own before load).
+#if defined(__TARGET_ARCH_arm64)
+#define SYS_OPENAT "__arm64_sys_openat"
+#else
+#define SYS_OPENAT "__x64_sys_openat"
+#endif
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct {
@@ -24,7 +31,7 @@ struct {
 } sys_progs SEC(".maps");
 
 #define STUB(n)                                                                                  \
-	SEC("fexit/__x64_sys_openat")                                                            \
+	SEC("fexit/" SYS_OPENAT)                                                                \
 	int vigil_stub_##n(void *ctx)                                                            \
 	{                                                                                        \
 		bpf_tail_call(ctx, &sys_progs, 0);                                               \

@@ -10,6 +10,14 @@ fn main() {
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let bpf_dir = manifest.join("../../bpf");
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    // The kernel types of the target's architecture (`bpf/include/<linux arch>/vmlinux.h`);
+    // libbpf-cargo defines the matching `__TARGET_ARCH_*` from CARGO_CFG_TARGET_ARCH.
+    let target_arch = env::var("CARGO_CFG_TARGET_ARCH").expect("cargo sets CARGO_CFG_TARGET_ARCH");
+    let include = bpf_dir.join("include").join(match target_arch.as_str() {
+        "x86_64" => "x86",
+        "aarch64" => "arm64",
+        other => panic!("no bpf/include/<arch>/vmlinux.h for target architecture {other}"),
+    });
     for (source, skeleton) in [
         ("vigil.bpf.c", "vigil.skel.rs"),
         ("vigil_stubs.bpf.c", "vigil_stubs.skel.rs"),
@@ -19,7 +27,7 @@ fn main() {
             .source(&src)
             .clang_args([
                 std::ffi::OsString::from("-I"),
-                bpf_dir.join("include").into_os_string(),
+                include.clone().into_os_string(),
                 std::ffi::OsString::from("-O2"),
                 std::ffi::OsString::from("-g"),
             ])
@@ -31,6 +39,6 @@ fn main() {
     // binary, fat LTO) on every build.
     println!(
         "cargo:rerun-if-changed={}",
-        bpf_dir.join("include/vmlinux.h").display()
+        include.join("vmlinux.h").display()
     );
 }

@@ -3,7 +3,9 @@
 # the host's apt configuration: a private sources list, state and cache directories are given
 # to apt-get with `-o Dir::…` options.
 #
-# Usage: scripts/kernels/fetch.sh SUITE METAPACKAGE    e.g. bookworm linux-image-cloud-amd64
+# Usage: scripts/kernels/fetch.sh SUITE METAPACKAGE [ARCH]
+#        e.g. bookworm linux-image-cloud-amd64; trixie linux-image-arm64 arm64
+# ARCH is the Debian architecture of the package (default amd64).
 # Prints the path of the unpacked kernel image (vmlinuz) on its last line. A kernel fetched
 # before is reused (delete target/kernels to refresh).
 set -eu
@@ -11,9 +13,11 @@ cd "$(dirname "$0")/../.."
 
 suite=$1
 meta=$2
+arch=${3:-amd64}
 mirror=${VIGIL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 root=$(pwd)/target/kernels
 apt_dir=$root/apt/$suite
+[ "$arch" = amd64 ] || apt_dir=$apt_dir-$arch
 mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/etc/preferences.d" \
     "$apt_dir/etc/apt.conf.d" "$root/pkgs"
 : > "$apt_dir/status"
@@ -29,8 +33,8 @@ aptq() {
         -o Dir::State::lists="$apt_dir/lists" \
         -o Dir::State::status="$apt_dir/status" \
         -o Dir::Cache="$apt_dir/cache" \
-        -o APT::Architecture=amd64 \
-        -o APT::Architectures::=amd64 \
+        -o APT::Architecture="$arch" \
+        -o APT::Architectures::="$arch" \
         -o Debug::NoLocking=1 \
         -o APT::Sandbox::User=root \
         "$@"
@@ -43,7 +47,7 @@ aptcache() {
         -o Dir::State::lists="$apt_dir/lists" \
         -o Dir::State::status="$apt_dir/status" \
         -o Dir::Cache="$apt_dir/cache" \
-        -o APT::Architecture=amd64 \
+        -o APT::Architecture="$arch" \
         "$@"
 }
 

@@ -24,7 +24,10 @@ mkdir -p /sys/fs/cgroup/vigil/matrix && echo $$ >/sys/fs/cgroup/vigil/matrix/cgr
 hostname vigil-guest
 /usr/local/bin/busybox ip link set lo up
 
+# The results go to the second serial port; arm64's `virt` machine has one UART only, so there
+# they share the console (boot.sh quiets the kernel's messages; the host finds the lines).
 OUT=/dev/ttyS1
+[ "$(uname -m)" = aarch64 ] && OUT=/dev/ttyAMA0
 ACTIONS='^syscall\.'
 say() { echo "$*" >"$OUT"; }
 emit() { # NAME FILE
@@ -111,7 +114,20 @@ watch_phase tracepoint '^syscall\.(CreateSymlinkOverSensitiveFiles|ReadSensitive
 watch_phase raw '^syscall\.(CreateSymlinkOverSensitiveFiles|ReadSensitiveFileUntrusted)$' \
     --syscall-hook raw
 run_phase run
-run_phase run-falco -r /rules/falco_rules.yaml
+# --stats: Falco's container rules cannot match where Vigil runs, so the workload starts under
+# the narrower filter and the tracer arms the full one in the process that calls setns
+# (ChangeNamespace): `widened=` says the injected seccomp(2) worked.
+run_phase run-falco -r /rules/falco_rules.yaml --stats
+
+# A capture written on another architecture (the host's, initramfs.sh's CAPTURE) replayed
+# here: the host replays the same file and compares.
+if [ -f /captures/host.cap ] && wanted replay; then
+    say "phase replay start"
+    /vigil replay --json /captures/host.cap >/tmp/replay.alerts 2>/tmp/replay.err
+    say "phase replay exit=$?"
+    emit replay.alerts /tmp/replay.alerts
+    emit replay.err /tmp/replay.err
+fi
 
 say "guest done"
 sync

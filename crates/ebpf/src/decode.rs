@@ -7,7 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use vigil_event::model::FlagTable;
-use vigil_event::{table, Event, EventType, Param, ParamKind, SockAddr, SockTuple};
+use vigil_event::{arch, table, Event, EventType, Param, ParamKind, SockAddr, SockTuple};
 
 use crate::spec::{def_for, Src};
 
@@ -307,7 +307,7 @@ fn tuple_param(r: &Record<'_>, accept: bool, addr: Option<SockAddr>) -> Param {
 
 fn syscall_event(r: &Record<'_>) -> Option<Event> {
     let h = &r.hdr;
-    let etype = table::by_syscall_nr(h.nr)?;
+    let etype = table::by_syscall_nr(arch::event_nr(h.nr)?)?;
     let mut evt = new_event(etype, h.res);
     let Some(def) = def_for(etype) else {
         return Some(evt);
@@ -377,7 +377,7 @@ fn syscall_event(r: &Record<'_>) -> Option<Event> {
 
 fn fork_event(r: &Record<'_>) -> Option<Event> {
     let h = &r.hdr;
-    let etype = table::by_syscall_nr(h.nr)?;
+    let etype = table::by_syscall_nr(arch::event_nr(h.nr)?)?;
     let info = r.blobs[usize::from(TAG_FORK_INFO)]?.data;
     let flags = u64_at(info, 0)?;
     let vtid = u32_at(info, 16)?;
@@ -400,7 +400,7 @@ fn split_area(area: &[u8]) -> Vec<Vec<u8>> {
 
 fn exec_event(r: &Record<'_>) -> Option<Event> {
     let h = &r.hdr;
-    let etype = table::by_syscall_nr(h.nr)?;
+    let etype = table::by_syscall_nr(arch::event_nr(h.nr)?)?;
     let info = r.blobs[usize::from(TAG_EXEC_INFO)]?.data;
     let mut evt = new_event(etype, 0);
     let spec = etype.spec();
@@ -534,7 +534,10 @@ pub(crate) mod build {
     pub struct Rec(pub Vec<u8>);
 
     impl Rec {
+        /// `nr` is the event (x86-64) number; the record holds the kernel's, as the BPF side
+        /// writes it on the architecture the tests run on.
         pub fn new(kind: u16, nr: u16, tid: u32, pid: u32, res: i64, args: [u64; 6]) -> Rec {
+            let nr = vigil_event::arch::native_nr(nr).unwrap_or(u16::MAX);
             let mut b = Vec::new();
             b.extend_from_slice(&1000u64.to_le_bytes());
             b.extend_from_slice(&tid.to_le_bytes());

@@ -300,7 +300,13 @@ impl BpfSource {
         self.fallback.clear();
         self.filtered.clear();
         for etype in driver_interest(interest).iter() {
-            let Some(nr) = etype.spec().nr else {
+            let Some(event_nr) = etype.spec().nr else {
+                continue;
+            };
+            // The kernel's number (events carry x86-64's). A call this architecture lacks
+            // (`open`, `stat`, `fork` on arm64) cannot be made here: nothing is missed, so
+            // it is not reported with the calls the kernel could make but not show.
+            let Some(nr) = vigil_event::arch::native_nr(event_nr) else {
                 continue;
             };
             let name = spec::tracepoint_name(etype.name());

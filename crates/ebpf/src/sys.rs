@@ -136,7 +136,7 @@ fn prototype_of(btf: &libbpf_rs::btf::Btf<'_>, name: &str) -> Option<libbpf_rs::
 }
 
 /// The distinct prototypes of the syscall functions, each with a function that has it: first
-/// `__x64_sys_openat`'s (the capture program's compiled-in target), then the first other one
+/// `<SYS_PREFIX>openat`'s (the capture program's compiled-in target), then the first other one
 /// found in the syscall table (at most two: the capture program is loaded once for each).
 fn fexit_prototypes(btf: &libbpf_rs::btf::Btf<'_>) -> Vec<(libbpf_rs::btf::TypeId, String)> {
     let first = fexit_target("openat");
@@ -160,8 +160,8 @@ fn fexit_prototypes(btf: &libbpf_rs::btf::Btf<'_>) -> Vec<(libbpf_rs::btf::TypeI
 }
 
 /// The function a fexit stub for syscall `name` attaches to, and the index in `protos` of its
-/// prototype (which capture program serves it): `__x64_sys_X`, or for a syscall without
-/// arguments `__do_sys_X` (there `__x64_sys_X` is an alias of it, and BTF names only the
+/// prototype (which capture program serves it): `__x64_sys_X` (`__arm64_sys_X`), or for a
+/// syscall without arguments `__do_sys_X` (on x86 `__x64_sys_X` is an alias of it, and BTF names only the
 /// aliased function: `SYSCALL_DEFINE0` in arch/x86/include/asm/syscall_wrapper.h). A
 /// `__do_sys_X` taking the syscall's own arguments has another prototype and is never chosen.
 fn fexit_function(
@@ -319,9 +319,17 @@ fn save_load_log(log: &str) -> Option<PathBuf> {
 /// Stubs in `bpf/vigil_stubs.bpf.c` (one object holds this many; more are opened as needed).
 const STUBS_PER_OBJECT: usize = 64;
 
+/// The prefix of the architecture's syscall wrappers (`SYSCALL_DEFINEx` in
+/// arch/x86/include/asm/syscall_wrapper.h, arch/arm64/include/asm/syscall_wrapper.h): the
+/// functions the fexit programs attach to (`bpf/vigil.bpf.c` compiles in the same one).
+#[cfg(target_arch = "x86_64")]
+pub const SYS_PREFIX: &str = "__x64_sys_";
+#[cfg(target_arch = "aarch64")]
+pub const SYS_PREFIX: &str = "__arm64_sys_";
+
 /// The kernel function a syscall's fexit stub attaches to.
 pub fn fexit_target(tracepoint_name: &str) -> String {
-    format!("__x64_sys_{tracepoint_name}")
+    format!("{SYS_PREFIX}{tracepoint_name}")
 }
 
 /// Bytes of each per-CPU ring buffer (the kernel-side inner map template's size).
@@ -488,10 +496,14 @@ impl Bpf {
         let mut lifecycle = Vec::new();
         if hook == Hook::Fexit {
             for (name, prog) in [
-                ("__x64_sys_execve", &skel.progs.vigil_execve_entry),
-                ("__x64_sys_execveat", &skel.progs.vigil_execveat_entry),
+                (fexit_target("execve"), &skel.progs.vigil_execve_entry),
+                (fexit_target("execveat"), &skel.progs.vigil_execveat_entry),
             ] {
-                let link = prog.attach().map_err(|e| EbpfError::Attach {
+                // Kept like a load's messages: a kernel that loads trampolines but cannot
+                // attach them (arm64 before ftrace direct calls, 6.4: `ENOTSUPP`) is reported
+                // in the error, and `auto` falls back in one line.
+                let (attached, _log) = with_load_log(|| prog.attach());
+                let link = attached.map_err(|e| EbpfError::Attach {
                     name: format!("fentry/{name}"),
                     message: e.to_string(),
                 })?;
@@ -1253,16 +1265,16 @@ mod tests {
         let protos = fexit_prototypes(&btf);
         assert_eq!(
             protos.first().map(|p| p.1.as_str()),
-            Some("__x64_sys_openat")
+            Some(fexit_target("openat").as_str())
         );
         let ids: Vec<_> = protos.iter().map(|p| p.0).collect();
         assert_eq!(
             fexit_function(&btf, &ids, "openat"),
-            Some((0, "__x64_sys_openat".to_owned()))
+            Some((0, fexit_target("openat")))
         );
         // fork has no arguments: where BTF has `__do_sys_fork` (x86 kernels since the
         // pt_regs wrappers), it is the target, served by the other prototype's program.
-        if prototype_of(&btf, "__x64_sys_fork").is_none()
+        if prototype_of(&btf, &fexit_target("fork")).is_none()
             && prototype_of(&btf, "__do_sys_fork").is_some()
         {
             assert_eq!(ids.len(), 2, "{protos:?}");

@@ -18,14 +18,7 @@ pub const MAX_DATA: usize = 80;
 
 /// Syscall argument `i` (0-based) of a stop's registers.
 pub fn arg(regs: &Regs, i: usize) -> u64 {
-    match i {
-        0 => regs.rdi,
-        1 => regs.rsi,
-        2 => regs.rdx,
-        3 => regs.r10,
-        4 => regs.r8,
-        _ => regs.r9,
-    }
+    regs.arg(i)
 }
 
 /// Reads a NUL-terminated string of at most [`MAX_STR`] bytes; `None` if unreadable.
@@ -741,11 +734,11 @@ mod tests {
     #[test]
     fn mount_arguments_are_decoded_without_the_magic() {
         let (dev, dir, fstype) = (b"vigil-conf\0", b"/mnt/x\0", b"tmpfs\0");
-        let mut regs = sys::zero_regs();
-        regs.rdi = addr_of(dev);
-        regs.rsi = addr_of(dir);
-        regs.rdx = addr_of(fstype);
-        regs.r10 = 0xc0ed_0000 | 0x6;
+        let mut regs = Regs::zero();
+        regs.set_arg(0, addr_of(dev));
+        regs.set_arg(1, addr_of(dir));
+        regs.set_arg(2, addr_of(fstype));
+        regs.set_arg(3, 0xc0ed_0000 | 0x6);
         let e = entry_event(me(), me(), me(), by_name("mount").unwrap(), &regs);
         assert_eq!(
             e.param_by_name("dev"),
@@ -754,7 +747,7 @@ mod tests {
         assert_eq!(e.param_by_name("dir"), &Param::Bytes(b"/mnt/x".to_vec()));
         assert_eq!(e.param_by_name("type"), &Param::Bytes(b"tmpfs".to_vec()));
         assert_eq!(e.param_by_name("flags"), &Param::Uint(6));
-        regs.rdi = 0;
+        regs.set_arg(0, 0);
         let e = entry_event(me(), me(), me(), by_name("mount").unwrap(), &regs);
         assert_eq!(e.param_by_name("dev"), &Param::None, "a NULL source");
     }
@@ -762,8 +755,8 @@ mod tests {
     #[test]
     fn clone3_flags_come_from_clone_args() {
         let args: [u64; 2] = [0x400, 17];
-        let mut regs = sys::zero_regs();
-        regs.rdi = addr_of(&args);
+        let mut regs = Regs::zero();
+        regs.set_arg(0, addr_of(&args));
         let e = entry_event(me(), me(), me(), by_name("clone3").unwrap(), &regs);
         assert_eq!(e.param_by_name("flags"), &Param::Uint(0x400));
     }
@@ -791,9 +784,9 @@ mod tests {
     fn sendmsg_size_and_data_span_the_iovecs() {
         let (a, b) = (b"hello ".as_slice(), b"world".as_slice());
         let (hdr, _iov) = msghdr(&[a, b], None);
-        let mut regs = sys::zero_regs();
-        regs.rdi = 4;
-        regs.rsi = addr_of(&hdr);
+        let mut regs = Regs::zero();
+        regs.set_arg(0, 4);
+        regs.set_arg(1, addr_of(&hdr));
         let e = entry_event(me(), me(), me(), by_name("sendmsg").unwrap(), &regs);
         assert_eq!(e.param_by_name("fd"), &Param::Int(4));
         assert_eq!(e.param_by_name("size"), &Param::Uint(11));
@@ -805,7 +798,7 @@ mod tests {
         // More than the snap length: cut and flagged.
         let big = vec![b'z'; MAX_DATA + 20];
         let (hdr, _iov) = msghdr(&[&big], None);
-        regs.rsi = addr_of(&hdr);
+        regs.set_arg(1, addr_of(&hdr));
         let e = entry_event(me(), me(), me(), by_name("sendmsg").unwrap(), &regs);
         assert_eq!(e.param_by_name("size"), &Param::Uint(big.len() as u64));
         assert!(matches!(e.param_by_name("data"), Param::Bytes(d) if d.len() == MAX_DATA));
@@ -816,7 +809,7 @@ mod tests {
             .unwrap();
         assert!(e.is_truncated(data));
         let (hdr, _iov) = msghdr(&[a], None);
-        regs.rsi = addr_of(&hdr);
+        regs.set_arg(1, addr_of(&hdr));
         let e = entry_event(me(), me(), me(), by_name("recvmsg").unwrap(), &regs);
         assert_eq!(e.param_by_name("size"), &Param::Uint(6), "recvmsg's room");
     }

@@ -1,5 +1,7 @@
 //! Classic-BPF seccomp programs: "return action A for these syscall numbers, D otherwise",
-//! behind an x86-64 architecture check.
+//! behind an architecture check. Callers number syscalls as events do (x86-64's); a program
+//! is built for one architecture ([`Arch`]) and holds that kernel's numbers (a call the
+//! architecture lacks, like `open` on aarch64, cannot be made there and is left out).
 //!
 //! Layout (every jump is short, so the program has no offset limits):
 //!
@@ -12,7 +14,11 @@
 //! ```
 //!
 //! 32-bit (`int 0x80`) and x32 syscalls are refused with `ENOSYS`: their numbers mean other
-//! calls, so they would slip past a filter written for x86-64 numbers.
+//! calls, so they would slip past a filter written for x86-64 numbers. On aarch64 the check is
+//! `AUDIT_ARCH_AARCH64` (32-bit tasks have `AUDIT_ARCH_ARM` and are refused) and there is no
+//! x32 line.
+
+use vigil_event::arch::Arch;
 
 use crate::sys::{bpf_jump, bpf_stmt, SockFilter};
 
@@ -24,6 +30,8 @@ const BPF_ALU_AND_K: u16 = 0x54;
 
 /// `AUDIT_ARCH_X86_64`.
 pub const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+/// `AUDIT_ARCH_AARCH64` (EM_AARCH64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE).
+pub const AUDIT_ARCH_AARCH64: u32 = 0xC000_00B7;
 /// The bit x32-ABI syscall numbers carry.
 pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
@@ -70,16 +78,34 @@ pub fn build(entries: &[(u16, u32)], default: u32) -> Vec<SockFilter> {
 /// A condition with no values, or more than [`MAX_ARG_VALUES`], or on an argument beyond the
 /// sixth, is ignored (the action applies unconditionally).
 pub fn build_conditional(entries: &[(u16, u32, Option<ArgIn>)], default: u32) -> Vec<SockFilter> {
+    build_for(Arch::host(), entries, default)
+}
+
+/// [`build_conditional`] for architecture `arch`.
+pub fn build_for(
+    arch: Arch,
+    entries: &[(u16, u32, Option<ArgIn>)],
+    default: u32,
+) -> Vec<SockFilter> {
     let mut prog = Vec::with_capacity(6 + 2 * entries.len());
     prog.push(bpf_stmt(BPF_LD_W_ABS, OFF_ARCH));
-    prog.push(bpf_jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, 1, 0));
+    let audit_arch = match arch {
+        Arch::X86_64 => AUDIT_ARCH_X86_64,
+        Arch::Aarch64 => AUDIT_ARCH_AARCH64,
+    };
+    prog.push(bpf_jump(BPF_JEQ_K, audit_arch, 1, 0));
     prog.push(bpf_stmt(BPF_RET_K, RET_ERRNO | ENOSYS));
     prog.push(bpf_stmt(BPF_LD_W_ABS, OFF_NR));
-    prog.push(bpf_jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1));
-    prog.push(bpf_stmt(BPF_RET_K, RET_ERRNO | ENOSYS));
+    if arch == Arch::X86_64 {
+        prog.push(bpf_jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1));
+        prog.push(bpf_stmt(BPF_RET_K, RET_ERRNO | ENOSYS));
+    }
     let mut seen = Vec::new();
     for (nr, action, when) in entries {
-        let (nr, action) = (*nr, *action);
+        let Some(nr) = arch.native_nr(*nr) else {
+            continue;
+        };
+        let action = *action;
         if action == default || seen.contains(&nr) {
             continue;
         }
@@ -171,6 +197,7 @@ pub(crate) mod tests {
     }
 
     /// [`run`] with argument registers.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) fn run_args(prog: &[SockFilter], nr: u32, arch: u32, args: &[u64; 6]) -> u32 {
         let mut acc = 0u32;
         let mut pc = 0usize;
@@ -198,6 +225,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn fprog_image_is_the_kernels_layout() {
         let prog = trace_where(&[32], &[]);
         let image = fprog_image(&prog, 0x7fff_0000_1000);
@@ -226,6 +254,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn traces_exactly_the_listed_syscalls() {
         let prog = trace_where(&[257, 2, 59, 257], &[]);
         for nr in 0..460u32 {
@@ -240,6 +269,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn foreign_abis_are_refused() {
         let prog = trace_where(&[2], &[]);
         // i386 `open` is 5; the filter must not let it through as x86-64 `fstat`.
@@ -251,6 +281,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn learning_traces_everything_and_defaults_apply() {
         let prog = trace_all();
         assert_eq!(run(&prog, 0, AUDIT_ARCH_X86_64), RET_TRACE);
@@ -262,6 +293,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn argument_conditions_trace_only_matching_calls() {
         let when = [(33u16, ArgIn::equal(1, vec![0, 1, 2]))];
         let prog = trace_where(&[2, 33, 257], &when);
@@ -293,6 +325,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn masked_conditions_test_the_bits_kept() {
         // openat(dirfd, path, flags): stops only for a write access mode (O_WRONLY, O_RDWR).
         let when = [(
@@ -325,11 +358,31 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn large_sets_keep_short_jumps() {
         let all: Vec<u16> = (0..460).collect();
         let prog = trace_where(&all, &[]);
         assert!(prog.iter().all(|i| i.jt <= 1 && i.jf <= 1));
         assert_eq!(run(&prog, 459, AUDIT_ARCH_X86_64), RET_TRACE);
         assert_eq!(run(&prog, 460, AUDIT_ARCH_X86_64), RET_ALLOW);
+    }
+
+    #[test]
+    fn aarch64_programs_hold_the_generic_numbers() {
+        // openat (x86-64 257, aarch64 56) traced, open (2, none on aarch64) left out.
+        let entries = [(257, RET_TRACE, None), (2, RET_TRACE, None)];
+        let prog = build_for(Arch::Aarch64, &entries, RET_ALLOW);
+        assert_eq!(run(&prog, 56, AUDIT_ARCH_AARCH64), RET_TRACE);
+        assert_eq!(run(&prog, 257, AUDIT_ARCH_AARCH64), RET_ALLOW);
+        assert_eq!(run(&prog, 2, AUDIT_ARCH_AARCH64), RET_ALLOW);
+        // Another architecture's calls (a 32-bit arm task, x86-64) are refused.
+        assert_eq!(run(&prog, 56, 0x4000_0028), RET_ERRNO | ENOSYS);
+        assert_eq!(run(&prog, 56, AUDIT_ARCH_X86_64), RET_ERRNO | ENOSYS);
+        // No x32 line: the generic table's numbers are all small anyway.
+        assert_eq!(prog.len(), 4 + 2 + 1);
+        let x86 = build_for(Arch::X86_64, &entries, RET_ALLOW);
+        assert_eq!(run(&x86, 257, AUDIT_ARCH_X86_64), RET_TRACE);
+        assert_eq!(run(&x86, 2, AUDIT_ARCH_X86_64), RET_TRACE);
+        assert_eq!(run(&x86, 257, AUDIT_ARCH_AARCH64), RET_ERRNO | ENOSYS);
     }
 }

@@ -334,8 +334,6 @@ pub struct Outcome {
 /// Why the workload could not be run or traced.
 #[derive(Debug, Error)]
 pub enum RunError {
-    #[error("vigil run supports x86-64 only")]
-    Architecture,
     #[error("the workload name or an argument contains a NUL byte")]
     NulByte,
     #[error("cannot start the workload")]
@@ -451,9 +449,6 @@ pub fn run(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunErro
 }
 
 fn run_once(spec: &RunSpec, handler: &mut dyn Handler) -> Result<Outcome, RunError> {
-    if !sys::is_x86_64() {
-        return Err(RunError::Architecture);
-    }
     let program = CString::new(spec.program.as_bytes().to_vec()).map_err(|_| RunError::NulByte)?;
     let mut argv = vec![program.clone()];
     for a in &spec.args {

@@ -214,14 +214,7 @@ impl<'a> Supervisor<'a> {
             sys::notif_send(self.listener, n.id, 0);
             return;
         };
-        let mut regs = sys::zero_regs();
-        regs.orig_rax = u64::from(nr);
-        regs.rdi = n.args[0];
-        regs.rsi = n.args[1];
-        regs.rdx = n.args[2];
-        regs.r10 = n.args[3];
-        regs.r8 = n.args[4];
-        regs.r9 = n.args[5];
+        let regs = sys::Regs::of_call(nr, n.args);
         let mut event = decode::entry_event(tid, tid, tgid, etype, &regs);
         if etype.spec().res_kind == vigil_event::ParamKind::Fd {
             event.res = procinfo::lowest_free_fd(tgid);

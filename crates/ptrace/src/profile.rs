@@ -9,6 +9,7 @@
 
 use serde_json::{json, Value};
 use thiserror::Error;
+use vigil_event::arch::Arch;
 use vigil_event::syscalls_x86_64::SYSCALLS;
 
 use crate::filter;
@@ -71,6 +72,14 @@ pub struct Profile {
 /// `EPERM`, the errno of `SCMP_ACT_ERRNO` without `errnoRet` (as runc).
 const EPERM: u16 = 1;
 
+/// libseccomp's name of an architecture (OCI `architectures`).
+fn scmp_arch(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => "SCMP_ARCH_X86_64",
+        Arch::Aarch64 => "SCMP_ARCH_AARCH64",
+    }
+}
+
 fn nr_of(name: &str) -> Option<u16> {
     SYSCALLS.iter().find(|(_, n)| *n == name).map(|(nr, _)| *nr)
 }
@@ -110,11 +119,12 @@ impl Profile {
             errno_of(obj.get("defaultErrnoRet"), "defaultErrnoRet")?,
         )?;
         if let Some(archs) = obj.get("architectures").and_then(Value::as_array) {
-            let x86_64 = archs.iter().any(|a| a.as_str() == Some("SCMP_ARCH_X86_64"));
-            if !archs.is_empty() && !x86_64 {
-                return Err(ProfileError::Invalid(
-                    "`architectures` does not include SCMP_ARCH_X86_64".into(),
-                ));
+            // The profile names syscalls; the filter numbers them for the machine it runs on.
+            let host = scmp_arch(Arch::host());
+            if !archs.is_empty() && !archs.iter().any(|a| a.as_str() == Some(host)) {
+                return Err(ProfileError::Invalid(format!(
+                    "`architectures` does not include {host}"
+                )));
             }
         }
         let mut rules = Vec::new();
@@ -274,7 +284,7 @@ pub fn learned_profile(used: &[u16], runtime: Runtime) -> String {
     let doc = json!({
         "defaultAction": "SCMP_ACT_ERRNO",
         "defaultErrnoRet": EPERM,
-        "architectures": ["SCMP_ARCH_X86_64"],
+        "architectures": [scmp_arch(Arch::host())],
         "syscalls": entries,
     });
     let mut text = serde_json::to_string_pretty(&doc).expect("a JSON value always serialises");
@@ -285,15 +295,18 @@ pub fn learned_profile(used: &[u16], runtime: Runtime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "x86_64")]
     use crate::filter::tests::run;
+    #[cfg(target_arch = "x86_64")]
     use crate::filter::AUDIT_ARCH_X86_64;
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn learned_profile_round_trips() {
         let text = learned_profile(&[59, 0, 1, 60, 0, 9999], Runtime::None);
         let doc: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(doc["defaultAction"], "SCMP_ACT_ERRNO");
-        assert_eq!(doc["architectures"][0], "SCMP_ARCH_X86_64");
+        assert_eq!(doc["architectures"][0], scmp_arch(Arch::host()));
         assert_eq!(
             doc["syscalls"][0]["names"],
             json!(["execve", "exit", "read", "write"])
@@ -335,6 +348,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // x86-64 numbers and audit arch
     fn learned_profile_for_runc_adds_only_what_the_workload_lacks() {
         // read, write, close, execve, exit_group, fstatfs
         let used = [0, 1, 3, 59, 231, 138];
@@ -450,7 +464,15 @@ mod tests {
             "[]",
             "{}",
             r#"{"defaultAction":"SCMP_ACT_TRAP"}"#,
-            r#"{"defaultAction":"SCMP_ACT_ALLOW","architectures":["SCMP_ARCH_AARCH64"]}"#,
+            // Only another architecture's (a profile for x86-64 and aarch64 loads on both).
+            match Arch::host() {
+                Arch::X86_64 => {
+                    r#"{"defaultAction":"SCMP_ACT_ALLOW","architectures":["SCMP_ARCH_AARCH64"]}"#
+                }
+                Arch::Aarch64 => {
+                    r#"{"defaultAction":"SCMP_ACT_ALLOW","architectures":["SCMP_ARCH_X86_64"]}"#
+                }
+            },
             r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["clone"],"action":"SCMP_ACT_ALLOW","args":[{"index":0}]}]}"#,
             r#"{"defaultAction":"SCMP_ACT_ERRNO","defaultErrnoRet":-1}"#,
             "not json",

@@ -8,7 +8,175 @@ use std::ffi::CString;
 use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-pub use libc::user_regs_struct as Regs;
+/// A stopped thread's registers as ptrace reads and writes them, seen through the syscall ABI
+/// of the architecture (number, arguments, result, program counter, stack pointer). The
+/// number it reports is the event numbering (x86-64's, [`vigil_event::arch`]) everywhere; the
+/// kernel's own number only crosses [`get_regs`] and [`set_regs`].
+#[derive(Clone, Copy)]
+pub struct Regs {
+    raw: libc::user_regs_struct,
+    /// aarch64: the syscall number, which `NT_PRSTATUS` does not hold (`NT_ARM_SYSTEM_CALL`
+    /// reads and changes it; -1 is "no syscall").
+    #[cfg(target_arch = "aarch64")]
+    syscallno: i32,
+}
+
+impl Regs {
+    /// All registers zero.
+    pub fn zero() -> Regs {
+        Regs {
+            // SAFETY: `user_regs_struct` is plain integers; all-zero is valid.
+            raw: unsafe { std::mem::zeroed() },
+            #[cfg(target_arch = "aarch64")]
+            syscallno: -1,
+        }
+    }
+
+    /// Registers of a call to syscall `event_nr` (event numbering) with `args`: what the
+    /// notify mechanism knows of a call.
+    pub fn of_call(event_nr: u16, args: [u64; 6]) -> Regs {
+        let mut regs = Regs::zero();
+        #[cfg(target_arch = "x86_64")]
+        {
+            regs.raw.orig_rax = u64::from(event_nr);
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            regs.syscallno = vigil_event::arch::native_nr(event_nr).map_or(-1, i32::from);
+        }
+        for (i, a) in args.into_iter().enumerate() {
+            regs.set_arg(i, a);
+        }
+        regs
+    }
+
+    /// The syscall number in the event numbering; `u64::MAX` for none (a skipped call) or
+    /// one without an x86-64 namesake.
+    pub fn nr(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.raw.orig_rax
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            u16::try_from(self.syscallno)
+                .ok()
+                .and_then(vigil_event::arch::event_nr)
+                .map_or(u64::MAX, u64::from)
+        }
+    }
+
+    /// Argument `i` (0..6) as the syscall received it.
+    pub fn arg(&self, i: usize) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            match i {
+                0 => self.raw.rdi,
+                1 => self.raw.rsi,
+                2 => self.raw.rdx,
+                3 => self.raw.r10,
+                4 => self.raw.r8,
+                _ => self.raw.r9,
+            }
+        }
+        // x0 is also the result register: only an entry stop's copy holds the first argument.
+        #[cfg(target_arch = "aarch64")]
+        {
+            self.raw.regs[i.min(5)]
+        }
+    }
+
+    pub fn set_arg(&mut self, i: usize, value: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            *match i {
+                0 => &mut self.raw.rdi,
+                1 => &mut self.raw.rsi,
+                2 => &mut self.raw.rdx,
+                3 => &mut self.raw.r10,
+                4 => &mut self.raw.r8,
+                _ => &mut self.raw.r9,
+            } = value;
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            self.raw.regs[i.min(5)] = value;
+        }
+    }
+
+    /// The result register (at a syscall-exit stop: the call's result).
+    pub fn ret(&self) -> i64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.raw.rax as i64
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            self.raw.regs[0] as i64
+        }
+    }
+
+    /// Skips the call at an entry stop: its result is `ret` (syscall number -1 on both
+    /// architectures; arm64's el0_svc_common skips to the exit path for it).
+    pub fn skip_call(&mut self, ret: i64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.raw.orig_rax = u64::MAX;
+            self.raw.rax = ret as u64;
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            self.syscallno = -1;
+            self.raw.regs[0] = ret as u64;
+        }
+    }
+
+    /// Sets up syscall `native_nr` (the kernel's number) to run from the syscall instruction
+    /// at `pc`, outside any syscall (no restart logic applies on the way back to user mode).
+    pub fn set_call_at(&mut self, pc: u64, native_nr: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.raw.rip = pc;
+            self.raw.rax = native_nr;
+            self.raw.orig_rax = u64::MAX;
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            self.raw.pc = pc;
+            self.raw.regs[8] = native_nr;
+            self.syscallno = -1;
+        }
+    }
+
+    pub fn pc(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.raw.rip
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            self.raw.pc
+        }
+    }
+
+    pub fn sp(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.raw.rsp
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            self.raw.sp
+        }
+    }
+}
+
+/// The instruction that enters the kernel: x86-64 `syscall`, aarch64 `svc #0`
+/// (little-endian); the pc of a syscall stop is just past it.
+#[cfg(target_arch = "x86_64")]
+pub const SYSCALL_INSN: &[u8] = &[0x0f, 0x05];
+#[cfg(target_arch = "aarch64")]
+pub const SYSCALL_INSN: &[u8] = &[0x01, 0x00, 0x00, 0xd4];
 
 /// `PTRACE_EVENT_*` values as they appear in `status >> 16`.
 pub const EVENT_FORK: i32 = libc::PTRACE_EVENT_FORK;
@@ -301,31 +469,107 @@ pub fn listen(tid: i32) -> io::Result<()> {
     request(libc::PTRACE_LISTEN, tid, 0)
 }
 
+#[cfg(target_arch = "x86_64")]
 pub fn get_regs(tid: i32) -> io::Result<Regs> {
-    // SAFETY: an all-zero `user_regs_struct` (plain integers) is valid; the kernel fills it.
-    let mut regs: Regs = unsafe { std::mem::zeroed() };
-    // SAFETY: `regs` is a valid, writable `user_regs_struct`.
+    let mut regs = Regs::zero();
+    // SAFETY: `regs.raw` is a valid, writable `user_regs_struct`.
     check(unsafe {
         libc::ptrace(
             libc::PTRACE_GETREGS,
             tid,
             std::ptr::null_mut::<libc::c_void>(),
-            std::ptr::addr_of_mut!(regs).cast::<libc::c_void>(),
+            std::ptr::addr_of_mut!(regs.raw).cast::<libc::c_void>(),
         )
     })?;
     Ok(regs)
 }
 
+#[cfg(target_arch = "x86_64")]
 pub fn set_regs(tid: i32, regs: &Regs) -> io::Result<()> {
-    // SAFETY: `regs` is a valid `user_regs_struct` the kernel only reads.
+    // SAFETY: `regs.raw` is a valid `user_regs_struct` the kernel only reads.
     check(unsafe {
         libc::ptrace(
             libc::PTRACE_SETREGS,
             tid,
             std::ptr::null_mut::<libc::c_void>(),
-            std::ptr::from_ref(regs).cast_mut().cast::<libc::c_void>(),
+            std::ptr::from_ref(&regs.raw)
+                .cast_mut()
+                .cast::<libc::c_void>(),
         )
     })?;
+    Ok(())
+}
+
+/// Register sets of `PTRACE_GETREGSET` (include/uapi/linux/elf.h): the general registers, and
+/// arm64's syscall number (arch/arm64/kernel/ptrace.c, `REGSET_SYSCALL`).
+#[cfg(target_arch = "aarch64")]
+const NT_PRSTATUS: usize = 1;
+#[cfg(target_arch = "aarch64")]
+const NT_ARM_SYSTEM_CALL: usize = 0x404;
+
+/// `PTRACE_GETREGSET`/`PTRACE_SETREGSET` of register set `set` into/from `len` bytes at `at`.
+#[cfg(target_arch = "aarch64")]
+fn regset(
+    request: libc::c_uint,
+    tid: i32,
+    set: usize,
+    at: *mut libc::c_void,
+    len: usize,
+) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: at,
+        iov_len: len,
+    };
+    // SAFETY: `iov` describes `len` valid bytes at `at` (the callers pass a field of their
+    // own `Regs`); the kernel reads or writes at most that many and updates `iov_len`.
+    check(unsafe {
+        libc::ptrace(
+            request,
+            tid,
+            set as *mut libc::c_void,
+            std::ptr::addr_of_mut!(iov).cast::<libc::c_void>(),
+        )
+    })?;
+    Ok(())
+}
+
+#[cfg(target_arch = "aarch64")]
+pub fn get_regs(tid: i32) -> io::Result<Regs> {
+    let mut regs = Regs::zero();
+    regset(
+        libc::PTRACE_GETREGSET,
+        tid,
+        NT_PRSTATUS,
+        std::ptr::addr_of_mut!(regs.raw).cast(),
+        std::mem::size_of::<libc::user_regs_struct>(),
+    )?;
+    regset(
+        libc::PTRACE_GETREGSET,
+        tid,
+        NT_ARM_SYSTEM_CALL,
+        std::ptr::addr_of_mut!(regs.syscallno).cast(),
+        std::mem::size_of::<i32>(),
+    )?;
+    Ok(regs)
+}
+
+#[cfg(target_arch = "aarch64")]
+pub fn set_regs(tid: i32, regs: &Regs) -> io::Result<()> {
+    let mut regs = *regs;
+    regset(
+        libc::PTRACE_SETREGSET,
+        tid,
+        NT_PRSTATUS,
+        std::ptr::addr_of_mut!(regs.raw).cast(),
+        std::mem::size_of::<libc::user_regs_struct>(),
+    )?;
+    regset(
+        libc::PTRACE_SETREGSET,
+        tid,
+        NT_ARM_SYSTEM_CALL,
+        std::ptr::addr_of_mut!(regs.syscallno).cast(),
+        std::mem::size_of::<i32>(),
+    )?;
     Ok(())
 }
 
@@ -1116,7 +1360,11 @@ pub fn notif_recv(listener: i32) -> io::Result<Option<Notif>> {
     Ok(Some(Notif {
         id: n.id,
         tid: i32::try_from(n.pid).unwrap_or(0),
-        nr: n.data.nr,
+        // The event numbering (x86-64's), like `Regs::nr`; -1 for a call without one.
+        nr: u16::try_from(n.data.nr)
+            .ok()
+            .and_then(vigil_event::arch::event_nr)
+            .map_or(-1, i32::from),
         args: n.data.args,
     }))
 }
@@ -1158,17 +1406,6 @@ pub fn wait_child(pid: i32) -> io::Result<i32> {
             return Err(err);
         }
     }
-}
-
-/// Registers with all fields zero (the notify mechanism fills the argument registers).
-pub fn zero_regs() -> Regs {
-    // SAFETY: `user_regs_struct` is plain integers; all-zero is valid.
-    unsafe { std::mem::zeroed() }
-}
-
-/// `true` if the process runs on x86-64 (the only architecture the filters know).
-pub const fn is_x86_64() -> bool {
-    cfg!(target_arch = "x86_64")
 }
 
 /// Helpers for the raw wait status.

@@ -40,11 +40,14 @@ const ENTERS_ELSEWHERE: u64 = 0x0002_0000
     | 0x2_0000_0000;
 const SYS_UNSHARE: u64 = 272;
 const SYS_SETNS: u64 = 308;
-const SYS_SECCOMP: u64 = 317;
+/// `seccomp`, by the kernel's number (the injected call; everything else here is numbered
+/// as events are: x86-64's).
+#[cfg(target_arch = "x86_64")]
+const NATIVE_SYS_SECCOMP: u64 = 317;
+#[cfg(target_arch = "aarch64")]
+const NATIVE_SYS_SECCOMP: u64 = 277;
 const SECCOMP_SET_MODE_FILTER: u64 = 1;
 const SECCOMP_FILTER_FLAG_TSYNC: u64 = 1;
-/// The x86-64 `syscall` instruction.
-const SYSCALL_INSN: [u8; 2] = [0x0f, 0x05];
 
 /// Why a `seccomp(2)` call could not be run in a tracee.
 enum Injection {
@@ -444,7 +447,7 @@ impl<'a> Tracer<'a> {
         let Ok(mut regs) = sys::get_regs(tid) else {
             return;
         };
-        let nr = regs.orig_rax;
+        let nr = regs.nr();
         let Ok(nr16) = u16::try_from(nr) else {
             let _ = sys::cont(tid, 0);
             return;
@@ -590,9 +593,8 @@ impl<'a> Tracer<'a> {
             Verdict::Allow => false,
             Verdict::Deny(errno) => {
                 self.stats.denied += 1;
-                // Syscall number -1 skips the call; rax becomes its return value.
-                regs.orig_rax = u64::MAX;
-                regs.rax = (-i64::from(errno)) as u64;
+                // Syscall number -1 skips the call; the result register is its result.
+                regs.skip_call(-i64::from(errno));
                 let _ = sys::set_regs(tid, regs);
                 let _ = sys::cont(tid, 0);
                 true
@@ -676,12 +678,12 @@ impl<'a> Tracer<'a> {
         let Ok(now) = sys::get_regs(tid) else {
             return;
         };
-        let res = now.rax as i64;
+        let res = now.ret();
         // Interrupted, to be restarted: the restart stops at the filter again.
         if (-516..=-512).contains(&res) {
             return;
         }
-        if is_exec(regs.orig_rax) {
+        if is_exec(regs.nr()) {
             // A successful exec was reported by its exec event (which dropped the pending
             // entry); this is a failure: the caller's unchanged image with the new name.
             let head = self
@@ -699,7 +701,7 @@ impl<'a> Tracer<'a> {
             self.emit_checked(failed);
             return;
         }
-        if is_clone(regs.orig_rax) {
+        if is_clone(regs.nr()) {
             // Successes are reported by the clone event stop (which dropped the pending
             // entry), except for `CLONE_UNTRACED` children; a failure only here.
             let n = event.etype.spec().params.len();
@@ -730,7 +732,7 @@ impl<'a> Tracer<'a> {
             t.pending = None;
         }
         let regs = sys::get_regs(tid).ok();
-        let nr = regs.map_or(56, |r| r.orig_rax);
+        let nr = regs.map_or(56, |r| r.nr());
         let (name, flags) = match nr {
             57 => ("fork", SIGCHLD),
             58 => ("vfork", CLONE_VM | CLONE_VFORK | SIGCHLD),
@@ -738,14 +740,14 @@ impl<'a> Tracer<'a> {
                 "clone3",
                 regs.and_then(|r| {
                     let mut b = [0u8; 8];
-                    match sys::read_mem(tid, r.rdi, &mut b) {
+                    match sys::read_mem(tid, r.arg(0), &mut b) {
                         Ok(8) => Some(u64::from_ne_bytes(b)),
                         _ => None,
                     }
                 })
                 .unwrap_or(0),
             ),
-            _ => ("clone", regs.map_or(0, |r| r.rdi)),
+            _ => ("clone", regs.map_or(0, |r| r.arg(0))),
         };
         let child_tgid = if flags & CLONE_THREAD != 0 {
             tgid
@@ -818,7 +820,7 @@ impl<'a> Tracer<'a> {
         let Ok(regs) = sys::get_regs(tid) else {
             return true;
         };
-        if after_syscall && (regs.rax as i64) < 0 {
+        if after_syscall && regs.ret() < 0 {
             return true;
         }
         let threads = self.tasks.values().filter(|t| t.tgid == tgid).count();
@@ -866,10 +868,12 @@ impl<'a> Tracer<'a> {
         flags: u64,
     ) -> Result<i64, Injection> {
         let failed = |what: &str, e: std::io::Error| Injection::Failed(format!("{what}: {e}"));
-        let at = regs.rip.wrapping_sub(2);
-        let mut insn = [0u8; 2];
-        match sys::read_mem(tid, at, &mut insn) {
-            Ok(2) if insn == SYSCALL_INSN => {}
+        let insn_len = sys::SYSCALL_INSN.len();
+        let at = regs.pc().wrapping_sub(insn_len as u64);
+        let mut insn = [0u8; 4];
+        let insn = &mut insn[..insn_len];
+        match sys::read_mem(tid, at, insn) {
+            Ok(n) if n == insn_len && insn == sys::SYSCALL_INSN => {}
             Ok(_) => {
                 return Err(Injection::Failed(
                     "the thread is not just past a syscall instruction".into(),
@@ -879,7 +883,7 @@ impl<'a> Tracer<'a> {
         }
         // Below the 128-byte red zone, 16-byte aligned.
         let size = 16 + 8 * prog.len() as u64;
-        let addr = regs.rsp.wrapping_sub(128 + size) & !15;
+        let addr = regs.sp().wrapping_sub(128 + size) & !15;
         let image = crate::filter::fprog_image(prog, addr);
         match sys::write_mem(tid, addr, &image) {
             Ok(n) if n == image.len() => {}
@@ -887,13 +891,10 @@ impl<'a> Tracer<'a> {
             Err(e) => return Err(failed("cannot write to its stack", e)),
         }
         let mut call = *regs;
-        call.rip = at;
-        call.rax = SYS_SECCOMP;
-        // Not in a syscall: no restart logic applies on the way back to user mode.
-        call.orig_rax = u64::MAX;
-        call.rdi = SECCOMP_SET_MODE_FILTER;
-        call.rsi = flags;
-        call.rdx = addr;
+        call.set_call_at(at, NATIVE_SYS_SECCOMP);
+        call.set_arg(0, SECCOMP_SET_MODE_FILTER);
+        call.set_arg(1, flags);
+        call.set_arg(2, addr);
         sys::set_regs(tid, &call).map_err(|e| failed("cannot set its registers", e))?;
         sys::resume_to_exit(tid).map_err(|e| failed("cannot resume it", e))?;
         let mut entered = false;
@@ -915,7 +916,7 @@ impl<'a> Tracer<'a> {
             if sig == (libc::SIGTRAP | 0x80) {
                 if entered {
                     break sys::get_regs(tid)
-                        .map(|r| r.rax as i64)
+                        .map(|r| r.ret())
                         .map_err(|e| failed("cannot read its registers", e))?;
                 }
                 entered = true;

@@ -727,3 +727,109 @@ fn vigil_watch_attaches_in_the_image_with_bpf_capabilities() {
         .unwrap_or_else(|| panic!("no --stats line:\n{stderr}"));
     assert!(stats["events_in"].as_u64() > Some(0), "{stats}");
 }
+
+// --- The multi-architecture image ----------------------------------------------------------
+
+/// The amd64 and arm64 static binaries (`make test` builds both) become one manifest list
+/// (`scripts/build-image-multiarch.sh`, a private buildah storage): its two entries name their
+/// platforms, and the arm64 image's `/vigil` is the static aarch64 binary. Root and buildah.
+#[test]
+fn multiarch_image_lists_amd64_and_arm64() {
+    let _host = host::shared();
+    const TEST: &str = "multiarch_image_lists_amd64_and_arm64";
+    let amd64 = static_binary();
+    let arm64 = std::env::var_os("VIGIL_STATIC_BIN_AARCH64").map(PathBuf::from);
+    let why = if !is_root() {
+        Some("not root (buildah's storage)".to_owned())
+    } else if Command::new("buildah").arg("--version").output().is_err() {
+        Some("buildah is not installed (make test-deps)".to_owned())
+    } else if !amd64.is_file() || std::env::consts::ARCH != "x86_64" {
+        Some(format!("no amd64 static binary at {}", amd64.display()))
+    } else if !arm64.as_ref().is_some_and(|p| p.is_file()) {
+        Some("VIGIL_STATIC_BIN_AARCH64 names no aarch64 static binary (make test)".to_owned())
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        skip(TEST, &why);
+        return;
+    }
+    let arm64 = arm64.expect("checked above");
+    let elf = fs::read(&arm64).expect("read the aarch64 binary");
+    // e_machine 183: EM_AARCH64.
+    assert_eq!(
+        u16::from_le_bytes([elf[0x12], elf[0x13]]),
+        183,
+        "{} is not an aarch64 executable",
+        arm64.display()
+    );
+    assert_eq!(
+        dynamic_needs(&elf),
+        (None, 0),
+        "{} is not static",
+        arm64.display()
+    );
+    let scratch = Scratch::new("multiarch");
+    let storage = scratch.0.join("storage");
+    let out = Command::new("sh")
+        .arg(workspace().join("scripts/build-image-multiarch.sh"))
+        .arg(&amd64)
+        .arg(&arm64)
+        .arg("vigil-multiarch-test")
+        .arg(&storage)
+        .output()
+        .expect("run scripts/build-image-multiarch.sh");
+    assert!(
+        out.status.success(),
+        "build-image-multiarch.sh failed:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let buildah = |args: &[&str]| {
+        let out = Command::new("buildah")
+            .arg("--root")
+            .arg(storage.join("root"))
+            .arg("--runroot")
+            .arg(storage.join("run"))
+            .args(["--storage-driver", "vfs"])
+            .args(args)
+            .output()
+            .expect("run buildah");
+        assert!(
+            out.status.success(),
+            "buildah {args:?}: {}",
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    };
+    let version = env!("CARGO_PKG_VERSION");
+    let list: Value = serde_json::from_str(&buildah(&[
+        "manifest",
+        "inspect",
+        &format!("vigil-multiarch-test:{version}"),
+    ]))
+    .expect("the manifest list is JSON");
+    let mut platforms: Vec<String> = list["manifests"]
+        .as_array()
+        .expect("a list of manifests")
+        .iter()
+        .map(|m| {
+            format!(
+                "{}/{}",
+                m["platform"]["os"].as_str().unwrap_or("?"),
+                m["platform"]["architecture"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    platforms.sort();
+    assert_eq!(platforms, ["linux/amd64", "linux/arm64"], "{list}");
+    let config: Value = serde_json::from_str(&buildah(&[
+        "inspect",
+        "--type",
+        "image",
+        &format!("localhost/vigil-multiarch-test:{version}-arm64"),
+    ]))
+    .expect("buildah inspect prints JSON");
+    assert_eq!(config["OCIv1"]["architecture"], "arm64", "{config}");
+    // The private storage goes with the scratch directory.
+}

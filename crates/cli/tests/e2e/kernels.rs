@@ -14,6 +14,12 @@
 //! - on an older kernel: `vigil watch` exits 1 with one line naming the missing feature and the
 //!   oldest kernel that has it, and `vigil run` alerts as anywhere.
 //!
+//! amd64 and arm64 guests (`qemu-system-aarch64 -M virt -cpu max`, the static aarch64 `vigil`
+//! of `$VIGIL_STATIC_BIN_AARCH64`, a foreign arm64 minbase tree): the same checks, where an
+//! arm64 kernel without trampolines (6.1) must choose the exit tracepoints; the arm64 guests'
+//! captures replay here (x86-64), and a capture written here by `vigil run -w` replays in them
+//! to the alerts it raises here.
+//!
 //! Kernels come from Debian's archive (`scripts/kernels/fetch.sh`: a private apt
 //! configuration, cached under `target/kernels`). Needs root (the initramfs copies a root-owned
 //! tree), qemu (`make deps` installs it), the static binary (`VIGIL_STATIC_BIN`, set by `make
@@ -33,54 +39,116 @@ use vigil_generator::{Action, Ruleset};
 use crate::support::live::*;
 use crate::support::{falco_rules, host, is_root, run_ok, strict, text, workspace, VIGIL};
 
-/// One Debian kernel of the matrix: the suite and the metapackage naming its current image.
+/// A guest architecture: Debian's name, the static binary's environment variable, qemu.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Arch {
+    Amd64,
+    Arm64,
+}
+
+impl Arch {
+    fn debian(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "amd64",
+            Arch::Arm64 => "arm64",
+        }
+    }
+
+    /// The variable naming the static `vigil` of this architecture (`make test` sets both).
+    fn static_bin_var(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "VIGIL_STATIC_BIN",
+            Arch::Arm64 => "VIGIL_STATIC_BIN_AARCH64",
+        }
+    }
+
+    fn qemu(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "qemu-system-x86_64",
+            Arch::Arm64 => "qemu-system-aarch64",
+        }
+    }
+}
+
+/// One Debian kernel of the matrix: the suite and the metapackage naming its current image,
+/// its architecture, and whether its BPF trampolines load (`auto` must choose fexit): arm64
+/// trampolines need ftrace direct calls (`DYNAMIC_FTRACE_WITH_DIRECT_CALLS`, Linux 6.4), so
+/// Debian's arm64 6.1 runs the exit tracepoints.
 struct Kernel {
     suite: &'static str,
     package: &'static str,
+    arch: Arch,
+    trampolines: bool,
 }
 
 const BOOKWORM: Kernel = Kernel {
     suite: "bookworm",
     package: "linux-image-amd64",
+    arch: Arch::Amd64,
+    trampolines: true,
 };
 const BOOKWORM_CLOUD: Kernel = Kernel {
     suite: "bookworm",
     package: "linux-image-cloud-amd64",
+    arch: Arch::Amd64,
+    trampolines: true,
 };
 const TRIXIE: Kernel = Kernel {
     suite: "trixie",
     package: "linux-image-amd64",
+    arch: Arch::Amd64,
+    trampolines: true,
 };
 const BULLSEYE: Kernel = Kernel {
     suite: "bullseye",
     package: "linux-image-amd64",
+    arch: Arch::Amd64,
+    trampolines: true,
+};
+const BOOKWORM_ARM64: Kernel = Kernel {
+    suite: "bookworm",
+    package: "linux-image-arm64",
+    arch: Arch::Arm64,
+    trampolines: false,
+};
+const TRIXIE_ARM64: Kernel = Kernel {
+    suite: "trixie",
+    package: "linux-image-arm64",
+    arch: Arch::Arm64,
+    trampolines: true,
 };
 
 fn matrix_dir() -> PathBuf {
     workspace().join("target/kernels")
 }
 
-/// Why the matrix cannot run here, if so.
-fn missing() -> Option<String> {
+/// Why the matrix cannot run here for `arch`, if so.
+fn missing(arch: Arch) -> Option<String> {
     if !is_root() {
         return Some("not root (the guest image copies a root-owned tree)".into());
     }
-    if Command::new("qemu-system-x86_64")
+    let qemu = arch.qemu();
+    if Command::new(qemu)
         .arg("--version")
         .stdout(Stdio::null())
         .status()
         .map_or(true, |s| !s.success())
     {
-        return Some("qemu-system-x86_64 is not installed (`make deps` installs it)".into());
+        return Some(format!(
+            "{qemu} is not installed (`make test-deps` installs it)"
+        ));
     }
-    match std::env::var_os("VIGIL_STATIC_BIN") {
+    let var = arch.static_bin_var();
+    match std::env::var_os(var) {
         Some(p) if Path::new(&p).is_file() => None,
-        _ => Some("VIGIL_STATIC_BIN names no static vigil (`make test` builds and sets it)".into()),
+        _ => Some(format!(
+            "{var} names no static vigil (`make test` builds and sets it)"
+        )),
     }
 }
 
-fn skip(test: &str) -> bool {
-    match missing() {
+fn skip(test: &str, arch: Arch) -> bool {
+    match missing(arch) {
         None => false,
         Some(why) if strict() => panic!("{test}: VIGIL_TEST_STRICT=1 but {why}"),
         Some(why) => {
@@ -94,29 +162,87 @@ fn run(cmd: &mut Command) -> String {
     text(&run_ok(cmd).stdout)
 }
 
-/// The guests' initramfs, built once per run of this binary.
-fn initramfs() -> &'static Path {
-    static IMAGE: OnceLock<PathBuf> = OnceLock::new();
-    IMAGE.get_or_init(|| {
-        let rootfs_dir = std::env::var_os("VIGIL_ROOTFS")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(vigil_generator::DEFAULT_ROOTFS_DIR));
+/// The guests' initramfs of `arch`, built once per run of this binary. The arm64 tree is a
+/// foreign one of its own (`ARCH=arm64 scripts/mk-rootfs.sh`, with busybox-static), never the
+/// amd64 tree the container tests share.
+fn initramfs(arch: Arch) -> &'static Path {
+    static AMD64: OnceLock<PathBuf> = OnceLock::new();
+    static ARM64: OnceLock<PathBuf> = OnceLock::new();
+    let cell = match arch {
+        Arch::Amd64 => &AMD64,
+        Arch::Arm64 => &ARM64,
+    };
+    cell.get_or_init(|| {
+        let (rootfs_dir, image) = match arch {
+            Arch::Amd64 => (
+                std::env::var_os("VIGIL_ROOTFS")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(vigil_generator::DEFAULT_ROOTFS_DIR)),
+                "initramfs.cpio",
+            ),
+            Arch::Arm64 => (
+                std::env::var_os("VIGIL_ROOTFS_ARM64").map_or_else(
+                    || PathBuf::from("/var/tmp/vigil-rootfs-arm64"),
+                    PathBuf::from,
+                ),
+                "initramfs-arm64.cpio",
+            ),
+        };
         if !rootfs_dir.join("rootfs/etc/debian_version").is_file() {
-            run(Command::new("sh")
-                .arg(workspace().join("scripts/mk-rootfs.sh"))
-                .arg(&rootfs_dir));
+            let mut cmd = Command::new("sh");
+            cmd.arg(workspace().join("scripts/mk-rootfs.sh"))
+                .arg(&rootfs_dir);
+            if arch == Arch::Arm64 {
+                cmd.env("ARCH", "arm64")
+                    .env("INCLUDE", "libelf1,zlib1g,busybox-static");
+            }
+            run(&mut cmd);
         }
         let dir = matrix_dir();
         std::fs::create_dir_all(&dir).expect("create target/kernels");
-        let image = dir.join("initramfs.cpio");
-        run(Command::new("sh")
-            .arg(workspace().join("scripts/kernels/initramfs.sh"))
+        let image = dir.join(image);
+        let mut cmd = Command::new("sh");
+        cmd.arg(workspace().join("scripts/kernels/initramfs.sh"))
             .arg(rootfs_dir.join("rootfs"))
-            .arg(std::env::var_os("VIGIL_STATIC_BIN").expect("checked by skip()"))
+            .arg(std::env::var_os(arch.static_bin_var()).expect("checked by skip()"))
             .arg(falco_rules())
-            .arg(&image));
+            .arg(&image);
+        if arch != Arch::Amd64 {
+            cmd.arg(host_capture());
+        }
+        run(&mut cmd);
         image
     })
+}
+
+/// A capture written here (x86-64), by `vigil run -w` around the generator's host actions,
+/// for the foreign guests to replay (`check_foreign_replay`).
+fn host_capture() -> PathBuf {
+    let path = scratch("host-capture").join("host.cap");
+    let out = Command::new(VIGIL)
+        .arg("run")
+        .arg("-w")
+        .arg(&path)
+        .args([
+            "--",
+            VIGIL,
+            "generate",
+            "run",
+            "^syscall\\.",
+            "--sleep",
+            "0s",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run vigil run -w");
+    // The generator's exit says whether every action ran; the capture is what matters.
+    assert!(
+        std::fs::metadata(&path).is_ok_and(|m| m.len() > 0),
+        "vigil run -w wrote no capture ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
 }
 
 /// What one guest sent back: `phase NAME key=value` lines and the files of each phase.
@@ -242,7 +368,7 @@ fn parse_results(results: &str, console: String) -> Guest {
 fn boot(kernel: &Kernel) -> Guest {
     let vmlinuz = run(Command::new("sh")
         .arg(workspace().join("scripts/kernels/fetch.sh"))
-        .args([kernel.suite, kernel.package]));
+        .args([kernel.suite, kernel.package, kernel.arch.debian()]));
     let vmlinuz = PathBuf::from(
         vmlinuz
             .lines()
@@ -266,12 +392,16 @@ fn boot(kernel: &Kernel) -> Guest {
         run(Command::new("sh")
             .arg(workspace().join("scripts/kernels/boot.sh"))
             .arg(&vmlinuz)
-            .arg(initramfs())
+            .arg(initramfs(kernel.arch))
             .arg(&out)
             .arg(&phases));
     }
     let results = std::fs::read_to_string(out.join("results.log")).unwrap_or_default();
-    let console = std::fs::read_to_string(out.join("console.log")).unwrap_or_default();
+    // arm64: one UART, the console is in the results (boot.sh).
+    let console = match kernel.arch {
+        Arch::Amd64 => std::fs::read_to_string(out.join("console.log")).unwrap_or_default(),
+        Arch::Arm64 => results.clone(),
+    };
     let guest = parse_results(&results, console);
     assert!(
         guest.fact("done").is_some(),
@@ -381,6 +511,38 @@ fn check_replay(guest: &Guest, phase: &str, dir: &Path) -> Vec<String> {
             out.status,
             live.difference(&again).take(5).collect::<Vec<_>>(),
             again.difference(&live).take(5).collect::<Vec<_>>()
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The host's capture (another architecture's) replayed in the guest raises the alerts it
+/// raises here, and some.
+fn check_foreign_replay(guest: &Guest) -> Vec<String> {
+    let capture = scratch("host-capture").join("host.cap");
+    if guest.fact("replay.exit") != Some("0") {
+        return vec![format!(
+            "replay: vigil replay of the host's capture failed in the guest\n{}",
+            guest.explain("replay")
+        )];
+    }
+    let out = Command::new(VIGIL)
+        .args(["replay", "--json"])
+        .arg(&capture)
+        .output()
+        .expect("run vigil replay");
+    let here: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let (here, there) = (alert_set(&here), alert_set(&guest.alerts("replay")));
+    if here.is_empty() || here != there {
+        vec![format!(
+            "replay: the host's capture replays to other alerts in the guest ({} here): only here: {:?}; only there: {:?}",
+            here.len(),
+            here.difference(&there).take(5).collect::<Vec<_>>(),
+            there.difference(&here).take(5).collect::<Vec<_>>()
         )]
     } else {
         Vec::new()
@@ -722,13 +884,15 @@ fn check_watch_run_agree(guest: &Guest, watch_phase: &str, run_phase: &str) -> V
     failures
 }
 
-/// A supported kernel: every check of the module comment.
-fn check_supported(guest: &Guest, name: &str) {
+/// A supported kernel: every check of the module comment. Where the kernel has no BPF
+/// trampolines (`trampolines`), `auto` must fall back to the exit tracepoints instead.
+fn check_supported(guest: &Guest, name: &str, trampolines: bool) {
     let mut failures = Vec::new();
     let fexit = guest.text("auto.err").contains("syscalls hooked by fexit");
-    if !fexit {
+    if fexit != trampolines {
         failures.push(format!(
-            "auto: fexit was not chosen\n{}",
+            "auto: fexit was {}chosen\n{}",
+            if fexit { "" } else { "not " },
             guest.explain("auto")
         ));
     }
@@ -757,6 +921,7 @@ fn check_supported(guest: &Guest, name: &str) {
     failures.extend(check_alerts(guest, "raw", Ruleset::Vigil));
     failures.extend(check_alerts(guest, "run", Ruleset::Vigil));
     failures.extend(check_alerts(guest, "run-falco", Ruleset::FalcoStable));
+    failures.extend(check_widened(guest));
     let dir = scratch(name);
     failures.extend(check_replay(guest, "auto", &dir));
     failures.extend(check_replay(guest, "exit", &dir));
@@ -769,6 +934,26 @@ fn check_supported(guest: &Guest, name: &str) {
         guest.release,
         failures.join("\n")
     );
+}
+
+/// Under Falco's rules `vigil run` armed the full filter in the process that entered new
+/// namespaces (a `seccomp(2)` injected at its `setns` exit: `Tracer::widen`), with no failure.
+fn check_widened(guest: &Guest) -> Vec<String> {
+    let err = guest.text("run-falco.err");
+    let stat = |key: &str| {
+        err.lines()
+            .filter(|l| l.starts_with("vigil: traced_syscalls="))
+            .flat_map(str::split_whitespace)
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    match (stat("widened"), stat("widen_failures")) {
+        (Some(w), Some(0)) if w >= 1 => Vec::new(),
+        other => vec![format!(
+            "run-falco: no process got the full filter (widened, widen_failures: {other:?})\n{}",
+            guest.explain("run-falco")
+        )],
+    }
 }
 
 /// A kernel older than Vigil's eBPF capture supports: one clean line, and `vigil run` works.
@@ -793,6 +978,7 @@ fn check_refused(guest: &Guest, name: &str) {
     }
     failures.extend(check_alerts(guest, "run", Ruleset::Vigil));
     failures.extend(check_alerts(guest, "run-falco", Ruleset::FalcoStable));
+    failures.extend(check_widened(guest));
     assert!(
         failures.is_empty(),
         "{name} ({}):\n{}",
@@ -802,12 +988,16 @@ fn check_refused(guest: &Guest, name: &str) {
 }
 
 fn check_kernel(test: &str, kernel: &Kernel) {
-    if skip(test) {
+    if skip(test, kernel.arch) {
         return;
     }
     let guest = boot(kernel);
+    if kernel.arch != Arch::Amd64 {
+        let failures = check_foreign_replay(&guest);
+        assert!(failures.is_empty(), "{test}:\n{}", failures.join("\n"));
+    }
     if supported(&guest.release) {
-        check_supported(&guest, test);
+        check_supported(&guest, test, kernel.trampolines);
     } else {
         check_refused(&guest, test);
     }
@@ -835,6 +1025,20 @@ fn debian_13_trixie_6_12() {
 fn debian_11_bullseye_5_10() {
     let _host = host::alone(module_path!());
     check_kernel("debian_11_bullseye_5_10", &BULLSEYE);
+}
+
+/// arm64 (Graviton, Fargate ARM), emulated by `qemu-system-aarch64 -M virt -cpu max`: the same
+/// checks; the guest's captures replay here, on x86-64, to the alerts the guest raised.
+#[test]
+fn debian_12_bookworm_6_1_arm64() {
+    let _host = host::alone(module_path!());
+    check_kernel("debian_12_bookworm_6_1_arm64", &BOOKWORM_ARM64);
+}
+
+#[test]
+fn debian_13_trixie_6_12_arm64() {
+    let _host = host::alone(module_path!());
+    check_kernel("debian_13_trixie_6_12_arm64", &TRIXIE_ARM64);
 }
 
 #[test]
