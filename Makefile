@@ -30,10 +30,13 @@ RUST_COMPONENTS := rustfmt clippy
 
 all: build
 
-# Installs the Debian packages of $(1) that are missing.
+# Installs the Debian packages of $(1) that are missing. A package installed for two dpkg
+# architectures (libelf-dev and libelf-dev:arm64 after `cross-deps`) is named with the native
+# one, since its bare name is then ambiguous to `dpkg -s`.
 define apt_install
 	@missing=""; for p in $(1); do \
-	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  dpkg -s $$p >/dev/null 2>&1 || dpkg -s $$p:$$(dpkg --print-architecture) >/dev/null 2>&1 || \
+	    missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -70,7 +73,8 @@ $(HELM):
 RUNTIME_PACKAGES := docker.io containerd podman busybox-static
 runtime-deps:
 	@missing=""; for p in $(RUNTIME_PACKAGES); do \
-	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  dpkg -s $$p >/dev/null 2>&1 || dpkg -s $$p:$$(dpkg --print-architecture) >/dev/null 2>&1 || \
+	    missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
