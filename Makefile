@@ -138,9 +138,11 @@ image-multiarch: static static-aarch64
 run: build
 	$(VIGIL) watch
 
-lint: test-deps
+# Clippy for aarch64 too: every x86-64 assumption must be guarded by `cfg(target_arch)`.
+lint: test-deps cross-deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --target aarch64-unknown-linux-gnu -- -D warnings
 
 # The image test (crates/cli/tests/e2e/image.rs) runs the static binary: build it first; the
 # kernel matrix boots both architectures' (crates/cli/tests/e2e/kernels.rs).
