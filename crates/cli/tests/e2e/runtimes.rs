@@ -973,28 +973,8 @@ fn cri_pod_fields_match_crictl_inspect_across_a_containerd_restart() {
     );
 }
 
-#[test]
-fn podman_fields_match_podman_inspect() {
-    let _host = host::alone(module_path!());
-    let requirement = missing_requirement().or_else(|| {
-        ["podman", "busybox", "tar", "date"]
-            .into_iter()
-            .find(|p| tool(p).is_none())
-            .map(|p| format!("`{p}` is not installed (`make runtime-deps` installs it)"))
-    });
-    if let Some(reason) = requirement {
-        if strict() {
-            panic!("podman test: VIGIL_TEST_STRICT=1 but {reason}");
-        }
-        eprintln!("skipping podman_fields_match_podman_inspect: {reason}");
-        return;
-    }
-    let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("podman");
-    let rootfs = busybox_rootfs(&dir);
-    let share = dir.join("share");
-    std::fs::create_dir_all(&share).unwrap();
-    std::fs::write(share.join("marker"), "here\n").unwrap();
+/// Imports `rootfs` into podman's store as [`OCI_IMAGE`], labelled `tier=web`.
+fn podman_import(dir: &Path, rootfs: &Path) {
     let archive = dir.join("rootfs.tar");
     run(
         "tar",
@@ -1019,6 +999,31 @@ fn podman_fields_match_podman_inspect() {
         ],
     )
     .expect("podman import");
+}
+
+#[test]
+fn podman_fields_match_podman_inspect() {
+    let _host = host::alone(module_path!());
+    let requirement = missing_requirement().or_else(|| {
+        ["podman", "busybox", "tar", "date"]
+            .into_iter()
+            .find(|p| tool(p).is_none())
+            .map(|p| format!("`{p}` is not installed (`make runtime-deps` installs it)"))
+    });
+    if let Some(reason) = requirement {
+        if strict() {
+            panic!("podman test: VIGIL_TEST_STRICT=1 but {reason}");
+        }
+        eprintln!("skipping podman_fields_match_podman_inspect: {reason}");
+        return;
+    }
+    let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("podman");
+    let rootfs = busybox_rootfs(&dir);
+    let share = dir.join("share");
+    std::fs::create_dir_all(&share).unwrap();
+    std::fs::write(share.join("marker"), "here\n").unwrap();
+    podman_import(&dir, &rootfs);
     let rules = dir.join("rules.yaml");
     std::fs::write(&rules, RULES).unwrap();
     let watch = Watch::start_with_args(&["-r".into(), rules.clone().into_os_string()]);
@@ -1871,30 +1876,7 @@ fn podman_capture_replay_keeps_the_running_containers_metadata() {
     let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("replay");
     let rootfs = busybox_rootfs(&dir);
-    let archive = dir.join("rootfs.tar");
-    run(
-        "tar",
-        &[
-            "-C",
-            &rootfs.to_string_lossy(),
-            "-cf",
-            &archive.to_string_lossy(),
-            ".",
-        ],
-    )
-    .unwrap();
-    run(
-        "podman",
-        &[
-            "import",
-            "-q",
-            "-c",
-            "LABEL tier=web",
-            &archive.to_string_lossy(),
-            OCI_IMAGE,
-        ],
-    )
-    .expect("podman import");
+    podman_import(&dir, &rootfs);
     let rules = dir.join("rules.yaml");
     std::fs::write(&rules, RULES).unwrap();
     let name = format!("vt-replay-{}", std::process::id());
