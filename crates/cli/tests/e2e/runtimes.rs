@@ -973,6 +973,16 @@ fn cri_pod_fields_match_crictl_inspect_across_a_containerd_restart() {
     );
 }
 
+/// Why a podman test cannot run here (the live requirements, then `tools`), if so.
+fn podman_missing(tools: &[&str]) -> Option<String> {
+    missing_requirement().or_else(|| {
+        tools
+            .iter()
+            .find(|p| tool(p).is_none())
+            .map(|p| format!("`{p}` is not installed (`make runtime-deps` installs it)"))
+    })
+}
+
 /// Imports `rootfs` into podman's store as [`OCI_IMAGE`], labelled `tier=web`.
 fn podman_import(dir: &Path, rootfs: &Path) {
     let archive = dir.join("rootfs.tar");
@@ -1004,12 +1014,7 @@ fn podman_import(dir: &Path, rootfs: &Path) {
 #[test]
 fn podman_fields_match_podman_inspect() {
     let _host = host::alone(module_path!());
-    let requirement = missing_requirement().or_else(|| {
-        ["podman", "busybox", "tar", "date"]
-            .into_iter()
-            .find(|p| tool(p).is_none())
-            .map(|p| format!("`{p}` is not installed (`make runtime-deps` installs it)"))
-    });
+    let requirement = podman_missing(&["podman", "busybox", "tar", "date"]);
     if let Some(reason) = requirement {
         if strict() {
             panic!("podman test: VIGIL_TEST_STRICT=1 but {reason}");
@@ -1860,12 +1865,7 @@ fn falco_container_rules_on_docker_and_runc() {
 #[test]
 fn podman_capture_replay_keeps_the_running_containers_metadata() {
     let _host = host::alone(module_path!());
-    let requirement = missing_requirement().or_else(|| {
-        ["podman", "busybox", "tar"]
-            .into_iter()
-            .find(|p| tool(p).is_none())
-            .map(|p| format!("`{p}` is not installed (`make runtime-deps` installs it)"))
-    });
+    let requirement = podman_missing(&["podman", "busybox", "tar"]);
     if let Some(reason) = requirement {
         if strict() {
             panic!("podman replay test: VIGIL_TEST_STRICT=1 but {reason}");
