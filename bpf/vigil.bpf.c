@@ -65,6 +65,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define DROP_STASH_FULL 2
 // Not a loss: failed calls filtered out because nothing can use them (`skip_failed`).
 #define FILTERED_FAILED 3
+// Not a loss: records committed to a ring buffer (user space compares what it processed and
+// counted as dropped with this count, so a record lost between the ring and the engine shows).
+#define RECORDS_SUBMITTED 4
 
 struct rec_hdr {
 	__u64 ts;
@@ -143,9 +146,10 @@ struct stash {
 	__u32 pad;
 };
 
-// Per CPU: the DROP_* counters, and FILTERED_FAILED (filtering by design, not a loss).
+// Per CPU: the DROP_* counters, FILTERED_FAILED (filtering by design, not a loss) and
+// RECORDS_SUBMITTED.
 struct drops {
-	__u64 n[4];
+	__u64 n[5];
 };
 
 // Set before load: the agent's thread group, never captured.
@@ -287,6 +291,15 @@ static __always_inline void count_drop(int reason)
 		d->n[reason & 3] += 1;
 }
 
+// One more record committed to a ring buffer (RECORDS_SUBMITTED).
+static __always_inline void count_submitted(void)
+{
+	__u32 zero = 0;
+	struct drops *d = bpf_map_lookup_elem(&drop_counts, &zero);
+	if (d)
+		d->n[RECORDS_SUBMITTED] += 1;
+}
+
 // Whether the failed call `nr` (result `ret`) is filtered out here (and counted).
 static __always_inline int skip_failure(__u32 nr, __s64 ret)
 {
@@ -415,6 +428,8 @@ static __always_inline void emit(__u8 *buf, __u32 len)
 		return;
 	if (bpf_ringbuf_output(rb, buf, len, BPF_RB_NO_WAKEUP) < 0)
 		count_drop(DROP_BUFFER_FULL);
+	else
+		count_submitted();
 }
 
 static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __s64 res)
@@ -858,6 +873,7 @@ static __always_inline int emit_floor(__u32 nr, __s64 ret)
 	for (int i = 0; i < 6; i++)
 		h->args[i] = 0;
 	bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
+	count_submitted();
 	return 0;
 }
 

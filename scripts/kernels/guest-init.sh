@@ -65,13 +65,26 @@ watch_phase() {
     done
     say "phase $name ready_after=${waited}s"
     if grep -q watching /tmp/"$name".err; then
-        if [ "$name" = auto ]; then
+        if [ "$name" = exit ]; then
             # An unwatched syscall runs no Vigil program: 2×100000 read/write calls by dd
-            # (neither is in the default rules' interest set).
+            # (neither is in the default rules' interest set). The control: 1000 opens by one
+            # cat (openat is watched) must raise the run count by at least 1000, so a count
+            # that does not move (stats off, programs not attached) cannot pass as "none".
+            # Counted with the exit tracepoints, whose per-call program the agent holds: a
+            # fexit stub's descriptor is closed once it is attached (its link keeps it), so
+            # its runs are in no fdinfo of the agent (under `auto`, 1000 opens showed 14).
             before=$(run_counts "$pid")
             dd if=/dev/zero of=/dev/null bs=1 count=100000 2>/dev/null
+            dd_exit=$?
             after=$(run_counts "$pid")
-            say "phase $name unwatched_syscalls=200000 bpf_runs=$((after - before))"
+            say "phase $name unwatched_syscalls=200000 bpf_runs=$((after - before)) dd_exit=$dd_exit"
+            files=$(yes /etc/hostname | head -n 1000)
+            before=$(run_counts "$pid")
+            # shellcheck disable=SC2086 # one argument per line of $files
+            cat $files >/dev/null
+            cat_exit=$?
+            after=$(run_counts "$pid")
+            say "phase $name watched_syscalls=1000 watched_bpf_runs=$((after - before)) cat_exit=$cat_exit"
         fi
         /vigil generate run "$actions" --sleep 0s >/tmp/"$name".gen 2>&1
         say "phase $name generate_exit=$?"

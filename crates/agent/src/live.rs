@@ -174,6 +174,7 @@ pub fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCoun
         processed,
         dropped,
         filtered_failed: source.filtered_failed,
+        kernel_records: source.kernel_records,
         eval_seconds: eval.as_secs_f64(),
         threads: state.threads as u64,
         fds: state.fds as u64,

@@ -28,6 +28,9 @@ pub struct TickCounts {
     pub dropped: Vec<(String, u64)>,
     /// Failed calls the source filtered out by design (not drops, not in `events_in`).
     pub filtered_failed: u64,
+    /// Records the source's kernel side committed (the eBPF driver's ring buffers), counted
+    /// there; `None` for a source without a kernel side.
+    pub kernel_records: Option<u64>,
     /// Seconds spent in state update and rule evaluation.
     pub eval_seconds: f64,
     /// The state tables (Falco's state counters): threads, fds and containers now, and
@@ -457,6 +460,11 @@ impl Tick {
             &[],
             counts.filtered_failed as f64,
         );
+        // Before the processed count: a scrape between the two sees the previous tick's
+        // processed count with this tick's records, never more processed than recorded.
+        if let Some(records) = counts.kernel_records {
+            m.set(names::BPF_RECORDS_SUBMITTED, &[], records as f64);
+        }
         m.set(names::EVENTS_PROCESSED, &[], counts.processed as f64);
         m.set(names::N_THREADS, &[], counts.threads as f64);
         m.set(names::N_FDS, &[], counts.fds as f64);
@@ -554,6 +562,7 @@ mod tests {
                 ("queue_full".into(), 4),
             ],
             filtered_failed: 6,
+            kernel_records: Some(17),
             eval_seconds: 0.5,
             threads: 7,
             fds: 30,
@@ -582,6 +591,7 @@ mod tests {
             6.0,
             "filtered, not dropped: outside n_drops"
         );
+        assert_eq!(metrics.get(names::BPF_RECORDS_SUBMITTED, &[]), 17.0);
         // Every drop is in exactly one of the breakdown series.
         assert_eq!(
             metrics.sum(names::N_DROPS_BUFFER)

@@ -104,6 +104,11 @@ pub struct SourceStats {
     /// eBPF driver's kernel-side filter): neither delivered nor lost, so outside
     /// `events_in` and `dropped`.
     pub filtered_failed: u64,
+    /// Records the source's kernel side committed for user space (the eBPF driver's ring
+    /// buffers; `None` for a source without one). Counted where they are written, not where
+    /// they are read, so `events_in + malformed drops + records not yet consumed` equals it and
+    /// a record lost on the way without being counted shows as a difference.
+    pub kernel_records: Option<u64>,
 }
 
 impl SourceStats {

@@ -335,8 +335,8 @@ pub fn fexit_target(tracepoint_name: &str) -> String {
 /// Bytes of each per-CPU ring buffer (the kernel-side inner map template's size).
 pub const RING_BYTES: u32 = 1 << 22;
 
-/// Drop counters kept by the kernel side, per reason (summed over CPUs), and the count of
-/// failed calls filtered out by design (not a loss).
+/// Drop counters kept by the kernel side, per reason (summed over CPUs), the count of
+/// failed calls filtered out by design (not a loss) and the count of records committed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelDrops {
     pub buffer_full: u64,
@@ -346,6 +346,9 @@ pub struct KernelDrops {
     /// kernel: see [`crate::BpfOptions::failed_unused`]). Filtering, not loss: these events
     /// were never meant to be delivered.
     pub filtered_failed: u64,
+    /// Records committed to the ring buffers (every kind, floor records included): what user
+    /// space can consume, so `consumed + still in the rings == submitted`.
+    pub submitted: u64,
 }
 
 /// The loaded programs, their maps and links, and the ring buffers.
@@ -851,6 +854,7 @@ impl Bpf {
             drops.read_faults += cpu.read_faults;
             drops.stash_full += cpu.stash_full;
             drops.filtered_failed += cpu.filtered_failed;
+            drops.submitted += cpu.submitted;
         }
         drops
     }
@@ -879,6 +883,7 @@ impl Bpf {
                     read_faults: n(1),
                     stash_full: n(2),
                     filtered_failed: n(3),
+                    submitted: n(4),
                 }
             })
             .collect()

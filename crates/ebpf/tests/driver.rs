@@ -572,8 +572,23 @@ fn drain_delivers_what_is_still_in_flight() {
     assert!(status.success());
     // The child has exited, so all its records are committed; no waiting for the reordering
     // window: drain hands over everything, in time order.
+    let committed = source
+        .stats()
+        .kernel_records
+        .expect("the eBPF driver counts the records its programs commit");
     let mut events = Vec::new();
     source.drain(&mut events).expect("drain");
+    // Every record committed before the drain was delivered or counted as malformed, and
+    // nothing was delivered that the kernel side did not count (other processes' opens keep
+    // coming: a window, not one number).
+    let stats = source.stats();
+    let handled = stats.events_in + stats_malformed(&stats);
+    let committed_after = stats.kernel_records.expect("still counted");
+    assert!(
+        committed <= handled && handled <= committed_after,
+        "records committed by the kernel side: {committed} before the drain, \
+         {committed_after} after; delivered or malformed: {handled}"
+    );
     let of_child: Vec<&Event> = events.iter().filter(|e| e.pid == i64::from(pid)).collect();
     assert!(
         of_child.iter().any(|e| name_of(e) == "execve"),

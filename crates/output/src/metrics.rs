@@ -109,6 +109,7 @@ pub mod names {
     pub const EVENTS_PROCESSED: &str = "vigil_events_processed_total";
     pub const SOURCE_QUEUE_DROPS: &str = "vigil_source_queue_drops_total";
     pub const SOURCE_FILTERED_FAILED: &str = "vigil_source_filtered_failed_total";
+    pub const BPF_RECORDS_SUBMITTED: &str = "vigil_bpf_records_submitted_total";
     pub const EVAL_SECONDS: &str = "vigil_rule_evaluation_seconds_total";
     pub const CONTAINER_LOOKUPS: &str = "vigil_container_lookups_total";
     pub const CONTAINER_LOOKUP_MISSES: &str = "vigil_container_lookup_misses_total";
@@ -249,6 +250,12 @@ pub const FAMILIES: &[(&str, Kind, Category, &str)] = &[
         Counter,
         Kernel,
         "Failed system calls the eBPF driver filtered out because no rule and no state update can use them (filtering, not drops: in neither n_evts nor n_drops).",
+    ),
+    (
+        names::BPF_RECORDS_SUBMITTED,
+        Counter,
+        Kernel,
+        "Records the eBPF programs committed to the ring buffers, counted in the kernel (vigil watch only): n_evts + n_drops_bug + records not yet read, so a record lost unseen on the way shows.",
     ),
     (names::EVAL_SECONDS, Counter, Base, "Time spent updating state and evaluating rules."),
     (names::OUTPUT_QUEUE_DEPTH, Gauge, Base, "Alerts waiting in memory, per output."),

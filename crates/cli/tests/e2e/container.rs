@@ -13,7 +13,7 @@ use vigil_generator::runc::{self, ContainerSpec};
 use vigil_generator::Context;
 
 use crate::support::live::{
-    alert_matches, expected_fields, missing_requirement, output_field, Watch, M,
+    alert_matches, expected_fields, missing_requirement, output_field, RuleOutputs, Watch, M,
 };
 use crate::support::rootfs::runc_missing;
 use crate::support::{falco_rules, host, strict, workspace};
@@ -37,6 +37,8 @@ fn container_actions_alert_with_container_identity() {
         eprintln!("skipping container_actions_alert_with_container_identity: {reason}");
         return;
     }
+    let outputs =
+        RuleOutputs::of_files(&[falco_rules(), workspace().join("rules/vigil_rules.yaml")]);
     let watch = Watch::start_with_args(&[
         "-r".into(),
         falco_rules().into_os_string(),
@@ -102,7 +104,7 @@ fn container_actions_alert_with_container_identity() {
         fields.push(("container.id", M::Eq(short)));
         fields.push(("container.name", M::Eq(name)));
         for e in action.expected() {
-            match watch.wait_for(from, |a| alert_matches(a, e.rule, &fields)) {
+            match watch.wait_for(from, |a| alert_matches(a, e.rule, &fields, &outputs)) {
                 Some(alert) => {
                     // Vigil's outputs carry the container fields: they must be there.
                     if e.ruleset == vigil_generator::Ruleset::Vigil {

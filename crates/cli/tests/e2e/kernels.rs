@@ -8,9 +8,10 @@
 //!   fexit; every action that ran raised each rule it is expected to raise, with the expected
 //!   output fields, in every mode and under `vigil run`; the fexit and exit-tracepoint
 //!   captures of the same actions hold the same events; each capture replays here to the
-//!   alerts the guest raised; unwatched syscalls ran no Vigil program
-//!   (`kernel.bpf_stats_enabled` run counts: counts, not times, mean something under
-//!   emulation);
+//!   alerts the guest raised; unwatched syscalls ran no Vigil program under the exit
+//!   tracepoints (`kernel.bpf_stats_enabled` run counts, with a control: 1000 watched opens
+//!   must raise the count by 1000; counts, not times, mean something under emulation); the
+//!   generator ran every action of its selection and exited 0;
 //! - on an older kernel: `vigil watch` exits 1 with one line naming the missing feature and the
 //!   oldest kernel that has it, and `vigil run` alerts as anywhere.
 //!
@@ -270,21 +271,14 @@ impl Guest {
             .collect()
     }
 
-    /// The actions `vigil generate run` performed in `phase` (`ok` lines), and its failures.
-    fn actions(&self, phase: &str) -> (Vec<String>, Vec<String>) {
-        let gen = self.text(&format!("{phase}.gen"));
-        let ran = gen
+    /// The actions `vigil generate run` performed in `phase` (`ok` lines).
+    fn actions(&self, phase: &str) -> Vec<String> {
+        self.text(&format!("{phase}.gen"))
             .lines()
             .filter_map(|l| l.strip_prefix("ok    "))
             .filter_map(|l| l.split(':').next())
             .map(str::to_owned)
-            .collect();
-        let failed = gen
-            .lines()
-            .filter(|l| l.starts_with("FAIL  "))
-            .map(str::to_owned)
-            .collect();
-        (ran, failed)
+            .collect()
     }
 
     /// A report of `phase` for failure messages.
@@ -425,36 +419,106 @@ fn supported(release: &str) -> bool {
     version(release) >= version(vigil_ebpf::OLDEST_KERNEL)
 }
 
-/// Every action that ran in `phase` raised each rule of `ruleset` it is expected to raise,
-/// with the expected output fields. Returns the failures.
+/// The generator's pattern of each phase of `scripts/kernels/guest-init.sh` (kept here, not
+/// read back from the guest, so a guest that narrows its selection fails).
+fn phase_pattern(phase: &str) -> &'static str {
+    match phase {
+        "tracepoint" | "raw" => {
+            r"^syscall\.(CreateSymlinkOverSensitiveFiles|ReadSensitiveFileUntrusted)$"
+        }
+        _ => r"^syscall\.",
+    }
+}
+
+/// The phases that run the generator under `vigil run`: there the phase's exit status is the
+/// generator's (`vigil run` exits with its workload's); under `vigil watch` the guest records
+/// the generator's own (`generate_exit`).
+const RUN_PHASES: [&str; 2] = ["run", "run-falco"];
+
+/// The generator ran every action of its selection in `phase` (the actions of
+/// [`phase_pattern`] but the slow ones, which it leaves out without `--slow`) and exited 0: an
+/// action it skipped, failed or never reached (it died on the way) fails, and so does one it
+/// ran that the selection does not hold. Returns the actions that ran, and the failures.
+fn check_generator(guest: &Guest, phase: &str) -> (Vec<&'static Action>, Vec<String>) {
+    let pattern = phase_pattern(phase);
+    let selection: Vec<&'static Action> = vigil_generator::select(pattern)
+        .unwrap_or_else(|e| panic!("the pattern of phase {phase}: {e}"))
+        .into_iter()
+        .filter(|a| !a.slow)
+        .collect();
+    let gen = guest.text(&format!("{phase}.gen"));
+    let mut failures = Vec::new();
+    let exit_fact = if RUN_PHASES.contains(&phase) {
+        format!("{phase}.exit")
+    } else {
+        format!("{phase}.generate_exit")
+    };
+    if guest.fact(&exit_fact) != Some("0") {
+        failures.push(format!(
+            "{phase}: the generator's exit status ({exit_fact}) is {:?}, not 0",
+            guest.fact(&exit_fact)
+        ));
+    }
+    // `ok    NAME: …`, `FAIL  NAME: …`, `skip  NAME: why` (crates/cli/src/generate.rs).
+    let line_of = |name: &str| {
+        gen.lines()
+            .find(|l| l.get(6..).and_then(|r| r.split(':').next()) == Some(name))
+    };
+    let ran = guest.actions(phase);
+    let ran: BTreeSet<String> = ran.into_iter().collect();
+    for action in &selection {
+        if !ran.contains(action.name) {
+            failures.push(format!(
+                "{phase}: {} did not run: {}",
+                action.name,
+                line_of(action.name).unwrap_or("never reached (no line of the generator)")
+            ));
+        }
+    }
+    for name in &ran {
+        if !selection.iter().any(|a| a.name == name) {
+            failures.push(format!(
+                "{phase}: {name} ran but is not in the selection of {pattern}"
+            ));
+        }
+    }
+    if selection.is_empty() {
+        failures.push(format!("{phase}: {pattern} selects no action"));
+    }
+    if !failures.is_empty() {
+        failures.push(guest.explain(phase));
+    }
+    let ran = selection
+        .into_iter()
+        .filter(|a| ran.contains(a.name))
+        .collect();
+    (ran, failures)
+}
+
+/// The generator ran its whole selection in `phase` ([`check_generator`]), and every action
+/// raised each rule of `ruleset` it is expected to raise, with the expected output fields and
+/// every field the rule's output names. Returns the failures.
 fn check_alerts(guest: &Guest, phase: &str, ruleset: Ruleset) -> Vec<String> {
     let alerts = guest.alerts(phase);
-    let (ran, failed) = guest.actions(phase);
-    let mut failures: Vec<String> = failed
-        .iter()
-        .map(|l| format!("{phase}: action failed: {l}"))
-        .collect();
-    let mut checked = 0;
-    for name in &ran {
-        let Some(action) = vigil_generator::registry()
-            .iter()
-            .find(|a: &&Action| a.name == name)
-        else {
-            failures.push(format!("{phase}: unknown action {name}"));
-            continue;
-        };
+    let outputs = RuleOutputs::of(ruleset);
+    let (ran, mut failures) = check_generator(guest, phase);
+    for action in ran {
         let fields = expected_fields(action.name);
         for e in action
             .expected()
             .into_iter()
             .filter(|e| e.ruleset == ruleset)
         {
-            checked += 1;
-            if !alerts.iter().any(|a| alert_matches(a, e.rule, &fields)) {
+            if !alerts
+                .iter()
+                .any(|a| alert_matches(a, e.rule, &fields, &outputs))
+            {
                 failures.push(format!(
-                    "{phase}: {}: no `{}` alert with {fields:?}; that rule's alerts: {:?}",
+                    "{phase}: {}: no `{}` alert with {fields:?} and the fields its output names \
+                     ({:?}); that rule's alerts: {:?}",
                     action.name,
                     e.rule,
+                    outputs.fields(e.rule),
                     alerts
                         .iter()
                         .filter(|a| a["rule"] == e.rule)
@@ -464,11 +528,6 @@ fn check_alerts(guest: &Guest, phase: &str, ruleset: Ruleset) -> Vec<String> {
                 ));
             }
         }
-    }
-    if checked == 0 {
-        failures.push(format!(
-            "{phase}: no expected alert was checked (no action ran)"
-        ));
     }
     failures
 }
@@ -904,16 +963,7 @@ fn check_supported(guest: &Guest, name: &str, trampolines: bool) {
             ));
         }
     }
-    match guest
-        .fact("auto.bpf_runs")
-        .and_then(|n| n.parse::<u64>().ok())
-    {
-        // A few for dd's own fork, exec, open and exit; none per read or write.
-        Some(n) if n < 1_000 => {}
-        other => failures.push(format!(
-            "auto: 200000 unwatched syscalls ran Vigil programs {other:?} times"
-        )),
-    }
+    failures.extend(check_bpf_runs(guest));
     failures.extend(check_alerts(guest, "auto", Ruleset::Vigil));
     failures.extend(check_alerts(guest, "falco", Ruleset::FalcoStable));
     failures.extend(check_alerts(guest, "exit", Ruleset::Vigil));
@@ -934,6 +984,60 @@ fn check_supported(guest: &Guest, name: &str, trampolines: bool) {
         guest.release,
         failures.join("\n")
     );
+}
+
+/// How many opens (a watched call) the guest's control makes: they must raise the run count
+/// of Vigil's programs by at least as many (`scripts/kernels/guest-init.sh`, phase `exit`).
+const WATCHED_CALLS: u64 = 1_000;
+
+/// The phase whose agent the run counts are taken from: the exit tracepoints, whose per-call
+/// program the agent holds. Under fexit the per-syscall stubs' descriptors are closed once
+/// attached (their links keep them loaded), so the agent's fdinfo shows none of their runs:
+/// 1000 watched opens counted 14 there, and the bound for unwatched calls could not fail.
+const BPF_RUNS_PHASE: &str = "exit";
+
+/// Unwatched syscalls ran no Vigil program, by `bpf_stats_enabled` run counts: the guest
+/// turned the statistics on (`bpf_stats_enabled=1`), its 200000 unwatched calls (`dd`, exit
+/// 0) ran programs fewer than 1000 times (dd's own fork, exec, opens and exit), and the
+/// control — [`WATCHED_CALLS`] opens by one `cat` (exit 0) — ran them at least that often, so
+/// a count stuck at 0 fails.
+fn check_bpf_runs(guest: &Guest) -> Vec<String> {
+    let fact = |key: &str| guest.fact(&format!("{BPF_RUNS_PHASE}.{key}"));
+    let number = |key: &str| fact(key).and_then(|n| n.parse::<u64>().ok());
+    let mut failures = Vec::new();
+    if guest.fact("bpf_stats_enabled") != Some("1") {
+        failures.push(format!(
+            "the guest could not turn kernel.bpf_stats_enabled on (it reads {:?}): run counts \
+             mean nothing",
+            guest.fact("bpf_stats_enabled")
+        ));
+    }
+    for (exit, what) in [("dd_exit", "dd"), ("cat_exit", "the control's cat")] {
+        if fact(exit) != Some("0") {
+            failures.push(format!(
+                "{BPF_RUNS_PHASE}: {what} failed ({exit} = {:?})",
+                fact(exit)
+            ));
+        }
+    }
+    match (number("unwatched_syscalls"), number("bpf_runs")) {
+        (Some(200_000), Some(n)) if n < 1_000 => {}
+        other => failures.push(format!(
+            "{BPF_RUNS_PHASE}: 200000 unwatched syscalls ran Vigil programs {other:?} times \
+             (calls, runs)"
+        )),
+    }
+    match (number("watched_syscalls"), number("watched_bpf_runs")) {
+        (Some(WATCHED_CALLS), Some(n)) if n >= WATCHED_CALLS => {}
+        other => failures.push(format!(
+            "{BPF_RUNS_PHASE}: {WATCHED_CALLS} watched opens must run Vigil's programs at least \
+             as often: {other:?} (calls, runs)"
+        )),
+    }
+    if !failures.is_empty() {
+        failures.push(guest.explain(BPF_RUNS_PHASE));
+    }
+    failures
 }
 
 /// Under Falco's rules `vigil run` armed the full filter in the process that entered new
@@ -1104,4 +1208,106 @@ fn results_parse_into_facts_and_files() {
     assert!(supported("6.1.0-50-amd64"));
     assert!(supported("6.12.117+deb13-amd64"));
     assert!(!supported("5.10.0-32-amd64"));
+}
+
+/// The checks of what a guest sent back, on made-up results: each requirement, when unmet,
+/// is a failure (no guest boots here).
+#[test]
+fn guest_checks_fail_when_a_requirement_is_unmet() {
+    let _host = host::alone(module_path!());
+    let with = |facts: &[(&str, &str)], gen: &str| {
+        let mut guest = Guest {
+            release: "test".into(),
+            ..Guest::default()
+        };
+        for (k, v) in facts {
+            guest.facts.insert((*k).into(), (*v).into());
+        }
+        guest
+            .files
+            .insert("tracepoint.gen".into(), gen.as_bytes().to_vec());
+        guest
+    };
+    let counts = [
+        ("bpf_stats_enabled", "1"),
+        ("exit.unwatched_syscalls", "200000"),
+        ("exit.bpf_runs", "12"),
+        ("exit.dd_exit", "0"),
+        ("exit.watched_syscalls", "1000"),
+        ("exit.watched_bpf_runs", "1004"),
+        ("exit.cat_exit", "0"),
+    ];
+    assert_eq!(check_bpf_runs(&with(&counts, "")), Vec::<String>::new());
+    for (key, bad) in [
+        ("bpf_stats_enabled", "0"),
+        ("exit.dd_exit", "1"),
+        ("exit.cat_exit", "1"),
+        ("exit.bpf_runs", "1000"),
+        ("exit.watched_bpf_runs", "0"),
+        ("exit.watched_bpf_runs", "999"),
+        ("exit.watched_syscalls", "10"),
+    ] {
+        let mut facts = counts.to_vec();
+        facts.retain(|(k, _)| *k != key);
+        facts.push((key, bad));
+        assert!(
+            !check_bpf_runs(&with(&facts, "")).is_empty(),
+            "{key}={bad} must fail"
+        );
+        facts.retain(|(k, _)| *k != key);
+        assert!(
+            !check_bpf_runs(&with(&facts, "")).is_empty(),
+            "{key} missing must fail"
+        );
+    }
+
+    let selected = [
+        "syscall.ReadSensitiveFileUntrusted",
+        "syscall.CreateSymlinkOverSensitiveFiles",
+    ];
+    let gen = |names: &[&str], extra: &str| {
+        let mut text: String = names
+            .iter()
+            .map(|n| format!("ok    {n}: did it\n"))
+            .collect();
+        text.push_str(extra);
+        text
+    };
+    let ok = [("tracepoint.generate_exit", "0")];
+    let (ran, failures) = check_generator(&with(&ok, &gen(&selected, "")), "tracepoint");
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(ran.len(), 2);
+    let (_, failures) = check_generator(
+        &with(&[("tracepoint.generate_exit", "1")], &gen(&selected, "")),
+        "tracepoint",
+    );
+    assert!(!failures.is_empty(), "exit 1 must fail");
+    let (_, failures) = check_generator(&with(&[], &gen(&selected, "")), "tracepoint");
+    assert!(!failures.is_empty(), "no exit status must fail");
+    let skipped = gen(
+        &selected[..1],
+        "skip  syscall.CreateSymlinkOverSensitiveFiles: no reason\n",
+    );
+    let (ran, failures) = check_generator(&with(&ok, &skipped), "tracepoint");
+    assert_eq!(ran.len(), 1);
+    assert!(
+        failures.iter().any(|f| f.contains("did not run: skip")),
+        "a skipped action: {failures:?}"
+    );
+    let (_, failures) = check_generator(&with(&ok, &gen(&selected[..1], "")), "tracepoint");
+    assert!(
+        failures.iter().any(|f| f.contains("never reached")),
+        "an action never reached: {failures:?}"
+    );
+    let (_, failures) = check_generator(
+        &with(
+            &ok,
+            &gen(&[selected[0], selected[1], "syscall.PtraceAttach"], ""),
+        ),
+        "tracepoint",
+    );
+    assert!(
+        failures.iter().any(|f| f.contains("not in the selection")),
+        "an action outside the selection: {failures:?}"
+    );
 }

@@ -23,6 +23,7 @@ use crate::support::{falco_rules, host, VIGIL};
 /// every host action expected to fire a rule of `ruleset` and checks the alerts. Returns the
 /// failures, one line each.
 fn check_ruleset(ruleset: Ruleset, rules: &[PathBuf]) -> Vec<String> {
+    let outputs = RuleOutputs::of(ruleset);
     let watch = Watch::start(rules);
     let canary_rule = match ruleset {
         Ruleset::FalcoStable => "Create Symlink Over Sensitive Files",
@@ -34,7 +35,7 @@ fn check_ruleset(ruleset: Ruleset, rules: &[PathBuf]) -> Vec<String> {
         run_action(canary).is_ok()
             && watch
                 .wait_for(from, |a| {
-                    alert_matches(a, canary_rule, &expected_fields(canary))
+                    alert_matches(a, canary_rule, &expected_fields(canary), &outputs)
                 })
                 .is_some()
     });
@@ -72,7 +73,7 @@ fn check_ruleset(ruleset: Ruleset, rules: &[PathBuf]) -> Vec<String> {
         }
         let fields = expected_fields(action.name);
         for e in expected {
-            match watch.wait_for(from, |a| alert_matches(a, e.rule, &fields)) {
+            match watch.wait_for(from, |a| alert_matches(a, e.rule, &fields, &outputs)) {
                 Some(_) => *checked.entry(e.rule).or_default() += 1,
                 None => failures.push(format!(
                     "{}: no `{}` alert with {:?}; alerts of that rule seen: {:?}",
@@ -122,17 +123,66 @@ fn field_matching_rules() {
         "rule": "R",
         "output_fields": {"proc.name": "cat", "fd.name": "/etc/shadow", "user.uid": 0, "proc.tty": null}
     });
+    let mut outputs = RuleOutputs::default();
+    outputs.add_yaml(
+        "- rule: R\n  output: a %proc.name on %fd.name (%user.uid %proc.tty).\n\
+         - rule: S\n  output: '%proc.name'\n",
+        "test rules",
+    );
     let fields = [
         ("proc.name", M::Eq("cat")),
         ("fd.name", M::Prefix("/etc/")),
         ("proc.pname", M::Eq("x")),
     ];
     assert!(
-        alert_matches(&alert, "R", &fields),
-        "absent fields are not checked"
+        alert_matches(&alert, "R", &fields, &outputs),
+        "fields the rule's output does not name are not checked"
     );
-    assert!(!alert_matches(&alert, "S", &fields));
-    assert!(!alert_matches(&alert, "R", &[("proc.name", M::Eq("dog"))]));
+    assert!(!alert_matches(&alert, "S", &fields, &outputs));
+    assert!(!alert_matches(
+        &alert,
+        "R",
+        &[("proc.name", M::Eq("dog"))],
+        &outputs
+    ));
+    // A field the rule's output names must be in the alert, expected or not.
+    let mut lost = alert.clone();
+    lost["output_fields"]
+        .as_object_mut()
+        .unwrap()
+        .remove("fd.name");
+    assert!(!alert_matches(&lost, "R", &fields, &outputs), "a lost key");
+    let mut lost = alert.clone();
+    lost["output_fields"]
+        .as_object_mut()
+        .unwrap()
+        .remove("user.uid");
+    assert!(!alert_matches(&lost, "R", &[], &outputs), "a lost key");
+    assert!(
+        !alert_matches(&alert, "T", &[], &outputs),
+        "a rule the files do not define"
+    );
+    assert_eq!(
+        output_template_fields("x=%proc.aname[2] %evt.arg.target, at %fd.name. 100%"),
+        ["evt.arg.target", "fd.name", "proc.aname[2]"]
+            .map(String::from)
+            .into_iter()
+            .collect()
+    );
+    for ruleset in [Ruleset::Vigil, Ruleset::FalcoStable] {
+        let outputs = RuleOutputs::of(ruleset);
+        for a in vigil_generator::registry() {
+            for e in a.all_expects().iter().filter(|e| e.ruleset == ruleset) {
+                assert!(
+                    outputs.fields(e.rule).is_some_and(|f| !f.is_empty()),
+                    "{ruleset}: the rule {} of {} has no output in {}",
+                    e.rule,
+                    a.name,
+                    ruleset_file(ruleset).display()
+                );
+            }
+        }
+    }
     assert_eq!(output_field(&alert, "user.uid").as_deref(), Some("0"));
     assert_eq!(output_field(&alert, "proc.tty").as_deref(), Some("<NA>"));
     for a in vigil_generator::registry() {

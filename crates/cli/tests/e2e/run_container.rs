@@ -60,8 +60,15 @@ fn context(test: &str) -> Option<Context> {
     Some(ctx)
 }
 
+/// The architectures Docker's default profile names on this machine (moby's `archMap`: the
+/// native one and its 32-bit and x32 companions).
+#[cfg(target_arch = "x86_64")]
+const PROFILE_ARCHITECTURES: &[&str] = &["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"];
+#[cfg(target_arch = "aarch64")]
+const PROFILE_ARCHITECTURES: &[&str] = &["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"];
+
 /// The essential effect of Docker's default profile for a container without
-/// `CAP_SYS_PTRACE`, plus `extra` refused entries.
+/// `CAP_SYS_PTRACE`, plus `extra` refused entries, for this machine's architecture.
 fn docker_profile(extra: &[Value]) -> Value {
     let mut syscalls = vec![json!({
         "names": ["process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp"],
@@ -71,7 +78,7 @@ fn docker_profile(extra: &[Value]) -> Value {
     syscalls.extend(extra.iter().cloned());
     json!({
         "defaultAction": "SCMP_ACT_ALLOW",
-        "architectures": ["SCMP_ARCH_X86_64"],
+        "architectures": PROFILE_ARCHITECTURES,
         "syscalls": syscalls
     })
 }

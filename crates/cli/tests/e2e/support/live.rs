@@ -2,6 +2,7 @@
 //! whose alerts a reader thread collects, the requirements check (root, `vigil watch`), the
 //! expected output fields of each generator action, alert matching, and loopback HTTP helpers.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -10,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use vigil_generator::Ruleset;
 
 use super::{is_root, strict, VIGIL};
 
@@ -381,12 +383,112 @@ pub fn output_field(alert: &Value, field: &str) -> Option<String> {
     })
 }
 
-/// Whether `alert` is `rule` with every expected field that its output carries.
-pub fn alert_matches(alert: &Value, rule: &str, fields: &[(&str, M<'_>)]) -> bool {
+/// The fields each rule's output names (`%proc.name`, `%proc.aname[2]` …), read from the rules
+/// files themselves, not from Vigil: Falco's JSON alert carries every one of them in
+/// `output_fields` (`<NA>` when it has no value), so one missing there is a lost key.
+#[derive(Clone, Debug, Default)]
+pub struct RuleOutputs(BTreeMap<String, BTreeSet<String>>);
+
+impl RuleOutputs {
+    /// The rules of `ruleset`: Vigil's embedded file (`rules/vigil_rules.yaml`) or Falco's
+    /// stable rules.
+    pub fn of(ruleset: Ruleset) -> RuleOutputs {
+        RuleOutputs::of_files(&[ruleset_file(ruleset)])
+    }
+
+    /// The rules of `files`; a later item of the same rule appends to its output (Falco's
+    /// `append`/`override: {output: append}`) unless it overrides it with `replace`.
+    pub fn of_files(files: &[PathBuf]) -> RuleOutputs {
+        let mut outputs = RuleOutputs::default();
+        for file in files {
+            let text = std::fs::read_to_string(file)
+                .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+            outputs.add_yaml(&text, &file.display().to_string());
+        }
+        outputs
+    }
+
+    /// The rules of one rules file's text (`origin` names it in messages).
+    pub fn add_yaml(&mut self, text: &str, origin: &str) {
+        let items: Vec<Value> = serde_saphyr::from_str(text)
+            .unwrap_or_else(|e| panic!("{origin} is not a YAML list: {e}"));
+        let before = self.0.len();
+        for item in &items {
+            let (Some(rule), Some(output)) = (item["rule"].as_str(), item["output"].as_str())
+            else {
+                continue;
+            };
+            let named = output_template_fields(output);
+            let entry = self.0.entry(rule.to_owned()).or_default();
+            if item["override"]["output"] == "replace" {
+                *entry = named;
+            } else {
+                entry.extend(named);
+            }
+        }
+        assert!(self.0.len() > before, "no rule with an output in {origin}");
+    }
+
+    /// The fields `rule`'s output names; `None` for a rule these files do not define.
+    pub fn fields(&self, rule: &str) -> Option<&BTreeSet<String>> {
+        self.0.get(rule)
+    }
+}
+
+/// The rules file of `ruleset`, as loaded by the tests.
+pub fn ruleset_file(ruleset: Ruleset) -> PathBuf {
+    match ruleset {
+        Ruleset::Vigil => super::workspace().join("rules/vigil_rules.yaml"),
+        Ruleset::FalcoStable => super::falco_rules(),
+    }
+}
+
+/// The `%field` references of an output template, by Falco's field syntax: a dotted name of
+/// letters, digits and `_`, with an optional `[argument]` (`%proc.aname[2]`); a `.` that ends
+/// the name is the sentence's.
+pub fn output_template_fields(output: &str) -> BTreeSet<String> {
+    let mut fields = BTreeSet::new();
+    let mut rest = output;
+    while let Some(at) = rest.find('%') {
+        rest = &rest[at + 1..];
+        let len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .unwrap_or(rest.len());
+        let mut name = rest[..len].trim_end_matches('.').to_owned();
+        let mut taken = len;
+        if rest[len..].starts_with('[') && name.len() == len {
+            if let Some(close) = rest[len..].find(']') {
+                name.push_str(&rest[len..=len + close]);
+                taken = len + close + 1;
+            }
+        }
+        if name.contains('.') {
+            fields.insert(name);
+        }
+        rest = &rest[taken..];
+    }
+    fields
+}
+
+/// Whether `alert` is `rule`, its `output_fields` hold every field the rule's output names
+/// (per `outputs`; a rule `outputs` does not know never matches), and every expected field
+/// the rule's output names — or that the alert carries anyway (`append_output`) — has the
+/// expected value. Expected fields the output does not name are not checked.
+pub fn alert_matches(
+    alert: &Value,
+    rule: &str,
+    fields: &[(&str, M<'_>)],
+    outputs: &RuleOutputs,
+) -> bool {
+    let Some(named) = outputs.fields(rule) else {
+        return false;
+    };
     alert["rule"] == rule
-        && fields
-            .iter()
-            .all(|(k, m)| output_field(alert, k).is_none_or(|v| m.matches(&v)))
+        && named.iter().all(|k| output_field(alert, k).is_some())
+        && fields.iter().all(|(k, m)| match output_field(alert, k) {
+            Some(v) => m.matches(&v),
+            None => !named.contains(*k),
+        })
 }
 
 /// Runs one action in its own process.
