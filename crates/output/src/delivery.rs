@@ -138,6 +138,8 @@ struct State {
     origin: Origin,
     /// The worker is inside `send_batch` with the head (which `spill` must then leave alone).
     sending: bool,
+    /// When the attempt under way started.
+    attempt_started: Option<Instant>,
     report: SinkReport,
     reopen: bool,
     /// Set by `shutdown`: deliver what is pending until this instant, then stop.
@@ -417,6 +419,7 @@ impl Delivery {
                 head: Vec::new(),
                 origin: Origin::Queue,
                 sending: false,
+                attempt_started: None,
                 report: SinkReport {
                     name: name.clone(),
                     ..SinkReport::default()
@@ -600,32 +603,25 @@ impl Delivery {
         self.shared.lock().deadline = Some(deadline);
         self.shared.wake.notify_all();
         self.shared.sync_wake.notify_all();
-        // Wait for the worker; with a spool, give up on an attempt that hangs (a sink that
-        // does not answer) once every pending alert is on disk.
+        // Wait for the worker, which stops by itself at the deadline. With every pending
+        // alert on disk, stop waiting for an output that fails, or for one attempt that hangs
+        // (a receiver that does not answer) longer than ABANDON_AFTER.
         let mut state = self.shared.lock();
         while !state.finished {
             self.shared.spill(&mut state);
             let durable =
                 state.spool.is_some() && !state.head_in_memory() && state.queue.is_empty();
-            let now = Instant::now();
-            let limit = if durable {
-                deadline.min(asked + ABANDON_AFTER)
-            } else {
-                // An attempt in memory gets the whole deadline, and a little more: the worker
-                // stops by itself once its attempt returns.
-                deadline + ABANDON_AFTER
-            };
-            if now >= limit && durable {
+            let hanging = state
+                .attempt_started
+                .is_some_and(|t| t.elapsed() >= ABANDON_AFTER && asked.elapsed() >= ABANDON_AFTER);
+            if durable && (hanging || (state.failing && asked.elapsed() >= ABANDON_AFTER)) {
                 state.abandoned = true;
                 break;
             }
-            let wait = limit
-                .saturating_duration_since(now)
-                .max(Duration::from_millis(10));
             state = self
                 .shared
                 .done
-                .wait_timeout(state, wait)
+                .wait_timeout(state, Duration::from_millis(50))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
@@ -801,10 +797,12 @@ fn run(shared: &Shared, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                 .add(names::OUTPUT_RETRIED, &[("sink", &shared.name)], n as f64);
         }
         state.sending = true;
+        state.attempt_started = Some(Instant::now());
         drop(state);
         let result = sink.send_batch(&batch);
         let mut state = shared.lock();
         state.sending = false;
+        state.attempt_started = None;
         if state.abandoned {
             // A shutdown gave up on this attempt: commit nothing, whatever came of it.
             break;

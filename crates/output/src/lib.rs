@@ -70,16 +70,20 @@ use serde_json::{Map, Number, Value as Json};
 use vigil_fields::Value;
 
 pub mod delivery;
+pub mod envelope;
 pub mod files;
 pub mod format;
 pub mod http;
+pub mod kafka;
 pub mod metrics;
+pub mod otlp;
 pub mod outputs;
 pub mod settings;
 pub mod sinks;
 pub mod spool;
 pub mod stats;
 pub mod time;
+pub mod tls;
 
 pub use delivery::{DeliveryOptions, SinkReport};
 pub use format::Formatter;
