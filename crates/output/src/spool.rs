@@ -961,10 +961,12 @@ impl Spool {
             front.pending = front.pending.saturating_sub(1);
         }
         self.records = self.records.saturating_sub(1);
+        // Until the commit, the segment files stay (a legacy record without a sequence
+        // number too: its file is its only copy).
+        self.uncommitted = true;
         if let Some(seq) = peeked.seq.filter(|s| *s > self.acked) {
             self.acked = seq;
             self.acked_known = true;
-            self.uncommitted = true;
         }
         let sealed = !(self.writer.is_some() && self.segments.len() == 1);
         if sealed && self.front_consumed() {
