@@ -15,9 +15,10 @@ STATIC_VIGIL_AARCH64 := target/aarch64-unknown-linux-gnu/release/vigil
 BUILD_PACKAGES := pkg-config make gcc clang llvm libelf-dev zlib1g-dev
 # What the tests need besides (strace, runc, debootstrap, openssl, curl, bpftool, sudo,
 # logrotate, rsyslog; buildah: the image and its test; qemu-system-x86, qemu-system-arm, cpio
-# and busybox-static: the kernel matrix, crates/cli/tests/e2e/kernels.rs).
+# and busybox-static: the kernel matrix, crates/cli/tests/e2e/kernels.rs; maven and Java 17:
+# the Kafka broker of crates/cli/tests/e2e/fleet.rs).
 TEST_PACKAGES := strace runc debootstrap openssl curl bpftool sudo logrotate rsyslog buildah \
-  qemu-system-x86 qemu-system-arm cpio busybox-static
+  qemu-system-x86 qemu-system-arm cpio busybox-static maven openjdk-17-jre-headless
 # The aarch64 cross build (`make static ARCH=aarch64`, and `make test`, whose kernel matrix
 # boots arm64 guests): Debian's cross compiler and C library, and the static libelf and zlib
 # of the arm64 dpkg architecture (`cross-deps` adds it); the Rust target comes from rustup.
@@ -64,6 +65,27 @@ $(HELM):
 	  echo "installing helm $(HELM_VERSION) into $(@D)"; \
 	  GOBIN=$(CURDIR)/$(@D) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
 	else echo "go not found: helm not installed, the Helm chart test will skip"; fi
+
+# The fleet tests' services (crates/cli/tests/e2e/fleet.rs), fetched once into target/tools:
+# an OpenTelemetry Collector with only the OTLP receiver and the file exporter, built from the
+# Go module proxy by tools/otelcol (a few minutes once; Go's build cache keeps later builds
+# short), and Apache Kafka's broker and tools from Maven Central (tools/kafka/pom.xml, ~55 MB
+# of jars, run with Java 17). Without Go or Maven the tests skip (fail under
+# VIGIL_TEST_STRICT=1).
+OTELCOL := target/tools/bin/vigil-otelcol
+KAFKA_LIBS := target/tools/kafka/libs/.complete
+test-deps: $(OTELCOL) $(KAFKA_LIBS)
+$(OTELCOL): tools/otelcol/main.go tools/otelcol/go.mod tools/otelcol/go.sum
+	@if [ -x "$(GO)" ]; then \
+	  echo "building the OpenTelemetry Collector of the tests into $(@D)"; \
+	  cd tools/otelcol && $(GO) build -trimpath -ldflags=-s -o $(CURDIR)/$@ .; \
+	else echo "go not found: $@ not built, the OTLP tests will skip"; fi
+$(KAFKA_LIBS): tools/kafka/pom.xml
+	@if command -v mvn >/dev/null; then \
+	  echo "fetching Apache Kafka into $(@D)"; \
+	  rm -rf $(@D) && mvn -q -B -f tools/kafka/pom.xml dependency:copy-dependencies \
+	    -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(@D) && touch $@; \
+	else echo "mvn not found: Kafka not fetched, the Kafka tests will skip"; fi
 
 # Container runtimes for the runtime tests (crates/cli/tests/e2e/runtimes.rs), which start and stop
 # every daemon themselves: docker.io (dockerd, with its containerd), containerd, podman, and

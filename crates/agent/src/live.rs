@@ -483,8 +483,9 @@ impl Agent {
     }
 
     /// Writes the last stats line, reports the drops not yet reported and drains the
-    /// outputs (within [`SHUTDOWN_DEADLINE`]); reports the summary of events and alerts lost
-    /// when something was lost or `summary` is set.
+    /// outputs (within [`SHUTDOWN_DEADLINE`]; with a spool, not waiting for an output that
+    /// is down); reports the summary of events and alerts lost when something was lost or
+    /// left in a spool, or `summary` is set.
     pub fn finish(
         mut self,
         engine: &Engine,
@@ -495,7 +496,9 @@ impl Agent {
         let finished = self.tick.finish(&c, &mut self.outputs, now_ns());
         let report = self.outputs.shutdown(Instant::now() + SHUTDOWN_DEADLINE);
         finished.map_err(AgentError::WriteStats)?;
-        if c.dropped_total() > 0 || report.dropped_total() > 0 || summary {
+        // Alerts left in a spool are named too: the next start delivers them.
+        let spooled = report.sinks.iter().any(|s| s.spooled_at_exit > 0);
+        if c.dropped_total() > 0 || report.dropped_total() > 0 || spooled || summary {
             (self.notice)(&format!("at exit: {}", events_summary(&c)));
             for line in report.summary() {
                 (self.notice)(&format!("output {line}"));

@@ -63,6 +63,19 @@ fn delivery(o: &mut Out, d: &Delivery) {
     o.kv(1, "retry_max_backoff", format_duration(d.retry_max_backoff));
 }
 
+/// A mapping under an output (`  key:` then `    name: value` lines, or `{}`).
+fn map<'a>(o: &mut Out, key: &str, entries: impl Iterator<Item = (&'a str, String)>) {
+    let entries: Vec<(&str, String)> = entries.collect();
+    if entries.is_empty() {
+        o.kv(1, key, "{}");
+    } else {
+        o.line(1, &format!("{key}:"));
+        for (name, value) in entries {
+            o.kv(2, &quote(name), value);
+        }
+    }
+}
+
 impl Config {
     /// The effective configuration as YAML that parses back to an equal `Config`.
     pub fn to_yaml(&self) -> String {
@@ -184,6 +197,63 @@ impl Config {
         o.kv(1, "max_consecutive_timeouts", h.max_consecutive_timeouts);
         o.kv(1, "timeout", format_duration(h.timeout));
         delivery(&mut o, &h.delivery());
+        let t = &self.otlp_output;
+        o.line(0, "otlp_output:");
+        o.kv(1, "enabled", t.enabled);
+        o.kv(1, "endpoint", quote(&t.endpoint));
+        map(
+            &mut o,
+            "headers",
+            t.headers.iter().map(|(k, v)| (k.as_str(), quote(v))),
+        );
+        map(
+            &mut o,
+            "header_files",
+            t.header_files.iter().map(|(k, v)| (k.as_str(), qpath(v))),
+        );
+        o.kv(1, "insecure", t.insecure);
+        o.kv(1, "ca_cert", qpath(&t.ca_cert));
+        o.kv(1, "client_cert", qpath(&t.client_cert));
+        o.kv(1, "client_key", qpath(&t.client_key));
+        o.kv(1, "timeout", format_duration(t.timeout));
+        o.kv(1, "batch_max_records", t.batch_max_records);
+        o.kv(1, "batch_delay", format_duration(t.batch_delay));
+        o.kv(1, "compression", t.compression.as_str());
+        delivery(&mut o, &t.delivery());
+        let k = &self.kafka_output;
+        o.line(0, "kafka_output:");
+        o.kv(1, "enabled", k.enabled);
+        let brokers: Vec<String> = k.brokers.iter().map(|b| quote(b)).collect();
+        o.list(1, "brokers", &brokers);
+        o.kv(1, "topic", quote(&k.topic));
+        o.kv(1, "key", quote(&k.key));
+        o.kv(1, "compression", k.compression.as_str());
+        o.kv(1, "client_id", quote(&k.client_id));
+        o.kv(1, "timeout", format_duration(k.timeout));
+        o.kv(1, "batch_max_records", k.batch_max_records);
+        o.kv(1, "batch_delay", format_duration(k.batch_delay));
+        o.kv(1, "tls", k.tls);
+        o.kv(1, "insecure", k.insecure);
+        o.kv(1, "ca_cert", qpath(&k.ca_cert));
+        o.kv(1, "client_cert", qpath(&k.client_cert));
+        o.kv(1, "client_key", qpath(&k.client_key));
+        match k.sasl_mechanism {
+            Some(m) => o.kv(1, "sasl_mechanism", m.as_str()),
+            None => o.kv(1, "sasl_mechanism", "null"),
+        }
+        o.kv(1, "sasl_username", quote(&k.sasl_username));
+        // A password is never printed.
+        o.kv(
+            1,
+            "sasl_password",
+            if k.sasl_password.is_empty() {
+                "\"\""
+            } else {
+                "\"<hidden>\""
+            },
+        );
+        o.kv(1, "sasl_password_file", qpath(&k.sasl_password_file));
+        delivery(&mut o, &k.delivery());
         o.kv(0, "buffered_outputs", self.buffered_outputs);
         o.line(0, "outputs_queue:");
         o.kv(1, "capacity", self.outputs_queue.capacity);

@@ -38,6 +38,10 @@ pub struct Config {
     pub syslog_output: SyslogOutput,
     pub program_output: ProgramOutput,
     pub http_output: HttpOutput,
+    /// Vigil-only: OTLP logs to an OpenTelemetry Collector (`otlp_output`).
+    pub otlp_output: OtlpOutput,
+    /// Vigil-only: Falco's JSON alerts to a Kafka topic (`kafka_output`).
+    pub kafka_output: KafkaOutput,
     pub buffered_outputs: bool,
     pub outputs_queue: OutputsQueue,
     pub webserver: Webserver,
@@ -67,6 +71,8 @@ impl Default for Config {
             syslog_output: SyslogOutput::default(),
             program_output: ProgramOutput::default(),
             http_output: HttpOutput::default(),
+            otlp_output: OtlpOutput::default(),
+            kafka_output: KafkaOutput::default(),
             buffered_outputs: false,
             outputs_queue: OutputsQueue { capacity: 0 },
             webserver: Webserver::default(),
@@ -81,7 +87,8 @@ impl Default for Config {
 pub use vigil_rules::{Priority, RuleMatching};
 // Each output's section is the output crate's own type: the configuration reads it from YAML.
 pub use vigil_output::settings::{
-    Delivery, FileOutput, HttpOutput, OutputsQueue, ProgramOutput, StdoutOutput, SyslogOutput,
+    Compression, Delivery, FileOutput, HttpOutput, KafkaOutput, OtlpOutput, OutputsQueue,
+    ProgramOutput, SaslMechanism, StdoutOutput, SyslogOutput,
 };
 
 impl Config {
@@ -104,6 +111,8 @@ impl Config {
             syslog_output: self.syslog_output.clone(),
             program_output: self.program_output.clone(),
             http_output: self.http_output.clone(),
+            otlp_output: self.otlp_output.clone(),
+            kafka_output: self.kafka_output.clone(),
             buffered_outputs: self.buffered_outputs,
             outputs_queue: self.outputs_queue.clone(),
             drop_alert: DropAlertSettings {

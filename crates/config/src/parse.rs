@@ -350,6 +350,22 @@ section!(http_section, HttpOutput, ignored: NONE, {
     keep_alive => bool, max_consecutive_timeouts => uint, timeout => duration,
     spool_dir => opt_path, spool_max_bytes => uint, retry_max_backoff => duration,
 });
+section!(otlp_section, OtlpOutput, ignored: NONE, {
+    enabled => bool, endpoint => string, headers => string_map, header_files => path_map,
+    insecure => bool, ca_cert => path, client_cert => path, client_key => path,
+    timeout => duration, batch_max_records => positive, batch_delay => duration_or_zero,
+    compression => otlp_compression,
+    spool_dir => opt_path, spool_max_bytes => uint, retry_max_backoff => duration,
+});
+section!(kafka_section, KafkaOutput, ignored: NONE, {
+    enabled => bool, brokers => broker_list, topic => string, key => string,
+    compression => kafka_compression, client_id => string, timeout => duration,
+    batch_max_records => positive, batch_delay => duration_or_zero,
+    tls => bool, insecure => bool, ca_cert => path, client_cert => path, client_key => path,
+    sasl_mechanism => sasl_mechanism, sasl_username => string, sasl_password => string,
+    sasl_password_file => path,
+    spool_dir => opt_path, spool_max_bytes => uint, retry_max_backoff => duration,
+});
 section!(queue_section, OutputsQueue, ignored: NONE, { capacity => uint });
 section!(webserver_section, Webserver, ignored: WEBSERVER_FALCO_ONLY, {
     enabled => bool, listen_port => uint, listen_address => ip_address,
@@ -379,6 +395,97 @@ impl Ctx<'_> {
                 format!("invalid duration `{s}` (expected {DURATION_SYNTAX})"),
             )),
         }
+    }
+
+    /// A duration that may be zero (`0s`: no wait).
+    fn duration_or_zero(&self, n: &Node, path: &str) -> Result<std::time::Duration, ConfigError> {
+        let s = self.string(n, path)?;
+        parse_duration(&s).ok_or_else(|| {
+            self.err(
+                n,
+                path,
+                format!("invalid duration `{s}` (expected {DURATION_SYNTAX})"),
+            )
+        })
+    }
+
+    fn positive(&self, n: &Node, path: &str) -> Result<u64, ConfigError> {
+        match self.uint::<u64>(n, path)? {
+            0 => Err(self.err(n, path, "must be at least 1")),
+            v => Ok(v),
+        }
+    }
+
+    /// A mapping of strings to strings, in order (HTTP headers).
+    fn string_map(&self, n: &Node, path: &str) -> Result<Vec<(String, String)>, ConfigError> {
+        self.entries(n, path)?
+            .into_iter()
+            .map(|(name, _, v)| {
+                let value = self.string(v, &join(path, &name))?;
+                Ok((name, value))
+            })
+            .collect()
+    }
+
+    fn path_map(&self, n: &Node, path: &str) -> Result<Vec<(String, PathBuf)>, ConfigError> {
+        Ok(self
+            .string_map(n, path)?
+            .into_iter()
+            .map(|(k, v)| (k, PathBuf::from(v)))
+            .collect())
+    }
+
+    /// Broker addresses: a list, or one string of comma-separated `host:port`s.
+    fn broker_list(&self, n: &Node, path: &str) -> Result<Vec<String>, ConfigError> {
+        let mut out = Vec::new();
+        for item in self.strings(n, path)? {
+            for broker in item.split(',').map(str::trim).filter(|b| !b.is_empty()) {
+                let ok = broker
+                    .rsplit_once(':')
+                    .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+                if !ok {
+                    return Err(self.err(n, path, format!("`{broker}` is not host:port")));
+                }
+                out.push(broker.to_owned());
+            }
+        }
+        Ok(out)
+    }
+
+    fn otlp_compression(&self, n: &Node, path: &str) -> Result<Compression, ConfigError> {
+        let s = self.string(n, path)?;
+        match Compression::parse(&s) {
+            Some(c @ (Compression::Gzip | Compression::None)) => Ok(c),
+            _ => Err(self.err(n, path, format!("unknown compression `{s}` (gzip or none)"))),
+        }
+    }
+
+    fn kafka_compression(&self, n: &Node, path: &str) -> Result<Compression, ConfigError> {
+        let s = self.string(n, path)?;
+        Compression::parse(&s).ok_or_else(|| {
+            self.err(
+                n,
+                path,
+                format!("unknown compression `{s}` (lz4, zstd, gzip or none)"),
+            )
+        })
+    }
+
+    fn sasl_mechanism(&self, n: &Node, path: &str) -> Result<Option<SaslMechanism>, ConfigError> {
+        if matches!(n.kind, Kind::Null) {
+            return Ok(None);
+        }
+        let s = self.string(n, path)?;
+        if s.is_empty() {
+            return Ok(None);
+        }
+        SaslMechanism::parse(&s).map(Some).ok_or_else(|| {
+            self.err(
+                n,
+                path,
+                format!("unknown SASL mechanism `{s}` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)"),
+            )
+        })
     }
 
     fn opt_path(&self, n: &Node, path: &str) -> Result<Option<PathBuf>, ConfigError> {
@@ -558,6 +665,8 @@ const TOP_KEYS: &[&str] = &[
     "syslog_output",
     "program_output",
     "http_output",
+    "otlp_output",
+    "kafka_output",
     "buffered_outputs",
     "outputs_queue",
     "webserver",
@@ -592,6 +701,25 @@ fn build(ctx: &mut Ctx<'_>, root: &Node) -> Result<Config, ConfigError> {
             "syslog_output" => syslog_section(ctx, v, &p, &mut c.syslog_output)?,
             "program_output" => program_section(ctx, v, &p, &mut c.program_output)?,
             "http_output" => http_section(ctx, v, &p, &mut c.http_output)?,
+            "otlp_output" => {
+                otlp_section(ctx, v, &p, &mut c.otlp_output)?;
+                if c.otlp_output.enabled && c.otlp_output.endpoint.trim().is_empty() {
+                    return Err(ctx.err(k, &p, "enabled without an `endpoint`"));
+                }
+            }
+            "kafka_output" => {
+                kafka_section(ctx, v, &p, &mut c.kafka_output)?;
+                let kafka = &c.kafka_output;
+                if kafka.enabled && kafka.brokers.is_empty() {
+                    return Err(ctx.err(k, &p, "enabled without `brokers`"));
+                }
+                if kafka.enabled && kafka.topic.is_empty() {
+                    return Err(ctx.err(k, &p, "enabled without a `topic`"));
+                }
+                if kafka.sasl_mechanism.is_some() && kafka.sasl_username.is_empty() {
+                    return Err(ctx.err(k, &p, "`sasl_mechanism` without a `sasl_username`"));
+                }
+            }
             "buffered_outputs" => c.buffered_outputs = ctx.bool(v, &p)?,
             "outputs_queue" => queue_section(ctx, v, &p, &mut c.outputs_queue)?,
             "webserver" => webserver_section(ctx, v, &p, &mut c.webserver)?,
@@ -1131,6 +1259,99 @@ drop_alert: {enabled: false, priority: WARNING, threshold: 5, rate_limit: 1m}
         // Round trip through to_yaml.
         let again = load(&c.to_yaml());
         assert_eq!(again.config, c, "{}", c.to_yaml());
+    }
+
+    #[test]
+    fn fleet_outputs_parse_validate_and_print_back() {
+        let text = r#"
+otlp_output:
+  enabled: true
+  endpoint: https://collector.example:4318
+  headers: {Authorization: "Bearer t", X-Scope-OrgID: tenant-1}
+  header_files: {X-Api-Key: /etc/vigil/secrets/otlp-key}
+  insecure: true
+  ca_cert: /ca.pem
+  timeout: 3s
+  batch_max_records: 100
+  batch_delay: 0s
+  compression: none
+  spool_dir: /var/lib/vigil/otlp
+kafka_output:
+  enabled: true
+  brokers: "k1:9092, k2:9093"
+  topic: alerts
+  key: container.id
+  compression: zstd
+  tls: true
+  sasl_mechanism: scram-sha-512
+  sasl_username: vigil
+  sasl_password_file: /etc/vigil/secrets/kafka
+  batch_max_records: 64
+  spool_dir: /var/lib/vigil/kafka
+"#;
+        let c = load(text).config;
+        let o = &c.otlp_output;
+        assert!(o.enabled && o.insecure);
+        assert_eq!(
+            o.headers,
+            [
+                ("Authorization".to_owned(), "Bearer t".to_owned()),
+                ("X-Scope-OrgID".to_owned(), "tenant-1".to_owned())
+            ]
+        );
+        assert_eq!(
+            o.header_files[0].1,
+            PathBuf::from("/etc/vigil/secrets/otlp-key")
+        );
+        assert_eq!(o.batch_delay, Duration::ZERO);
+        assert_eq!(o.compression, Compression::None);
+        let k = &c.kafka_output;
+        assert_eq!(k.brokers, ["k1:9092", "k2:9093"]);
+        assert_eq!(k.compression, Compression::Zstd);
+        assert_eq!(k.sasl_mechanism, Some(SaslMechanism::ScramSha512));
+        assert_eq!(k.key, "container.id");
+        let settings = c.output_settings();
+        assert_eq!(settings.kafka_output, c.kafka_output);
+        assert_eq!(settings.otlp_output, c.otlp_output);
+        // `config show` prints it back to the same configuration.
+        assert_eq!(load(&c.to_yaml()).config, c, "{}", c.to_yaml());
+        for (text, message) in [
+            (
+                "otlp_output:\n  compression: lz4\n",
+                "config.yaml:2:16: `otlp_output.compression`: unknown compression `lz4` (gzip or none)",
+            ),
+            (
+                "kafka_output:\n  compression: snappy\n",
+                "config.yaml:2:16: `kafka_output.compression`: unknown compression `snappy`",
+            ),
+            (
+                "kafka_output:\n  sasl_mechanism: GSSAPI\n",
+                "config.yaml:2:19: `kafka_output.sasl_mechanism`: unknown SASL mechanism `GSSAPI`",
+            ),
+            (
+                "kafka_output:\n  brokers: [kafka]\n",
+                "config.yaml:2:12: `kafka_output.brokers`: `kafka` is not host:port",
+            ),
+            (
+                "kafka_output:\n  enabled: true\n",
+                "config.yaml:1:1: `kafka_output`: enabled without `brokers`",
+            ),
+            (
+                "kafka_output: {brokers: [k:1], sasl_mechanism: PLAIN}\n",
+                "config.yaml:1:1: `kafka_output`: `sasl_mechanism` without a `sasl_username`",
+            ),
+            (
+                "otlp_output: {batch_max_records: 0}\n",
+                "`otlp_output.batch_max_records`: must be at least 1",
+            ),
+            (
+                "otlp_output: {headers: [a]}\n",
+                "`otlp_output.headers`: expected a mapping",
+            ),
+        ] {
+            let e = err(text);
+            assert!(e.contains(message), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub mod reason {
     /// Given up after more consecutive timed-out attempts than the output allows (Falco's
     /// `http_output.max_consecutive_timeouts`).
     pub const TIMEOUT: &str = "timeout";
+    /// The receiver refused the alert for good (malformed or too large for it): retrying
+    /// cannot help.
+    pub const REJECTED: &str = "rejected";
 }
 
 /// How one output is delivered to.
@@ -118,21 +121,35 @@ impl SinkReport {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Origin {
+    /// Records taken from the in-memory queue (no spool, or the spool could not be written).
     Queue,
+    /// Records moved past in the spool ([`Spool::advance`]), committed once delivered.
     Spool,
 }
 
 struct State {
     queue: VecDeque<Record>,
     spool: Option<Spool>,
-    head: Option<(Record, Origin)>,
+    /// The records being delivered (the oldest ones), all of one origin: one attempt carries
+    /// them all ([`Sink::send_batch`]) and a failed attempt tries the same again.
+    head: Vec<Record>,
+    origin: Origin,
+    /// The worker is inside `send_batch` with the head (which `spill` must then leave alone).
+    sending: bool,
+    /// When the attempt under way started.
+    attempt_started: Option<Instant>,
     report: SinkReport,
     reopen: bool,
     /// Set by `shutdown`: deliver what is pending until this instant, then stop.
     deadline: Option<Instant>,
-    /// The worker is waiting out a backoff after a failure.
+    /// Set when a shutdown stopped waiting for a worker stuck in an attempt: whatever that
+    /// attempt's outcome, it commits nothing (the next run sends the records again).
+    abandoned: bool,
+    /// The worker has returned.
+    finished: bool,
+    /// The last attempt failed: the worker is waiting out a backoff.
     failing: bool,
     /// Alerts enqueued so far: the worker sleeps only when none came since it last looked.
     enqueued: u64,
@@ -142,12 +159,20 @@ struct State {
     spool_errors: u64,
 }
 
+impl State {
+    fn head_in_memory(&self) -> bool {
+        !self.head.is_empty() && self.origin == Origin::Queue
+    }
+}
+
 struct Shared {
     state: Mutex<State>,
     /// Wakes the worker.
     wake: Condvar,
     /// Wakes the spool's sync thread (at shutdown).
     sync_wake: Condvar,
+    /// Signalled when the worker returns.
+    done: Condvar,
     capacity: usize,
     name: String,
     metrics: Metrics,
@@ -214,21 +239,31 @@ impl Shared {
         }
     }
 
-    /// One failed attempt (`timed_out`: a timeout): counted in the report and the metrics;
-    /// the output is failing until a delivery succeeds.
-    fn count_failure(&self, state: &mut State, timed_out: bool) {
+    /// One failed attempt: counted in the report and the metrics (by cause); the output is
+    /// failing until a delivery succeeds.
+    fn count_failure(&self, state: &mut State, error: &SinkError) {
         state.report.failures += 1;
         state.failing = true;
         let labels = [("sink", self.name.as_str())];
         self.metrics.add(names::OUTPUT_FAILURES, &labels, 1.0);
-        if timed_out {
+        self.metrics.add(
+            names::OUTPUT_ERRORS,
+            &[("sink", self.name.as_str()), ("cause", error.cause())],
+            1.0,
+        );
+        if matches!(error, SinkError::Timeout(_)) {
             state.report.timeouts += 1;
             self.metrics.add(names::OUTPUT_TIMEOUTS, &labels, 1.0);
         }
     }
 
     fn gauges(&self, state: &State) {
-        let depth = state.queue.len() + usize::from(state.head.is_some());
+        let depth = state.queue.len()
+            + if state.head_in_memory() {
+                state.head.len()
+            } else {
+                0
+            };
         self.metrics.set(
             names::OUTPUT_QUEUE_DEPTH,
             &[("sink", &self.name)],
@@ -248,8 +283,7 @@ impl Shared {
     /// them.
     fn enqueue_spooled(&self, state: &mut State, record: Record) {
         self.spill(state);
-        let in_memory = !state.queue.is_empty() || matches!(state.head, Some((_, Origin::Queue)));
-        if !in_memory {
+        if state.queue.is_empty() && !state.head_in_memory() {
             let Some(spool) = state.spool.as_mut() else {
                 return;
             };
@@ -269,48 +303,89 @@ impl Shared {
         }
     }
 
-    /// Moves the head (if it came from the queue) and the queue into the spool, oldest first;
-    /// what does not fit stays in the queue.
+    /// Moves alerts held in memory into the spool, oldest first: a head taken from the queue
+    /// (unless an attempt is carrying it right now; it then goes first on the next call)
+    /// and the queue. The head so moved leaves memory (the worker reads it back from the
+    /// spool); what does not fit stays in the queue, in order.
     fn spill(&self, state: &mut State) {
-        if state.spool.is_none()
-            || (state.queue.is_empty() && !matches!(state.head, Some((_, Origin::Queue))))
-        {
+        if state.spool.is_none() {
             return;
         }
-        let State {
-            queue, spool, head, ..
-        } = state;
+        if state.head_in_memory() && !state.sending {
+            let head = std::mem::take(&mut state.head);
+            for record in head.into_iter().rev() {
+                state.queue.push_front(record);
+            }
+        }
+        if state.queue.is_empty() || state.head_in_memory() {
+            return;
+        }
+        let State { queue, spool, .. } = state;
         let Some(spool) = spool.as_mut() else {
             return;
         };
         let mut failed = None;
-        if let Some((record, origin)) = head.as_mut() {
-            if *origin == Origin::Queue {
-                match spool.append(record) {
-                    Ok(true) => *origin = Origin::Spool,
-                    // No room: the head stays in memory and the queue must wait behind it.
-                    Ok(false) => return,
-                    Err(e) => failed = Some(e),
+        while let Some(record) = queue.front() {
+            match spool.append(record) {
+                Ok(true) => {
+                    queue.pop_front();
                 }
-            }
-        }
-        if failed.is_none() {
-            while let Some(record) = queue.front() {
-                match spool.append(record) {
-                    Ok(true) => {
-                        queue.pop_front();
-                    }
-                    Ok(false) => break,
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
+                Ok(false) => break,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
                 }
             }
         }
         if let Some(e) = failed {
             self.spool_error(state, "write", &e);
         }
+    }
+
+    /// Fills the head up to `max` records, oldest first: from the spool, else from the
+    /// queue (one origin per head).
+    fn fill(&self, state: &mut State, max: usize) {
+        while state.head.len() < max {
+            if state.spool.is_some() && (state.head.is_empty() || state.origin == Origin::Spool) {
+                let spool = state.spool.as_mut().expect("checked above");
+                match spool.peek() {
+                    Ok(Some(record)) => {
+                        if let Err(e) = spool.advance() {
+                            self.spool_error(state, "update", &e);
+                            break;
+                        }
+                        state.head.push(record);
+                        state.origin = Origin::Spool;
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.spool_error(state, "read", &e);
+                        break;
+                    }
+                }
+            }
+            if state.head.is_empty() || state.origin == Origin::Queue {
+                if let Some(record) = state.queue.pop_front() {
+                    state.head.push(record);
+                    state.origin = Origin::Queue;
+                    continue;
+                }
+            }
+            break;
+        }
+        self.count_spool_losses(state);
+    }
+
+    /// The head is done with (delivered, rejected or given up): records taken from the
+    /// spool are committed there.
+    fn finish_head(&self, state: &mut State) {
+        if state.origin == Origin::Spool {
+            if let Some(Err(e)) = state.spool.as_mut().map(Spool::commit) {
+                self.spool_error(state, "update", &e);
+            }
+        }
+        state.head.clear();
     }
 }
 
@@ -320,6 +395,10 @@ pub struct Delivery {
     worker: Option<JoinHandle<()>>,
     syncer: Option<JoinHandle<()>>,
 }
+
+/// How long a shutdown waits for an attempt already under way when every pending alert is
+/// on disk: past it the attempt is abandoned (its records are sent again by the next run).
+const ABANDON_AFTER: Duration = Duration::from_millis(500);
 
 impl Delivery {
     /// Starts the worker for `sink`. Fails when the spool directory cannot be opened.
@@ -337,13 +416,18 @@ impl Delivery {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
                 spool,
-                head: None,
+                head: Vec::new(),
+                origin: Origin::Queue,
+                sending: false,
+                attempt_started: None,
                 report: SinkReport {
                     name: name.clone(),
                     ..SinkReport::default()
                 },
                 reopen: false,
                 deadline: None,
+                abandoned: false,
+                finished: false,
                 failing: false,
                 enqueued: 0,
                 losses_counted: Losses::default(),
@@ -351,17 +435,26 @@ impl Delivery {
             }),
             wake: Condvar::new(),
             sync_wake: Condvar::new(),
+            done: Condvar::new(),
             capacity: options.queue_capacity.max(1),
             name: name.clone(),
             metrics: metrics.clone(),
         });
-        for (family, labels) in [
-            (names::OUTPUT_DELIVERED, vec![("sink", name.as_str())]),
-            (names::OUTPUT_FAILURES, vec![("sink", name.as_str())]),
-            (names::OUTPUT_QUEUE_DEPTH, vec![("sink", name.as_str())]),
-            (names::OUTPUT_TIMEOUTS, vec![("sink", name.as_str())]),
+        for family in [
+            names::OUTPUT_DELIVERED,
+            names::OUTPUT_FAILURES,
+            names::OUTPUT_QUEUE_DEPTH,
+            names::OUTPUT_TIMEOUTS,
+            names::OUTPUT_RETRIED,
         ] {
-            metrics.add(family, &labels, 0.0);
+            metrics.add(family, &[("sink", name.as_str())], 0.0);
+        }
+        for cause in crate::sinks::ERROR_CAUSES {
+            metrics.add(
+                names::OUTPUT_ERRORS,
+                &[("sink", name.as_str()), ("cause", cause)],
+                0.0,
+            );
         }
         // Every way this output can lose an alert has a series from the first scrape.
         let reasons: &[&str] = if options.spool.is_some() {
@@ -373,6 +466,7 @@ impl Delivery {
                 reason::SHUTDOWN,
                 reason::CLOSED,
                 reason::TIMEOUT,
+                reason::REJECTED,
             ]
         } else {
             &[
@@ -381,6 +475,7 @@ impl Delivery {
                 reason::SHUTDOWN,
                 reason::CLOSED,
                 reason::TIMEOUT,
+                reason::REJECTED,
             ]
         };
         for why in reasons {
@@ -410,7 +505,11 @@ impl Delivery {
         let worker_shared = Arc::clone(&shared);
         let worker = std::thread::Builder::new()
             .name(format!("vigil-out-{name}"))
-            .spawn(move || run(worker_shared, sink, options));
+            .spawn(move || {
+                run(&worker_shared, sink, options);
+                worker_shared.lock().finished = true;
+                worker_shared.done.notify_all();
+            });
         let worker = match worker {
             Ok(worker) => worker,
             Err(e) => {
@@ -463,17 +562,19 @@ impl Delivery {
         self.shared.lock().report.clone()
     }
 
-    /// Alerts waiting (memory and disk).
+    /// Alerts waiting (memory and disk, the records of an attempt under way included).
     pub fn pending(&self) -> u64 {
         let state = self.shared.lock();
         state.queue.len() as u64
             + state.spool.as_ref().map_or(0, Spool::len)
-            + u64::from(matches!(state.head, Some((_, Origin::Queue))))
+            + state.head.len() as u64
     }
 
     /// Delivers what is pending until `deadline`, then stops the worker. Alerts still in
     /// memory then go to the spool when there is one (delivered by the next run), else are
-    /// dropped with reason `shutdown`.
+    /// dropped with reason `shutdown`. With a spool, a shutdown does not wait for an output
+    /// that is failing: every pending alert is on disk already, so it stops at once (and
+    /// waits at most about half a second for an attempt under way).
     pub fn shutdown(mut self, deadline: Instant) -> SinkReport {
         self.stop(deadline)
     }
@@ -482,19 +583,67 @@ impl Delivery {
     /// and the spool is neither synced nor tidied.
     #[cfg(test)]
     fn crash(mut self) {
-        self.join_threads(Instant::now());
-    }
-
-    fn join_threads(&mut self, deadline: Instant) {
-        self.shared.lock().deadline = Some(deadline);
+        {
+            let mut state = self.shared.lock();
+            state.abandoned = true;
+            state.deadline = Some(Instant::now());
+        }
         self.shared.wake.notify_all();
         self.shared.sync_wake.notify_all();
         for thread in [self.worker.take(), self.syncer.take()]
             .into_iter()
             .flatten()
         {
-            if thread.join().is_err() {
-                log::error!("output `{}`: delivery thread panicked", self.shared.name);
+            let _ = thread.join();
+        }
+    }
+
+    fn join_threads(&mut self, deadline: Instant) {
+        let asked = Instant::now();
+        self.shared.lock().deadline = Some(deadline);
+        self.shared.wake.notify_all();
+        self.shared.sync_wake.notify_all();
+        // Wait for the worker, which stops by itself at the deadline. With every pending
+        // alert on disk, stop waiting for an output that fails, or for one attempt that hangs
+        // (a receiver that does not answer) longer than ABANDON_AFTER.
+        let mut state = self.shared.lock();
+        while !state.finished {
+            self.shared.spill(&mut state);
+            let durable =
+                state.spool.is_some() && !state.head_in_memory() && state.queue.is_empty();
+            let hanging = state
+                .attempt_started
+                .is_some_and(|t| t.elapsed() >= ABANDON_AFTER && asked.elapsed() >= ABANDON_AFTER);
+            if durable && (hanging || (state.failing && asked.elapsed() >= ABANDON_AFTER)) {
+                state.abandoned = true;
+                break;
+            }
+            state = self
+                .shared
+                .done
+                .wait_timeout(state, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let finished = state.finished;
+        drop(state);
+        let worker = self.worker.take();
+        if let Some(worker) = worker {
+            if finished {
+                if worker.join().is_err() {
+                    log::error!("output `{}`: delivery thread panicked", self.shared.name);
+                }
+            } else {
+                log::warn!(
+                    "output `{}`: not waiting for the attempt under way (its alerts stay in \
+                     the spool)",
+                    self.shared.name
+                );
+            }
+        }
+        if let Some(syncer) = self.syncer.take() {
+            if syncer.join().is_err() {
+                log::error!("output `{}`: spool sync thread panicked", self.shared.name);
             }
         }
     }
@@ -503,14 +652,23 @@ impl Delivery {
         self.join_threads(deadline);
         let mut state = self.shared.lock();
         self.shared.spill(&mut state);
-        if let Some((_, Origin::Queue)) = state.head.take() {
-            self.shared.drop_record(&mut state, reason::SHUTDOWN);
+        if state.head_in_memory() && !state.sending {
+            let n = state.head.len() as u64;
+            state.head.clear();
+            self.shared.drop_records(&mut state, reason::SHUTDOWN, n);
         }
-        while state.queue.pop_front().is_some() {
-            self.shared.drop_record(&mut state, reason::SHUTDOWN);
-        }
+        let n = state.queue.len() as u64;
+        state.queue.clear();
+        self.shared.drop_records(&mut state, reason::SHUTDOWN, n);
         self.shared.count_spool_losses(&mut state);
-        state.report.spooled_at_exit = state.spool.as_ref().map_or(0, Spool::len);
+        // Records of an uncommitted attempt are still in the spool (the next run reads them
+        // again).
+        let in_flight = if state.origin == Origin::Spool {
+            state.head.len() as u64
+        } else {
+            0
+        };
+        state.report.spooled_at_exit = state.spool.as_ref().map_or(0, Spool::len) + in_flight;
         self.shared.gauges(&state);
         let job = state.spool.as_mut().map(Spool::sync_job);
         let report = state.report.clone();
@@ -560,13 +718,17 @@ fn sync_spool(shared: &Shared, interval: Duration) {
     }
 }
 
-/// The worker: take the head, deliver it, acknowledge or back off.
-fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
+/// The worker: fill the head, deliver it, commit or back off.
+fn run(shared: &Shared, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
+    let batching = sink.batching();
+    let max = batching.max_records.max(1);
     let mut backoff = options.initial_backoff;
     let mut attempts = 0u32;
     // Timed-out attempts in a row for the head.
     let mut timeouts = 0u32;
     let mut failure_logged = false;
+    // An attempt failed after the shutdown began.
+    let mut last_chance = false;
     loop {
         let mut state = shared.lock();
         if std::mem::take(&mut state.reopen) {
@@ -579,23 +741,37 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
         if state.deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        let seen = state.enqueued;
-        if state.head.is_none() {
-            let from_spool = match state.spool.as_mut().map(Spool::peek) {
-                Some(Ok(Some(record))) => Some(record),
-                Some(Ok(None)) | None => None,
-                Some(Err(e)) => {
-                    shared.spool_error(&mut state, "read", &e);
-                    None
-                }
-            };
-            state.head = match from_spool {
-                Some(record) => Some((record, Origin::Spool)),
-                None => state.queue.pop_front().map(|r| (r, Origin::Queue)),
-            };
-            shared.count_spool_losses(&mut state);
+        // Stopping while the output fails: one more attempt at once, and when that fails too,
+        // nothing to wait for with a spool, where every pending alert is on disk (the next run
+        // delivers them).
+        if state.deadline.is_some() && state.failing && state.spool.is_some() && last_chance {
+            break;
         }
-        let Some((record, _)) = state.head.clone() else {
+        let seen = state.enqueued;
+        if state.head.is_empty() {
+            shared.fill(&mut state, max);
+            // Let a batch fill for up to `delay` (what waits is on disk already).
+            if !state.head.is_empty() && state.head.len() < max && !batching.delay.is_zero() {
+                let until = Instant::now() + batching.delay;
+                while state.head.len() < max && state.deadline.is_none() && !state.reopen {
+                    let now = Instant::now();
+                    if now >= until {
+                        break;
+                    }
+                    let before = state.enqueued;
+                    state = shared
+                        .wake
+                        .wait_timeout_while(state, until - now, |s| {
+                            s.enqueued == before && s.deadline.is_none() && !s.reopen
+                        })
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    shared.fill(&mut state, max);
+                }
+            }
+            shared.gauges(&state);
+        }
+        if state.head.is_empty() {
             if state.deadline.is_some() {
                 break;
             }
@@ -612,20 +788,36 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                     .unwrap_or_else(|e| e.into_inner());
             }
             continue;
-        };
+        }
+        let batch = state.head.clone();
+        let n = batch.len() as u64;
+        if attempts > 0 || timeouts > 0 {
+            shared
+                .metrics
+                .add(names::OUTPUT_RETRIED, &[("sink", &shared.name)], n as f64);
+        }
+        state.sending = true;
+        state.attempt_started = Some(Instant::now());
         drop(state);
-        let result = sink.send(&record);
+        let result = sink.send_batch(&batch);
         let mut state = shared.lock();
+        state.sending = false;
+        state.attempt_started = None;
+        if state.abandoned {
+            // A shutdown gave up on this attempt: commit nothing, whatever came of it.
+            break;
+        }
         match result {
-            Ok(()) => {
-                if let Some((_, Origin::Spool)) = state.head {
-                    ack_head(&shared, &mut state);
-                }
-                state.head = None;
-                state.report.delivered += 1;
-                shared
-                    .metrics
-                    .add(names::OUTPUT_DELIVERED, &[("sink", &shared.name)], 1.0);
+            Ok(rejected) => {
+                let rejected = rejected.min(n);
+                shared.finish_head(&mut state);
+                state.report.delivered += n - rejected;
+                shared.metrics.add(
+                    names::OUTPUT_DELIVERED,
+                    &[("sink", &shared.name)],
+                    (n - rejected) as f64,
+                );
+                shared.drop_records(&mut state, reason::REJECTED, rejected);
                 if state.failing {
                     log::info!("output `{}`: delivering again", shared.name);
                 }
@@ -637,41 +829,46 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                 shared.gauges(&state);
             }
             Err(SinkError::Closed) => {
-                if let Some((_, Origin::Spool)) = state.head {
-                    ack_head(&shared, &mut state);
-                }
-                state.head = None;
+                shared.finish_head(&mut state);
                 timeouts = 0;
-                shared.drop_record(&mut state, reason::CLOSED);
+                shared.drop_records(&mut state, reason::CLOSED, n);
+                shared.gauges(&state);
+            }
+            Err(SinkError::Rejected(message)) => {
+                log::warn!(
+                    "output `{}`: {n} alert(s) rejected for good, dropped: {message}",
+                    shared.name
+                );
+                shared.finish_head(&mut state);
+                timeouts = 0;
+                attempts = 0;
+                shared.drop_records(&mut state, reason::REJECTED, n);
                 shared.gauges(&state);
             }
             // Within the timeout budget, or past it without a spool (Falco gives the alert
             // up). Past it with a spool, the output counts as down: the generic failure
             // path below keeps everything in the spool and backs off.
-            Err(SinkError::Timeout(message))
+            Err(e @ SinkError::Timeout(_))
                 if options
                     .max_consecutive_timeouts
                     .is_some_and(|limit| timeouts < limit || state.spool.is_none()) =>
             {
                 let limit = options.max_consecutive_timeouts.unwrap_or(0);
-                shared.count_failure(&mut state, true);
+                shared.count_failure(&mut state, &e);
                 timeouts = timeouts.saturating_add(1);
                 if timeouts > limit {
                     if !failure_logged {
                         log::warn!(
-                            "output `{}`: giving up an alert after {timeouts} consecutive \
-                             timeout(s) (max_consecutive_timeouts: {limit}): {message}",
+                            "output `{}`: giving up {n} alert(s) after {timeouts} consecutive \
+                             timeout(s) (max_consecutive_timeouts: {limit}): {e}",
                             shared.name
                         );
                         failure_logged = true;
                     }
-                    if let Some((_, Origin::Spool)) = state.head {
-                        ack_head(&shared, &mut state);
-                    }
-                    state.head = None;
+                    shared.finish_head(&mut state);
                     timeouts = 0;
                     attempts = 0;
-                    shared.drop_record(&mut state, reason::TIMEOUT);
+                    shared.drop_records(&mut state, reason::TIMEOUT, n);
                 } else {
                     // Retried at once (the timeout was the wait); what waits behind the head
                     // moves to the spool meanwhile.
@@ -681,16 +878,22 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
             }
             Err(e) => {
                 timeouts = 0;
-                shared.count_failure(&mut state, matches!(e, SinkError::Timeout(_)));
+                last_chance |= state.deadline.is_some();
+                shared.count_failure(&mut state, &e);
                 if !failure_logged {
-                    log::warn!("output `{}`: delivery failed, retrying: {e}", shared.name);
+                    match &e {
+                        SinkError::Fatal(_) | SinkError::Refused { .. } => {
+                            log::error!("output `{}`: {e}; retrying", shared.name)
+                        }
+                        _ => log::warn!("output `{}`: delivery failed, retrying: {e}", shared.name),
+                    }
                     failure_logged = true;
                 }
                 attempts += 1;
                 if state.spool.is_none() && attempts >= options.max_attempts.max(1) {
-                    state.head = None;
+                    state.head.clear();
                     attempts = 0;
-                    shared.drop_record(&mut state, reason::DELIVERY_FAILED);
+                    shared.drop_records(&mut state, reason::DELIVERY_FAILED, n);
                 } else {
                     shared.spill(&mut state);
                 }
@@ -700,13 +903,14 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
                     None => backoff,
                 };
                 backoff = (backoff * 2).min(options.max_backoff.max(options.initial_backoff));
-                if matches!(e, SinkError::Fatal(_)) {
-                    log::error!("output `{}`: {e}", shared.name);
-                }
                 let _unused = shared
                     .wake
                     .wait_timeout_while(state, wait, |s| {
-                        !s.reopen && s.deadline.is_none_or(|d| Instant::now() < d)
+                        // A shutdown ends the wait at once with a spool (see the loop's top),
+                        // at the deadline without one.
+                        !s.reopen
+                            && s.deadline
+                                .is_none_or(|d| s.spool.is_none() && Instant::now() < d)
                     })
                     .unwrap_or_else(|e| e.into_inner());
             }
@@ -718,16 +922,10 @@ fn run(shared: Arc<Shared>, mut sink: Box<dyn Sink>, options: DeliveryOptions) {
     }
 }
 
-/// Acknowledges the head, which came from the spool.
-fn ack_head(shared: &Shared, state: &mut State) {
-    if let Some(Err(e)) = state.spool.as_mut().map(Spool::ack) {
-        shared.spool_error(state, "update", &e);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sinks::Batching;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     /// A sink that fails while `down` is set and records what it delivered.
@@ -778,6 +976,191 @@ mod tests {
 
     fn far() -> Instant {
         Instant::now() + Duration::from_secs(60)
+    }
+
+    /// Polls `done` for up to a minute (a bound that only a broken worker reaches).
+    fn wait_for(done: impl Fn() -> bool) {
+        let until = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < until, "timed out waiting for delivery");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A sink that takes up to 16 records per attempt (waiting 20 ms for a batch to fill),
+    /// fails while `down` is set, and records each attempt's records.
+    #[derive(Clone)]
+    struct Batcher {
+        down: Arc<AtomicBool>,
+        /// Each successful attempt's records.
+        batches: Log<Vec<String>>,
+        /// Blocks every attempt this long first (a receiver that does not answer).
+        hang: Duration,
+    }
+
+    impl Sink for Batcher {
+        fn name(&self) -> &str {
+            "batcher"
+        }
+        fn send(&mut self, _: &Record) -> Result<(), SinkError> {
+            unreachable!("the worker sends batches")
+        }
+        fn send_batch(&mut self, records: &[Record]) -> Result<u64, SinkError> {
+            std::thread::sleep(self.hang);
+            if self.down.load(Ordering::SeqCst) {
+                return Err(SinkError::Refused {
+                    cause: "auth",
+                    message: "refused".into(),
+                });
+            }
+            let bodies = records.iter().map(|r| r.body.to_string()).collect();
+            self.batches.lock().unwrap().push(bodies);
+            Ok(0)
+        }
+        fn batching(&self) -> Batching {
+            Batching {
+                max_records: 16,
+                delay: Duration::from_millis(20),
+            }
+        }
+    }
+
+    fn batcher() -> Batcher {
+        Batcher {
+            down: Arc::new(AtomicBool::new(false)),
+            batches: Arc::default(),
+            hang: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn batches_keep_order_through_failures_and_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = batcher();
+        let metrics = Metrics::new();
+        let opts = fast(8, Some((dir.path().to_owned(), 1 << 20)));
+        let d = Delivery::start(Box::new(sink.clone()), opts.clone(), &metrics).unwrap();
+        for i in 0..100 {
+            d.enqueue(rec(i));
+        }
+        wait_for(|| d.report().delivered == 100);
+        sink.down.store(true, Ordering::SeqCst);
+        for i in 100..300 {
+            d.enqueue(rec(i));
+        }
+        wait_for(|| d.report().failures >= 3);
+        d.crash();
+        sink.down.store(false, Ordering::SeqCst);
+        let metrics = Metrics::new();
+        let d = Delivery::start(Box::new(sink.clone()), opts, &metrics).unwrap();
+        for i in 300..400 {
+            d.enqueue(rec(i));
+        }
+        let report = d.shutdown(far());
+        let batches = sink.batches.lock().unwrap().clone();
+        assert!(batches.iter().all(|b| !b.is_empty() && b.len() <= 16));
+        assert!(
+            batches.iter().any(|b| b.len() > 1),
+            "no attempt carried more than one record"
+        );
+        let got: Vec<String> = batches.into_iter().flatten().collect();
+        let want: Vec<String> = (0..400).map(|i| rec(i).body.to_string()).collect();
+        assert!(got == want, "out of order, lost or sent twice: {report:?}");
+        assert_eq!(report.dropped_total(), 0, "{report:?}");
+        assert_eq!(
+            metrics.get(
+                names::OUTPUT_ERRORS,
+                &[("sink", "batcher"), ("cause", "auth")]
+            ),
+            0.0
+        );
+    }
+
+    #[test]
+    fn refused_attempts_are_counted_by_cause_and_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = batcher();
+        sink.down.store(true, Ordering::SeqCst);
+        let metrics = Metrics::new();
+        let opts = fast(100, Some((dir.path().to_owned(), 1 << 20)));
+        let d = Delivery::start(Box::new(sink.clone()), opts, &metrics).unwrap();
+        d.enqueue(rec(0));
+        d.enqueue(rec(1));
+        wait_for(|| d.report().failures >= 2);
+        sink.down.store(false, Ordering::SeqCst);
+        wait_for(|| d.report().delivered == 2);
+        let report = d.shutdown(far());
+        assert_eq!(report.dropped_total(), 0, "{report:?}");
+        let by_cause = metrics.get(
+            names::OUTPUT_ERRORS,
+            &[("sink", "batcher"), ("cause", "auth")],
+        );
+        assert!(by_cause >= 2.0, "{by_cause}");
+        assert_eq!(
+            metrics.get(names::OUTPUT_FAILURES, &[("sink", "batcher")]),
+            by_cause
+        );
+        // Both alerts went in every attempt: each one after a failure sent them again.
+        assert_eq!(
+            metrics.get(names::OUTPUT_RETRIED, &[("sink", "batcher")]),
+            2.0 * report.failures as f64,
+            "{report:?}"
+        );
+    }
+
+    #[test]
+    fn with_a_spool_a_shutdown_does_not_wait_for_a_failing_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = flaky();
+        sink.down.store(true, Ordering::SeqCst);
+        let metrics = Metrics::new();
+        let mut opts = fast(100, Some((dir.path().to_owned(), 1 << 20)));
+        opts.initial_backoff = Duration::from_millis(50);
+        let d = Delivery::start(Box::new(sink.clone()), opts.clone(), &metrics).unwrap();
+        for i in 0..20 {
+            d.enqueue(rec(i));
+        }
+        wait_for(|| d.report().failures >= 1);
+        // The deadline is a minute away; returning well before it means it was not awaited.
+        let asked = Instant::now();
+        let report = d.shutdown(far());
+        assert!(asked.elapsed() < Duration::from_secs(30), "{report:?}");
+        assert_eq!(report.spooled_at_exit, 20, "{report:?}");
+        assert_eq!(report.dropped_total(), 0, "{report:?}");
+        // The next run delivers them.
+        sink.down.store(false, Ordering::SeqCst);
+        let d = Delivery::start(Box::new(sink.clone()), opts, &metrics).unwrap();
+        let report = d.shutdown(far());
+        assert_eq!(report.delivered, 20, "{report:?}");
+    }
+
+    #[test]
+    fn a_shutdown_abandons_an_attempt_that_hangs_and_keeps_its_alerts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = batcher();
+        sink.hang = Duration::from_secs(5);
+        let metrics = Metrics::new();
+        let opts = fast(100, Some((dir.path().to_owned(), 1 << 20)));
+        let d = Delivery::start(Box::new(sink.clone()), opts.clone(), &metrics).unwrap();
+        for i in 0..10 {
+            d.enqueue(rec(i));
+        }
+        wait_for(|| d.shared.lock().sending);
+        let asked = Instant::now();
+        let report = d.shutdown(far());
+        assert!(asked.elapsed() < Duration::from_secs(4), "{report:?}");
+        assert_eq!(report.spooled_at_exit, 10, "{report:?}");
+        assert_eq!(report.delivered, 0, "{report:?}");
+        // The hanging attempt ends meanwhile and commits nothing: the next run sends all ten
+        // (the abandoned attempt may have reached the receiver too: at least once).
+        std::thread::sleep(Duration::from_secs(5));
+        let sink = batcher();
+        let d = Delivery::start(Box::new(sink.clone()), opts, &metrics).unwrap();
+        let report = d.shutdown(far());
+        assert_eq!(report.delivered, 10, "{report:?}");
+        let got: Vec<String> = sink.batches.lock().unwrap().concat();
+        let want: Vec<String> = (0..10).map(|i| rec(i).body.to_string()).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
@@ -994,6 +1377,8 @@ mod tests {
         for i in 0..4 {
             d.enqueue(rec(i));
         }
+        // A shutdown does not wait for a failing output: let the attempts run their course.
+        wait_for(|| d.report().delivered == 4);
         let report = d.shutdown(far());
         let want: Vec<String> = (0..4).map(|i| rec(i).body.to_string()).collect();
         assert_eq!(*got.lock().unwrap(), want, "{report:?}");

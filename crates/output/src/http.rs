@@ -3,16 +3,13 @@
 //! `ca_bundle`, `ca_path`, `mtls` with `client_cert`/`client_key`, and `compress_uploads`
 //! (gzip body, `Content-Encoding: gzip`).
 
-use std::fs;
-use std::io::{BufReader, Write};
-use std::path::Path;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::settings::HttpOutput;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use crate::tls::{ClientCert, ClientTls, TlsSetupError};
+use rustls::ClientConfig;
 
 use crate::sinks::{Record, Sink, SinkError};
 
@@ -81,134 +78,32 @@ impl HttpSink {
     }
 }
 
-fn pem_error(what: &'static str, path: &Path, message: impl ToString) -> HttpSetupError {
-    HttpSetupError::Pem {
-        what,
-        path: path.display().to_string(),
-        message: message.to_string(),
-    }
-}
-
-fn read_certs(
-    path: &Path,
-    what: &'static str,
-) -> Result<Vec<CertificateDer<'static>>, HttpSetupError> {
-    let file = fs::File::open(path).map_err(|e| pem_error(what, path, e))?;
-    rustls_pemfile::certs(&mut BufReader::new(file))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| pem_error(what, path, e))
-}
-
 /// The rustls client configuration for Falco's TLS settings.
 pub fn tls_config(config: &HttpOutput) -> Result<ClientConfig, HttpSetupError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| HttpSetupError::Tls(e.to_string()))?;
-    let builder = if config.insecure {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-    } else {
-        let mut roots = RootCertStore::empty();
-        let mut explicit = false;
-        for (path, what) in [
-            (&config.ca_cert, "http_output.ca_cert"),
-            (&config.ca_bundle, "http_output.ca_bundle"),
-        ] {
-            if !path.as_os_str().is_empty() {
-                explicit = true;
-                for cert in read_certs(path, what)? {
-                    roots.add(cert).map_err(|e| pem_error(what, path, e))?;
-                }
-            }
-        }
-        if !config.ca_path.as_os_str().is_empty() {
-            // Every readable PEM certificate in the directory; unreadable entries are skipped,
-            // as OpenSSL's CApath lookups skip them.
-            if let Ok(entries) = fs::read_dir(&config.ca_path) {
-                for entry in entries.flatten() {
-                    let path = entry.path();
-                    if path.is_file() {
-                        if let Ok(certs) = read_certs(&path, "http_output.ca_path") {
-                            for cert in certs {
-                                let _ = roots.add(cert);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        if roots.is_empty() && !explicit {
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        }
-        builder.with_root_certificates(roots)
+    let tls = ClientTls {
+        insecure: config.insecure,
+        ca_files: vec![
+            (config.ca_cert.clone(), "http_output.ca_cert"),
+            (config.ca_bundle.clone(), "http_output.ca_bundle"),
+        ],
+        ca_dir: Some((config.ca_path.clone(), "http_output.ca_path")),
+        client: config.mtls.then(|| ClientCert {
+            cert: (config.client_cert.clone(), "http_output.client_cert"),
+            key: (config.client_key.clone(), "http_output.client_key"),
+        }),
     };
-    if config.mtls {
-        let certs = read_certs(&config.client_cert, "http_output.client_cert")?;
-        let file = fs::File::open(&config.client_key)
-            .map_err(|e| pem_error("http_output.client_key", &config.client_key, e))?;
-        let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut BufReader::new(file))
-            .map_err(|e| pem_error("http_output.client_key", &config.client_key, e))?
-            .ok_or_else(|| {
-                pem_error(
-                    "http_output.client_key",
-                    &config.client_key,
-                    "no private key found",
-                )
-            })?;
-        builder
-            .with_client_auth_cert(certs, key)
-            .map_err(|e| HttpSetupError::Tls(e.to_string()))
-    } else {
-        Ok(builder.with_no_client_auth())
-    }
-}
-
-/// `insecure: true`: accepts any server certificate (signatures are still checked).
-#[derive(Debug)]
-struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for NoVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
+    tls.client_config().map_err(|e| match e {
+        TlsSetupError::Pem {
+            what,
+            path,
             message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
+        } => HttpSetupError::Pem {
+            what,
+            path,
             message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+        },
+        TlsSetupError::Tls(message) => HttpSetupError::Tls(message),
+    })
 }
 
 impl Sink for HttpSink {
@@ -251,7 +146,7 @@ impl Sink for HttpSink {
 /// Whether a failed request ran out of time (connecting, sending or waiting for the answer):
 /// an I/O error of kind `TimedOut` (or `WouldBlock`, what a socket read timeout gives on
 /// Linux) somewhere in the error's source chain.
-fn timed_out(error: &ureq::Error) -> bool {
+pub(crate) fn timed_out(error: &ureq::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = source {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -270,7 +165,7 @@ fn timed_out(error: &ureq::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{BufRead, Read};
+    use std::io::{BufRead, BufReader, Read};
     use std::net::TcpListener;
 
     /// Accepts one request and returns (headers, body), answering `status`.
@@ -477,7 +372,10 @@ mod tests {
 #[cfg(test)]
 mod tls_tests {
     use super::*;
-    use std::io::{BufRead, Read};
+    use rustls::pki_types::PrivateKeyDer;
+    use rustls::RootCertStore;
+    use std::fs;
+    use std::io::{BufRead, BufReader, Read};
     use std::net::TcpListener;
 
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};

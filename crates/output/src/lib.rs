@@ -25,7 +25,10 @@
 //! file/bundle/dir, insecure, mTLS, gzip uploads, a per-request `timeout`); `delivery` (per output:
 //! a worker thread, capped exponential backoff, drops counted per reason; without a spool a bounded
 //! in-memory queue; with one, write-ahead: `enqueue` appends to the spool before it returns and the
-//! worker delivers from it, acknowledging after each send; for HTTP, Falco's
+//! worker delivers from it, committing after each attempt (an output may take several records per
+//! attempt, `Sink::batching`: the spool moves past them and commits once they are delivered, so a
+//! crash resends at most that attempt); a shutdown with a spool does not wait for a failing output
+//! (one more attempt, then everything pending is on disk for the next run); for HTTP, Falco's
 //! `max_consecutive_timeouts`: a timed-out attempt is retried at once; past the budget an alert is
 //! given up and counted as `reason="timeout"` without a spool, kept in the spool with one), `spool`
 //! (bounded on-disk FIFO: segment files of frames carrying a sequence number and a CRC-32, an `ack`
@@ -67,16 +70,20 @@ use serde_json::{Map, Number, Value as Json};
 use vigil_fields::Value;
 
 pub mod delivery;
+pub mod envelope;
 pub mod files;
 pub mod format;
 pub mod http;
+pub mod kafka;
 pub mod metrics;
+pub mod otlp;
 pub mod outputs;
 pub mod settings;
 pub mod sinks;
 pub mod spool;
 pub mod stats;
 pub mod time;
+pub mod tls;
 
 pub use delivery::{DeliveryOptions, SinkReport};
 pub use format::Formatter;

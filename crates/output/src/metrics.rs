@@ -121,6 +121,8 @@ pub mod names {
     pub const OUTPUT_FAILURES: &str = "vigil_output_delivery_failures_total";
     pub const OUTPUT_TIMEOUTS: &str = "vigil_output_timeouts_total";
     pub const OUTPUT_DROPPED: &str = "vigil_output_dropped_total";
+    pub const OUTPUT_RETRIED: &str = "vigil_output_retried_total";
+    pub const OUTPUT_ERRORS: &str = "vigil_output_errors_total";
     pub const INTERNAL_ALERTS: &str = "vigil_internal_alerts_total";
     pub const UP: &str = "vigil_up";
     pub const BPF_RUNS: &str = "vigil_bpf_program_runs_total";
@@ -267,6 +269,18 @@ pub const FAMILIES: &[(&str, Kind, Category, &str)] = &[
         Counter,
         Base,
         "Delivery attempts that timed out, per output (included in the failures).",
+    ),
+    (
+        names::OUTPUT_RETRIED,
+        Counter,
+        Base,
+        "Alerts sent again after a failed attempt, per output.",
+    ),
+    (
+        names::OUTPUT_ERRORS,
+        Counter,
+        Base,
+        "Failed delivery attempts by cause (unavailable, timeout, auth, tls, unknown_topic, rejected, misconfigured, io), per output.",
     ),
     (
         names::OUTPUT_DROPPED,

@@ -7,12 +7,15 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::delivery::{reason, Delivery, DeliveryOptions, SinkReport};
+use crate::envelope::{AlertIds, RecordFormat};
 use crate::format::Formatter;
 use crate::http::{HttpSetupError, HttpSink};
+use crate::kafka::{KafkaSetupError, KafkaSink};
 use crate::metrics::{self, names, Metrics};
+use crate::otlp::{OtlpSetupError, OtlpSink};
 use crate::settings::{Delivery as DeliveryConfig, DropAlertSettings, OutputSettings};
 use crate::sinks::{self, FileSink, ProgramSink, Record, Sink, SyslogSink};
-use crate::Alert;
+use crate::{Alert, JsonOptions};
 
 /// Rule name of the internal alert for dropped events.
 pub const DROPPED_EVENTS_RULE: &str = "Vigil dropped events";
@@ -30,6 +33,10 @@ pub const READ_FAULTS_RULE: &str = "Vigil could not read workload memory";
 pub enum OutputsError {
     #[error("http_output: {0}")]
     Http(#[from] HttpSetupError),
+    #[error(transparent)]
+    Otlp(#[from] OtlpSetupError),
+    #[error(transparent)]
+    Kafka(#[from] KafkaSetupError),
     #[error("{output}: cannot open spool directory `{dir}`: {source}")]
     Spool {
         output: &'static str,
@@ -130,6 +137,10 @@ struct DropWatch {
 pub struct Outputs {
     formatter: Formatter,
     deliveries: Vec<Delivery>,
+    /// What each delivery (same index) queues for an alert.
+    formats: Vec<RecordFormat>,
+    /// Alert ids of the envelope records (made only when some output takes envelopes).
+    ids: AlertIds,
     /// `stdout_output` written to stderr under `vigil run`: synchronously, by the caller's
     /// thread at the event (the traced workload is stopped then), so an alert line never
     /// lands between two writes of the workload's own stderr.
@@ -171,6 +182,7 @@ impl Outputs {
     ) -> Result<Outputs, OutputsError> {
         let formatter = config.format.clone();
         let mut planned: Vec<(&'static str, Box<dyn Sink>, DeliveryOptions)> = Vec::new();
+        let mut formats = Vec::new();
         let direct = config.stdout_output.enabled && console == sinks::Console::Stderr;
         if config.stdout_output.enabled && !direct {
             planned.push((
@@ -221,6 +233,26 @@ impl Outputs {
                 },
             ));
         }
+        formats.resize(planned.len(), RecordFormat::Line);
+        let o = &config.otlp_output;
+        if o.enabled {
+            planned.push((
+                "otlp_output",
+                Box::new(OtlpSink::new(o)?),
+                options(config, &o.delivery()),
+            ));
+            // The OTLP record carries every property, whatever `json_include_*` says.
+            formats.push(RecordFormat::Envelope(JsonOptions::default()));
+        }
+        let k = &config.kafka_output;
+        if k.enabled {
+            planned.push((
+                "kafka_output",
+                Box::new(KafkaSink::new(k)?),
+                options(config, &k.delivery()),
+            ));
+            formats.push(RecordFormat::Envelope(formatter.json_options));
+        }
         let mut deliveries = Vec::with_capacity(planned.len());
         for (output, sink, opts) in planned {
             let spool_dir = opts.spool.as_ref().map(|(d, _)| d.display().to_string());
@@ -240,6 +272,8 @@ impl Outputs {
         Ok(Outputs {
             formatter,
             deliveries,
+            formats,
+            ids: AlertIds::new(),
             console: direct.then(|| std::sync::Mutex::new(std::io::stderr())),
             metrics: metrics.clone(),
             hostname: hostname.to_owned(),
@@ -272,6 +306,8 @@ impl Outputs {
         let defaults = DropAlertSettings::default();
         Ok(Outputs {
             formatter,
+            formats: vec![RecordFormat::Line; deliveries.len()],
+            ids: AlertIds::new(),
             deliveries,
             console: None,
             metrics: metrics.clone(),
@@ -342,8 +378,29 @@ impl Outputs {
                 let _ = std::io::Write::write_all(&mut *stderr, &line);
             }
         }
-        for delivery in &self.deliveries {
-            delivery.enqueue(record.clone());
+        // The envelope (alert id and Falco's JSON) is made once per alert and JSON options.
+        let mut enveloped: Option<(JsonOptions, Record)> = None;
+        let mut id = None;
+        for (delivery, format) in self.deliveries.iter().zip(&self.formats) {
+            match format {
+                RecordFormat::Line => delivery.enqueue(record.clone()),
+                RecordFormat::Envelope(options) => {
+                    let reuse = enveloped.as_ref().filter(|(o, _)| o == options);
+                    let record = match reuse {
+                        Some((_, r)) => r.clone(),
+                        None => {
+                            let id = id.get_or_insert_with(|| self.ids.next(alert.time));
+                            let r = Record {
+                                severity: record.severity,
+                                body: crate::envelope::envelope(id, alert, options).into(),
+                            };
+                            enveloped = Some((*options, r.clone()));
+                            r
+                        }
+                    };
+                    delivery.enqueue(record);
+                }
+            }
         }
     }
 

@@ -1,6 +1,6 @@
 //! The outputs' settings, under the key names of Falco's `falco.yaml` (`stdout_output`,
 //! `file_output`, `syslog_output`, `program_output`, `http_output`, `outputs_queue`) with
-//! Falco's defaults, and [`OutputSettings`]: everything [`crate::Outputs`] starts from. The
+//! Falco's defaults, Vigil's own `otlp_output` and `kafka_output` in the same style, and [`OutputSettings`]: everything [`crate::Outputs`] starts from. The
 //! output crate owns them; the configuration crate (`vigil-config`) reads them from YAML into
 //! its model, so this crate needs no configuration parser.
 
@@ -74,7 +74,14 @@ macro_rules! delivery_accessor {
         }
     )*};
 }
-delivery_accessor!(SyslogOutput, FileOutput, ProgramOutput, HttpOutput);
+delivery_accessor!(
+    SyslogOutput,
+    FileOutput,
+    ProgramOutput,
+    HttpOutput,
+    OtlpOutput,
+    KafkaOutput
+);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileOutput {
@@ -176,6 +183,185 @@ impl Default for HttpOutput {
     }
 }
 
+/// Vigil-only `otlp_output`: OTLP logs over HTTP/protobuf to an OpenTelemetry Collector (or
+/// any OTLP/HTTP receiver), one LogRecord per alert, in batches ([`crate::otlp`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpOutput {
+    pub enabled: bool,
+    /// The base URL (`http://collector:4318`); logs go to `<endpoint>/v1/logs` (an endpoint
+    /// that already ends in `/v1/logs` is used as it is).
+    pub endpoint: String,
+    /// Extra HTTP headers (`Authorization`, tenant ids), in order.
+    pub headers: Vec<(String, String)>,
+    /// Headers whose value is read from a file at start (a mounted Kubernetes Secret);
+    /// surrounding whitespace is trimmed.
+    pub header_files: Vec<(String, PathBuf)>,
+    /// Accept any server certificate (HTTPS).
+    pub insecure: bool,
+    /// PEM file of the CA(s) to trust (empty: the system's web PKI roots).
+    pub ca_cert: PathBuf,
+    /// Client certificate and key for mutual TLS (both or neither).
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+    /// The longest one export request may take, connection included.
+    pub timeout: Duration,
+    /// At most this many alerts per export request.
+    pub batch_max_records: u64,
+    /// How long the first alert of a batch waits for more before the request goes.
+    pub batch_delay: Duration,
+    /// `gzip` (the OTLP exporters' default) or `none`.
+    pub compression: Compression,
+    pub spool_dir: Option<PathBuf>,
+    pub spool_max_bytes: u64,
+    pub retry_max_backoff: Duration,
+}
+
+impl Default for OtlpOutput {
+    fn default() -> Self {
+        let d = Delivery::default();
+        OtlpOutput {
+            enabled: false,
+            endpoint: "http://localhost:4318".to_owned(),
+            headers: Vec::new(),
+            header_files: Vec::new(),
+            insecure: false,
+            ca_cert: PathBuf::new(),
+            client_cert: PathBuf::new(),
+            client_key: PathBuf::new(),
+            timeout: Duration::from_secs(10),
+            batch_max_records: 512,
+            batch_delay: Duration::from_millis(200),
+            compression: Compression::Gzip,
+            spool_dir: d.spool_dir,
+            spool_max_bytes: d.spool_max_bytes,
+            retry_max_backoff: d.retry_max_backoff,
+        }
+    }
+}
+
+/// How an output compresses what it sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Compression> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "none" | "" => Compression::None,
+            "gzip" => Compression::Gzip,
+            "lz4" => Compression::Lz4,
+            "zstd" => Compression::Zstd,
+            _ => return None,
+        })
+    }
+}
+
+/// The SASL mechanism of `kafka_output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    Plain,
+    ScramSha256,
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<SaslMechanism> {
+        Some(match name.to_ascii_uppercase().as_str() {
+            "PLAIN" => SaslMechanism::Plain,
+            "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
+            "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
+            _ => return None,
+        })
+    }
+}
+
+/// Vigil-only `kafka_output`: Falco's JSON alerts to a Kafka topic, with acks from every
+/// in-sync replica and the idempotent producer ([`crate::kafka`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaOutput {
+    pub enabled: bool,
+    /// Bootstrap brokers, `host:port`.
+    pub brokers: Vec<String>,
+    pub topic: String,
+    /// The message key: `hostname` (the default: a host's alerts stay in order in one
+    /// partition), `rule`, `priority`, `source`, or an output field's Falco name
+    /// (`container.id`); a field without a value gives no key.
+    pub key: String,
+    /// `none`, `gzip`, `lz4` (the default) or `zstd`.
+    pub compression: Compression,
+    pub client_id: String,
+    /// The longest one produce request may take, connection included.
+    pub timeout: Duration,
+    pub batch_max_records: u64,
+    pub batch_delay: Duration,
+    /// TLS to the brokers (`SSL` / `SASL_SSL` listeners).
+    pub tls: bool,
+    pub insecure: bool,
+    pub ca_cert: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+    /// SASL authentication (none when unset).
+    pub sasl_mechanism: Option<SaslMechanism>,
+    pub sasl_username: String,
+    pub sasl_password: String,
+    /// The password read from this file at start instead (a mounted Kubernetes Secret);
+    /// surrounding whitespace is trimmed.
+    pub sasl_password_file: PathBuf,
+    pub spool_dir: Option<PathBuf>,
+    pub spool_max_bytes: u64,
+    pub retry_max_backoff: Duration,
+}
+
+impl Default for KafkaOutput {
+    fn default() -> Self {
+        let d = Delivery::default();
+        KafkaOutput {
+            enabled: false,
+            brokers: Vec::new(),
+            topic: "falco".to_owned(),
+            key: "hostname".to_owned(),
+            compression: Compression::Lz4,
+            client_id: "vigil".to_owned(),
+            timeout: Duration::from_secs(10),
+            batch_max_records: 512,
+            batch_delay: Duration::from_millis(100),
+            tls: false,
+            insecure: false,
+            ca_cert: PathBuf::new(),
+            client_cert: PathBuf::new(),
+            client_key: PathBuf::new(),
+            sasl_mechanism: None,
+            sasl_username: String::new(),
+            sasl_password: String::new(),
+            sasl_password_file: PathBuf::new(),
+            spool_dir: d.spool_dir,
+            spool_max_bytes: d.spool_max_bytes,
+            retry_max_backoff: d.retry_max_backoff,
+        }
+    }
+}
+
 /// `outputs_queue`: alerts waiting in memory per output. Falco reads 0 as unbounded; Vigil
 /// never queues without bound and reads 0 as [`OutputsQueue::DEFAULT_BOUND`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,6 +419,8 @@ pub struct OutputSettings {
     pub syslog_output: SyslogOutput,
     pub program_output: ProgramOutput,
     pub http_output: HttpOutput,
+    pub otlp_output: OtlpOutput,
+    pub kafka_output: KafkaOutput,
     pub buffered_outputs: bool,
     pub outputs_queue: OutputsQueue,
     pub drop_alert: DropAlertSettings,
@@ -247,6 +435,8 @@ impl Default for OutputSettings {
             syslog_output: SyslogOutput::default(),
             program_output: ProgramOutput::default(),
             http_output: HttpOutput::default(),
+            otlp_output: OtlpOutput::default(),
+            kafka_output: KafkaOutput::default(),
             buffered_outputs: false,
             outputs_queue: OutputsQueue { capacity: 0 },
             drop_alert: DropAlertSettings::default(),

@@ -37,8 +37,68 @@ pub enum SinkError {
     /// The output is gone for good (standard output closed): drop without retrying.
     #[error("output closed")]
     Closed,
+    /// The endpoint refused the request for a reason retrying alone will not fix
+    /// (authentication or authorization, TLS, a missing topic). Retried with backoff all the
+    /// same (the fix may come while the agent runs), logged once per outage; `cause` labels
+    /// `vigil_output_errors_total` (`auth`, `tls`, `unknown_topic`, …).
+    #[error("{message}")]
+    Refused {
+        cause: &'static str,
+        message: String,
+    },
+    /// The receiver refused these records for good (malformed, too large): retrying cannot
+    /// help, so they are dropped with reason `rejected` and counted.
+    #[error("records rejected: {0}")]
+    Rejected(String),
     #[error("i/o error: {0}")]
     Io(#[from] io::Error),
+}
+
+impl SinkError {
+    /// The `cause` label of `vigil_output_errors_total`.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            SinkError::Unavailable(_) => "unavailable",
+            SinkError::Timeout(_) => "timeout",
+            SinkError::Fatal(_) => "misconfigured",
+            SinkError::Closed => "closed",
+            SinkError::Refused { cause, .. } => cause,
+            SinkError::Rejected(_) => "rejected",
+            SinkError::Io(_) => "io",
+        }
+    }
+}
+
+/// Every `cause` a sink error can carry (each has a series from the first scrape).
+pub const ERROR_CAUSES: &[&str] = &[
+    "unavailable",
+    "timeout",
+    "misconfigured",
+    "auth",
+    "tls",
+    "unknown_topic",
+    "rejected",
+    "io",
+];
+
+/// How many records one delivery attempt may carry, and how long the worker waits for a
+/// batch to fill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batching {
+    /// At most this many records per attempt (1: one at a time).
+    pub max_records: usize,
+    /// After the first record of a batch is ready, wait up to this long for more (records
+    /// are already in the spool meanwhile; zero: send what is there).
+    pub delay: std::time::Duration,
+}
+
+impl Default for Batching {
+    fn default() -> Self {
+        Batching {
+            max_records: 1,
+            delay: std::time::Duration::ZERO,
+        }
+    }
 }
 
 /// One output.
@@ -47,6 +107,20 @@ pub trait Sink: Send {
     fn name(&self) -> &str;
     /// Delivers one record; `Ok` means the output has it (written, sent, acknowledged).
     fn send(&mut self, record: &Record) -> Result<(), SinkError>;
+    /// Delivers `records` in order as one unit: `Ok(n)` means the output has them all, of
+    /// which the receiver refused `n` for good (counted as dropped, reason `rejected`); an
+    /// error means none counts as delivered and the same records are tried again. The
+    /// default sends them one by one (outputs that batch override it).
+    fn send_batch(&mut self, records: &[Record]) -> Result<u64, SinkError> {
+        for record in records {
+            self.send(record)?;
+        }
+        Ok(0)
+    }
+    /// How many records one attempt may carry ([`Sink::send_batch`]).
+    fn batching(&self) -> Batching {
+        Batching::default()
+    }
     /// Pushes out buffered data (called when the queue runs empty and at exit).
     fn flush(&mut self) -> Result<(), SinkError> {
         Ok(())

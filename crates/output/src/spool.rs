@@ -134,6 +134,11 @@ pub struct Spool {
     ack: Option<File>,
     /// The highest acknowledged sequence number (0: none).
     acked: u64,
+    /// `acked` moved past what the cursor file holds ([`Spool::advance`] without a commit).
+    uncommitted: bool,
+    /// Segments read to their end while records were uncommitted: `(id, bytes)`, deleted at
+    /// the next commit.
+    doomed: Vec<(u64, u64)>,
     /// Whether `acked` is trustworthy (false when the cursor file was damaged).
     acked_known: bool,
     /// The last valid sequence number read.
@@ -492,6 +497,8 @@ impl Spool {
             records: 0,
             ack: None,
             acked,
+            uncommitted: false,
+            doomed: Vec::new(),
             acked_known,
             last: None,
             damage: None,
@@ -932,8 +939,17 @@ impl Spool {
     }
 
     /// Removes the record `peek` returned (peeking first if needed) and records the new
-    /// position in the cursor file.
+    /// position in the cursor file: [`Spool::advance`] then [`Spool::commit`].
     pub fn ack(&mut self) -> io::Result<()> {
+        self.advance()?;
+        self.commit()
+    }
+
+    /// Moves past the record `peek` returned (peeking first if needed) without recording it
+    /// in the cursor file: the next `peek` returns the record after it, so a caller can take
+    /// several records for one delivery. Until [`Spool::commit`], a crash or a new `open`
+    /// starts again at the first record moved past (its segment files are kept until then).
+    pub fn advance(&mut self) -> io::Result<()> {
         if self.peeked.is_none() && self.peek()?.is_none() {
             return Ok(());
         }
@@ -945,14 +961,35 @@ impl Spool {
             front.pending = front.pending.saturating_sub(1);
         }
         self.records = self.records.saturating_sub(1);
+        // Until the commit, the segment files stay (a legacy record without a sequence
+        // number too: its file is its only copy).
+        self.uncommitted = true;
         if let Some(seq) = peeked.seq.filter(|s| *s > self.acked) {
             self.acked = seq;
             self.acked_known = true;
-            self.write_ack()?;
         }
         let sealed = !(self.writer.is_some() && self.segments.len() == 1);
         if sealed && self.front_consumed() {
             self.remove_front()?;
+        }
+        Ok(())
+    }
+
+    /// Records every record moved past ([`Spool::advance`]) as delivered: the cursor file is
+    /// rewritten (one `pwrite`) and the segments read to their end are deleted.
+    pub fn commit(&mut self) -> io::Result<()> {
+        if std::mem::take(&mut self.uncommitted) {
+            if let Err(e) = self.write_ack() {
+                self.uncommitted = true;
+                return Err(e);
+            }
+        }
+        while let Some((id, bytes)) = self.doomed.pop() {
+            self.bytes = self.bytes.saturating_sub(bytes);
+            match fs::remove_file(segment_path(&self.dir, id)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -992,11 +1029,16 @@ impl Spool {
         self.read = None;
         self.peeked = None;
         self.tail.clear();
-        self.bytes = self.bytes.saturating_sub(front.bytes);
         // Records of a segment that vanished (or whose end was unreadable) are no longer
         // pending; the damage or gap counts say what became of them.
         self.records = self.records.saturating_sub(front.pending);
         self.dir_dirty = true;
+        if self.uncommitted {
+            // Records moved past but not yet committed may live in it: deleted at `commit`.
+            self.doomed.push((front.id, front.bytes));
+            return Ok(());
+        }
+        self.bytes = self.bytes.saturating_sub(front.bytes);
         match fs::remove_file(segment_path(&self.dir, front.id)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
@@ -1080,6 +1122,50 @@ mod tests {
             }
             at = pos + 1;
         }
+    }
+
+    #[test]
+    fn advanced_records_come_back_after_a_crash_until_committed() {
+        // Small segments: a batch of 300 records spans several of them.
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), 32 * 1024);
+        for i in 0..300 {
+            assert!(s.append(&rec(i)).unwrap());
+        }
+        let files = segments(dir.path()).len();
+        assert!(files > 2, "{files} segment(s)");
+        // Take the first 250 without committing: the spool moves on, nothing is deleted.
+        for i in 0..250 {
+            assert_eq!(s.peek().unwrap(), Some(rec(i)));
+            s.advance().unwrap();
+        }
+        assert_eq!(s.peek().unwrap(), Some(rec(250)));
+        assert_eq!(s.len(), 50);
+        assert_eq!(
+            segments(dir.path()).len(),
+            files,
+            "deleted before the commit"
+        );
+        // A crash: the next run starts again at the first uncommitted record.
+        drop(s);
+        let mut s = open(dir.path(), 32 * 1024);
+        let again: Vec<Record> = drain(&mut s).into_iter().map(|(r, _)| r).collect();
+        assert_eq!(again, (0..300).map(rec).collect::<Vec<_>>());
+        // Advance and commit: the cursor moves, read segments go.
+        let mut s = open(dir.path(), 32 * 1024);
+        assert_eq!(s.peek().unwrap(), None);
+        for i in 300..400 {
+            assert!(s.append(&rec(i)).unwrap());
+        }
+        for i in 300..350 {
+            assert_eq!(s.peek().unwrap(), Some(rec(i)));
+            s.advance().unwrap();
+        }
+        s.commit().unwrap();
+        drop(s);
+        let mut s = open(dir.path(), 32 * 1024);
+        let rest: Vec<Record> = drain(&mut s).into_iter().map(|(r, _)| r).collect();
+        assert_eq!(rest, (350..400).map(rec).collect::<Vec<_>>());
     }
 
     #[test]

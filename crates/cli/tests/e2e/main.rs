@@ -16,6 +16,7 @@ mod container;
 mod enforce_default;
 mod escaping;
 mod falco_config;
+mod fleet;
 mod generate_bench;
 mod generate_run;
 mod helm;

@@ -174,6 +174,17 @@ impl Watch {
         self.child.wait().expect("wait for vigil watch")
     }
 
+    /// Stops the agent with `signal` (`-TERM`, …) and waits for it; its exit status.
+    pub fn stop_with(mut self, signal: &str) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .expect("run kill");
+        assert!(killed.success(), "kill {signal} {pid}");
+        self.child.wait().expect("wait for vigil watch")
+    }
+
     /// Alerts of `rule` after `from` (for failure messages).
     pub fn alerts_of(&self, from: usize, rule: &str) -> Vec<Value> {
         let list = self.alerts.0.lock().unwrap();

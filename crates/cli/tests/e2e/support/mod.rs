@@ -2,6 +2,7 @@
 //! under `VIGIL_TEST_STRICT=1`), root and ptrace checks, scratch directories, the workspace and
 //! Falco's rules, and [`host`], the lock that keeps host-wide tests apart.
 
+pub mod fleet;
 pub mod host;
 pub mod live;
 pub mod receiver;
