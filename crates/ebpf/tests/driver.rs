@@ -646,7 +646,8 @@ fn a_syscall_without_its_own_tracepoint_falls_back_to_raw_syscalls() {
 /// mounts.
 fn kernel_has_tracepoint(tracepoint: &str) -> bool {
     let script = format!(
-        "mount -t tracefs nodev /sys/kernel/tracing && test -d /sys/kernel/tracing/events/{tracepoint}"
+        "umount -l /sys/kernel/tracing 2>/dev/null; \
+         mount -t tracefs nodev /sys/kernel/tracing && test -d /sys/kernel/tracing/events/{tracepoint}"
     );
     Command::new("unshare")
         .args(["-m", "sh", "-c", &script])

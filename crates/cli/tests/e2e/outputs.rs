@@ -1164,7 +1164,7 @@ fn http_timeouts_give_up_alerts_after_max_consecutive_timeouts_counted() {
     );
     let stderr = agent.stop();
     assert!(
-        stderr.contains("output `http`: giving up an alert after 2 consecutive timeout(s)"),
+        stderr.contains("output `http`: giving up 1 alert(s) after 2 consecutive timeout(s)"),
         "{stderr}"
     );
     assert!(

@@ -401,7 +401,8 @@ fn watch_delivers_through_configured_outputs_metrics_and_stats_file() {
 /// private mount namespace (`unshare -m`), so the host's mounts stay as they are.
 fn kernel_has_tracepoint(tracepoint: &str) -> bool {
     let script = format!(
-        "mount -t tracefs nodev /sys/kernel/tracing && test -d /sys/kernel/tracing/events/{tracepoint}"
+        "umount -l /sys/kernel/tracing 2>/dev/null; \
+         mount -t tracefs nodev /sys/kernel/tracing && test -d /sys/kernel/tracing/events/{tracepoint}"
     );
     Command::new("unshare")
         .args(["-m", "sh", "-c", &script])
