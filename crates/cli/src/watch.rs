@@ -218,11 +218,11 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         .context("cannot read the start snapshot")?;
     // Live: container names, images and labels come from the runtimes' state on this host;
     // those of the containers already running go into the snapshot (and a capture's replay).
-    let mut runtime_dirs = vigil_state::RuntimeDirs::system();
+    let mut runtime_dirs = vigil_container::RuntimeDirs::system();
     runtime_dirs
         .docker_roots
         .extend(args.docker_data_root.iter().cloned());
-    vigil_state::runtime::add_snapshot_containers(&runtime_dirs, &mut snapshot);
+    vigil_container::add_snapshot_containers(&runtime_dirs, &mut snapshot);
     let mut capture = match &args.write {
         Some(path) => Some({
             let mut cap = CaptureOut::create(path)?;

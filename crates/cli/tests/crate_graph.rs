@@ -16,6 +16,8 @@ const ORDER: &[&str] = &[
     "vigil-capture",
     // `/proc` into a snapshot: below the drivers, which must not know the state engine.
     "vigil-procfs",
+    // Container metadata from the runtimes' files: for the state engine, not the drivers.
+    "vigil-container",
     "vigil-ebpf",
     "vigil-ptrace",
     "vigil-state",

@@ -5,12 +5,12 @@ use std::cell::OnceCell;
 use std::fmt::Write;
 use std::net::IpAddr;
 
+use vigil_container::{label, SANDBOX_ID_LABEL};
 use vigil_event::{flags, ContainerInfo, Event, EventSpec, FlagTable, MountInfo, Param, ParamKind};
 use vigil_fields::{Extract, FieldArg, FieldRef, Value};
 
-use crate::container::{glob_match, label};
 use crate::fields::F;
-use crate::path::{basename, dirname};
+use crate::path::{basename, dirname, glob_match};
 use crate::render::{self, TimeFormat};
 use crate::schema::{self, FdRef, Op, PathRef, TypeInfo, NONE, RAW};
 use crate::state::{State, AT_FDCWD, MAX_ANCESTORS};
@@ -317,7 +317,7 @@ impl<'a> EventView<'a> {
     /// The pod sandbox of the event's container (Falco's: the container named by its
     /// `io.kubernetes.sandbox.id` label), when the table knows it.
     fn pod_sandbox(&self) -> Option<&'a ContainerInfo> {
-        let id = label(self.container()?, crate::runtime::SANDBOX_ID_LABEL)?;
+        let id = label(self.container()?, SANDBOX_ID_LABEL)?;
         let short = &id.as_bytes()[..id.len().min(vigil_procfs::SHORT_ID_LEN)];
         self.state.containers.get(short)
     }
@@ -1154,7 +1154,7 @@ impl Extract for EventView<'_> {
             },
             F::K8sPodSandboxId | F::K8sPodFullSandboxId => self
                 .container()
-                .and_then(|c| label(c, crate::runtime::SANDBOX_ID_LABEL))
+                .and_then(|c| label(c, SANDBOX_ID_LABEL))
                 .is_some_and(|id| {
                     let id = if f == F::K8sPodSandboxId {
                         &id[..id.len().min(vigil_procfs::SHORT_ID_LEN)]
