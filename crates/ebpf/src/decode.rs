@@ -6,7 +6,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use vigil_event::model::FlagTable;
+use vigil_event::FlagTable;
 use vigil_event::{arch, table, Event, EventType, Param, ParamKind, SockAddr, SockTuple};
 
 use crate::spec::{def_for, Src};

@@ -15,7 +15,6 @@ use crate::path;
 use crate::schema::{self, Op, NONE};
 use crate::table::{FdEntry, FdObj, FdTable, Image, ImageParts, Net, Process, Thread, UNKNOWN_ID};
 use crate::users::{LiveUsers, LiveUsersStats, MemUserDb, UserDb};
-use crate::view::EventView;
 
 /// Bound on ancestor walks (`proc.aname`, reaper search, session leader search).
 pub const MAX_ANCESTORS: usize = 64;
@@ -361,11 +360,6 @@ impl State {
                 .unwrap_or_default(),
             ..self.stats
         }
-    }
-
-    /// The field values of `evt` over the current tables (call after [`State::apply`]).
-    pub fn view<'a>(&'a self, evt: &'a Event) -> EventView<'a> {
-        EventView::new(self, evt)
     }
 
     // ----- snapshot -----

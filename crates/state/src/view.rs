@@ -124,8 +124,15 @@ fn l4proto_name(proto: u8) -> Option<&'static str> {
     }
 }
 
+impl State {
+    /// The field values of `evt` over the current tables (call after [`State::apply`]).
+    pub fn view<'a>(&'a self, evt: &'a Event) -> EventView<'a> {
+        EventView::new(self, evt)
+    }
+}
+
 impl<'a> EventView<'a> {
-    pub(crate) fn new(state: &'a State, evt: &'a Event) -> Self {
+    fn new(state: &'a State, evt: &'a Event) -> Self {
         let thread = state.threads.get(&evt.tid);
         let pid = thread.map_or(evt.pid, |t| t.pid);
         EventView {

@@ -16,11 +16,11 @@ use super::{
     MAX_RECORD_LEN,
 };
 use crate::flags::ALL_TABLES;
-use crate::model::{
+use crate::table;
+use crate::{
     ContainerInfo, DnsName, Event, EventType, FdInfo, FdType, GroupInfo, MountInfo, Param,
     ParamKind, Snapshot, SockAddr, SockTuple, ThreadInfo, UserInfo,
 };
-use crate::table;
 
 /// The first eight bytes of every binary capture.
 pub const MAGIC: &[u8; 8] = b"VIGILCAP";

@@ -18,11 +18,11 @@ use super::{
     MAX_LINE_LEN,
 };
 use crate::flags;
-use crate::model::{
+use crate::table;
+use crate::{
     ContainerInfo, DnsName, Event, FdInfo, FdType, FlagTable, GroupInfo, MountInfo, Param,
     ParamKind, Snapshot, ThreadInfo, UserInfo,
 };
-use crate::table;
 
 /// The format version this module reads and writes.
 pub const VERSION: u64 = 1;

@@ -13,7 +13,7 @@
 use std::fmt;
 use std::io::BufRead;
 
-use crate::model::{Event, Param, ParamKind, Snapshot};
+use crate::{Event, Param, ParamKind, Snapshot};
 
 pub mod binary;
 pub mod jsonl;
