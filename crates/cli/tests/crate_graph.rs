@@ -34,6 +34,8 @@ const ORDER: &[&str] = &[
     "vigil",
     // Runs the `vigil` binary.
     "vigil-conformance",
+    // The binary's tests' and benches' receivers (a dev-dependency).
+    "vigil-test-support",
 ];
 
 /// Every dependency (normal or build) of a workspace crate on a crate at or after it in

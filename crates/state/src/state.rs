@@ -12,7 +12,7 @@ use vigil_event::{
 };
 
 use crate::path;
-use crate::schema::{self, Op, NONE};
+use crate::schema::{self, param_i64, param_u64, Op, NONE};
 use crate::table::{FdEntry, FdObj, FdTable, Image, ImageParts, Net, Process, Thread, UNKNOWN_ID};
 use crate::users::{LiveUsers, LiveUsersStats, MemUserDb, UserDb};
 
@@ -157,22 +157,6 @@ fn recycle_obj(spare: &mut Vec<Arc<FdObj>>, mut obj: Arc<FdObj>) {
 fn recycle_image(spare: &mut Vec<Arc<Image>>, mut image: Arc<Image>) {
     if spare.len() < MAX_SPARE_IMAGES && Arc::get_mut(&mut image).is_some_and(|i| i.recyclable()) {
         spare.push(image);
-    }
-}
-
-fn param_i64(evt: &Event, i: u8) -> Option<i64> {
-    match evt.param(usize::from(i)) {
-        Param::Int(v) => Some(*v),
-        Param::Uint(v) => i64::try_from(*v).ok(),
-        _ => None,
-    }
-}
-
-fn param_u64(evt: &Event, i: u8) -> Option<u64> {
-    match evt.param(usize::from(i)) {
-        Param::Uint(v) => Some(*v),
-        Param::Int(v) => Some(*v as u64),
-        _ => None,
     }
 }
 

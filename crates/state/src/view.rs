@@ -12,7 +12,7 @@ use vigil_fields::{Extract, FieldArg, FieldRef, Value};
 use crate::fields::F;
 use crate::path::{basename, dirname, glob_match};
 use crate::render::{self, TimeFormat};
-use crate::schema::{self, FdRef, Op, PathRef, TypeInfo, NONE, RAW};
+use crate::schema::{self, param_i64, param_u64, FdRef, Op, PathRef, TypeInfo, NONE, RAW};
 use crate::state::{State, AT_FDCWD, MAX_ANCESTORS};
 use crate::table::{FdEntry, Image, Net, Process, Thread};
 use vigil_event::FdType;
@@ -85,22 +85,6 @@ fn push_opt<'b>(out: &mut Out<'b>, value: Option<Value<'b>>) -> bool {
 
 fn known_id(id: i64) -> Option<Value<'static>> {
     (id >= 0).then_some(Value::I64(id))
-}
-
-fn param_i64(evt: &Event, i: u8) -> Option<i64> {
-    match evt.param(usize::from(i)) {
-        Param::Int(v) => Some(*v),
-        Param::Uint(v) => i64::try_from(*v).ok(),
-        _ => None,
-    }
-}
-
-fn param_u64(evt: &Event, i: u8) -> Option<u64> {
-    match evt.param(usize::from(i)) {
-        Param::Uint(v) => Some(*v),
-        Param::Int(v) => Some(*v as u64),
-        _ => None,
-    }
 }
 
 /// The protocol letter Falco adds to an inet descriptor's type letter (`<4t>`).

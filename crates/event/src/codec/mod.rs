@@ -127,6 +127,31 @@ pub trait EventReader {
     fn next_event(&mut self) -> Result<Option<Event>, CaptureError>;
 }
 
+/// What each encoding's reader decodes; [`EventReader`] ends the stream for both, at its end
+/// and at its first error.
+trait Decode {
+    fn snapshot(&self) -> &Snapshot;
+    /// The next event, or `None` at the end; not called again once it returned anything else.
+    fn decode_event(&mut self) -> Result<Option<Event>, CaptureError>;
+    /// Whether the stream has ended.
+    fn ended(&mut self) -> &mut bool;
+}
+
+impl<D: Decode> EventReader for D {
+    fn snapshot(&self) -> &Snapshot {
+        Decode::snapshot(self)
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, CaptureError> {
+        if *self.ended() {
+            return Ok(None);
+        }
+        let result = self.decode_event();
+        *self.ended() = !matches!(result, Ok(Some(_)));
+        result
+    }
+}
+
 /// Opens a capture of either encoding, telling them apart by the first byte: the binary magic
 /// `VIGILCAP`, or a JSON lines file (`{`, `#` or white space).
 pub fn open_any<'a, R: BufRead + 'a>(
