@@ -1,67 +1,50 @@
-//! Container metadata read from container runtimes' on-disk state, for containers whose id the
-//! state engine saw in a cgroup path (`container.name`, `container.image.*`, `k8s.*`, mounts,
-//! start time).
-//!
-//! Sources, by the short (12 character) id:
-//! - runc state directories — `/run/runc/<id>/state.json` (plain runc), containerd's
-//!   `/run/containerd/runc/<namespace>/<id>/state.json` and docker's
-//!   `/run/docker/runtime-runc/moby/<id>/state.json`. runc records the OCI annotations as
-//!   `key=value` labels (plus `bundle=<dir>`), the creation time and the mounts.
-//! - docker's `/var/lib/docker/containers/<id>/config.v2.json` (name, image, labels, created).
-//!
-//! Names come from annotations the runtimes write: CRI (`io.kubernetes.cri.container-name`,
-//! `…image-name`, `…sandbox-name`, `…sandbox-namespace`, `…sandbox-uid`), docker/cri-o labels
-//! (`io.kubernetes.container.name`, `io.kubernetes.pod.*`), nerdctl (`nerdctl/name`); a plain
-//! runc container without any is named by its id. Nothing readable → no metadata, and every
+//! Container metadata from the runtimes' files on disk, by the short (12-character) id the
+//! state engine found in a cgroup path: `container.name`, `container.image.*`, labels, mounts,
+//! the start time and the Kubernetes pod (`k8s.*`). Nothing readable → no metadata, and every
 //! field but `container.id` is `<NA>` (as in Falco when its container engine knows nothing).
 //!
-//! This is the only place the state engine reads runtime files; it happens when a process of
-//! a container the table does not know yet executes a program, never per event. A runtime
-//! may write its state after the container's first processes ran (runc re-executes itself
-//! inside the cgroup before saving `state.json`), so the first [`EAGER_RETRIES`] misses of an
-//! id are retried at its next exec; after that, at most every [`RETRY_NS`] of event time.
+//! What is read, per runtime:
+//! - **runc** (under every runtime): `state.json` in `/run/runc/<id>/`, containerd's
+//!   `/run/containerd/runc/<namespace>/<id>/` and docker's `<exec-root>/runtime-runc/moby/<id>/`:
+//!   the OCI annotations as `key=value` labels (plus `bundle=<dir>`), the creation time, the
+//!   mounts. Names come from the annotations the runtimes write: CRI
+//!   (`io.kubernetes.cri.container-name`, `…image-name`, `…sandbox-name`, `…sandbox-namespace`,
+//!   `…sandbox-uid`), docker/CRI-O labels (`io.kubernetes.container.name`,
+//!   `io.kubernetes.pod.*`), nerdctl (`nerdctl/name`); a plain runc container is named by its id.
+//! - **Docker**: its own record (`<data-root>/containers/<id>/config.v2.json`,
+//!   `hostconfig.json`, `image/<driver>/repositories.json`) wins over its runc state, which has
+//!   no name or image. Roots: `/var/lib/docker`, `--docker-data-root`, and those of every
+//!   root-owned `dockerd` in `/proc` (command line, else `daemon.json`), looked for again at
+//!   most every [`DISCOVER_NS`] when a lookup misses, so a daemon restarted elsewhere is followed.
+//! - **containerd (CRI)**: the CRI annotations of runc's state; the creation time from the CRI
+//!   plugin's `status` file; labels from `<root>/io.containerd.metadata.v1.bolt/meta.db`, where
+//!   the plugin keeps each container's and pod sandbox's CRI metadata (a protobuf `Any` holding
+//!   JSON: `Config.labels`, what `crictl inspect`/`inspectp` report).
+//! - **Podman**: runc's state (`io.container.manager=libpod`), containers/storage's
+//!   `containers.json` (name, image) and podman 4's `<graphroot>/libpod/bolt_state.db`
+//!   (`ctr/<id>/config`: labels). Not read: podman 5's SQLite database.
+//! - **CRI-O**: no database: it writes a container's CRI labels into its OCI annotations
+//!   (`io.kubernetes.cri-o.Labels`, JSON; its infra container's are the pod's) and names the
+//!   sandbox (`io.kubernetes.cri-o.SandboxID`). Unit-tested only: CRI-O is not installed here.
 //!
-//! # What is read, and when
+//! As in Falco, a CRI container carries `io.kubernetes.sandbox.id` ([`SANDBOX_ID_LABEL`]); its
+//! sandbox is looked up too (once per pod, one level) and `k8s.pod.label[...]` reads the
+//! sandbox's labels. Falco asks the CRI API over the runtime's socket instead; reading the
+//! database (`bolt.rs`: `pread` of the pages a lookup walks, every offset checked, no lock)
+//! needs no socket (which would let the agent start containers), no gRPC client, and never
+//! blocks the runtime. A missing database degrades to no labels; one that does not answer
+//! (a torn read, a restart rewriting it) leaves the entry incomplete, asked again later.
 //!
-//! Container metadata (`runtime.rs`) is read from the runtimes' files when a process of a container
-//! id the table lacks executes a program (live only: `StateConfig::container_runtime`),
-//! synchronously, so the entrypoint's exec already carries it (the lookup time is exported,
-//! `vigil_container_lookup_*`). Docker: its own record
-//! (`<data-root>/containers/<id>/config.v2.json`, `hostconfig.json`,
-//! `image/<driver>/repositories.json`) wins over the runc state under
-//! `<exec-root>/runtime-runc/moby`, which has no name or image (Docker 20.10 named containers by id
-//! before). Data and exec roots: `/var/lib/docker`, `--docker-data-root`, and those of every
-//! root-owned `dockerd` process found in `/proc` (command line, else its `daemon.json`), looked for
-//! again at most once a second when a lookup misses, so a daemon restarted with other roots is
-//! followed. containerd/CRI: runc's `state.json` under `/run/containerd/runc/<namespace>` with the
-//! CRI annotations (name, image, pod name/namespace/uid), the creation time from the CRI plugin's
-//! `status` file. Podman: runc's `state.json` (`io.container.manager=libpod`) plus
-//! containers/storage's `containers.json` (name, image). Entries whose processes are all gone are
-//! swept at most every 5 s of event time.
-//!
-//! Labels of CRI and podman containers come from the runtimes' bbolt databases, read by
-//! `bolt.rs` (a read-only reader: `pread` of the pages a lookup walks, every offset checked, no
-//! lock, so the runtime is never blocked; a page rewritten under it reads as "not found"):
-//! containerd's `<root>/io.containerd.metadata.v1.bolt/meta.db`, where the CRI plugin keeps each
-//! container's and each pod sandbox's CRI metadata (a protobuf `Any` holding JSON:
-//! `Config.labels` is what `crictl inspect`/`inspectp` report), and podman 4's
-//! `<graphroot>/libpod/bolt_state.db` (`ctr/<id>/config`, `labels`). As in Falco, a CRI
-//! container carries `io.kubernetes.sandbox.id`; its sandbox is looked up with it (once per pod)
-//! and `k8s.pod.label[...]`/`k8s.pod.labels` read the sandbox's labels. Falco asks the CRI API
-//! over the runtime's socket instead; reading the database needs no socket (a socket would let
-//! the agent start containers), no gRPC client in the build, and no wait on the event path. A
-//! missing database degrades to no labels; one that does not answer (torn read, a restart
-//! rewriting it) leaves the entry incomplete, read again at the container's next exec (counted
-//! in `vigil_container_lookup_misses_total`). CRI-O needs no database: it writes a
-//! container's CRI labels into its OCI annotations (`io.kubernetes.cri-o.Labels`, JSON; its
-//! infra container's are the pod's) and names the sandbox (`io.kubernetes.cri-o.SandboxID`),
-//! read from runc's state (unit-tested only: CRI-O is not installed here). Not read: podman 5's
-//! SQLite database.
-//!
-//! `vigil watch` also looks up, at start, the containers the start snapshot's processes run in
-//! (and their sandboxes) and puts them in the snapshot, so a capture (`-w`) carries them and its
-//! replay names them as the live agent did. **Limitation:** containers started after the
-//! capture began are not recorded (the replay has `container.id` only for them).
+//! When: [`RuntimeReader::resolve`], synchronously when a process of a container the table
+//! lacks executes a program (live only), so the entrypoint's exec already carries the names;
+//! never per event. A runtime may write its state after the container's first processes ran
+//! (runc re-executes itself inside the cgroup before saving `state.json`), so the first
+//! [`EAGER_RETRIES`] misses of an id are retried at its next exec, then at most every
+//! [`RETRY_NS`] of event time; lookups, misses and their time are counted ([`LookupStats`],
+//! exported as `vigil_container_lookup_*`). At start, [`add_snapshot_containers`] puts the
+//! running containers (and their sandboxes) into the start snapshot, so a capture carries them
+//! and its replay names them as the live agent did. **Limitation:** containers started after
+//! the capture began are not recorded (the replay has `container.id` only for them).
 
 use std::fs;
 use std::io::Read;
