@@ -4,39 +4,17 @@
 // the interest set) and the scheduler's process-lifecycle tracepoints. One record per completed
 // syscall, written to this CPU's ring buffer without a wakeup; user space polls.
 //
-// Record layout (little-endian; mirrored in crates/ebpf/src/record.rs):
-//   struct rec_hdr, then blobs, each `struct blob_hdr` + `len` bytes, 8-byte aligned.
+// Record layout (little-endian): struct rec_hdr, then blobs, each `struct blob_hdr` + `len`
+// bytes, 8-byte aligned. Kinds, tags and flags: vigil_record.h (crates/ebpf/build.rs generates
+// the Rust side's constants from it); crates/ebpf/src/decode.rs reads the records.
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
+#include "vigil_record.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-#define REC_SYSCALL 0
-#define REC_EXEC 1
-#define REC_FORK 2
-#define REC_EXIT 3
-#define REC_FLOOR 4 // a header only (FLOOR_RING): counted and discarded by user space
-
-// Blob tags: 0..5 = the syscall argument of that index (user memory it points to).
-#define TAG_TUPLE 16
-#define TAG_FILENAME 17
-#define TAG_ARGV 18
-#define TAG_ENV 19
-#define TAG_COMM 20
-#define TAG_EXEC_INFO 21
-#define TAG_FORK_INFO 22
-#define TAG_EXIT_INFO 23
-#define TAG_CWD 24
-#define TAG_EXEPATH 25
-#define TAG_CGROUP 26
-#define TAG_MSG 27      // struct msg_info: a msghdr's total iovec length
-#define TAG_MSG_NAME 28 // a msghdr's msg_name (the destination of an unconnected send)
-
-#define BLOB_TRUNCATED 1
-#define BLOB_FAULT 2
 
 // Argument capture kinds (the `spec` map, filled by user space per syscall number).
 #define CAP_NONE 0

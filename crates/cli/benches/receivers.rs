@@ -10,19 +10,18 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-/// The receivers of the end-to-end tests (`tests/e2e/support`), shared rather than copied;
-/// a bench uses a few of their helpers.
-#[allow(dead_code)]
-#[path = "../tests/e2e/support/mod.rs"]
-mod support;
-
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use support::receivers::{self, rsyslogd, write_capture, Rsyslog, SidekickReceiver};
-use support::{scratch, VIGIL};
+use vigil_test_support::receivers::{
+    self, replay_command, rsyslogd, write_capture, Rsyslog, SidekickReceiver,
+};
+use vigil_test_support::scratch;
+
+/// The `vigil` of this build.
+const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 
 /// One timed delivery of every alert through one output kind.
 type Run = Box<dyn Fn() -> Duration>;
@@ -34,19 +33,11 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Runs `vigil replay` with `args`, stdout into /dev/null; the time until it exits.
+/// Runs `vigil replay` with `args` ([`replay_command`]), stdout into /dev/null; the time
+/// until it exits.
 fn replay(dir: &Path, args: &[String]) -> Duration {
     let start = Instant::now();
-    let status = Command::new(VIGIL)
-        .arg("replay")
-        .arg(dir.join("capture.jsonl"))
-        .arg("-r")
-        .arg(dir.join("rules.yaml"))
-        .args(["--min-priority", "debug"])
-        .args(["-o", "stdout_output.enabled=false"])
-        .args(["-o", "syslog_output.enabled=false"])
-        .args(args)
-        .stdin(Stdio::null())
+    let status = replay_command(Path::new(VIGIL), dir, args)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .status()

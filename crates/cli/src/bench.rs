@@ -18,6 +18,7 @@ use vigil_bench::stats::Step;
 use vigil_bench::workload::{self, ExeclChain, Test, WorkerParams};
 
 use crate::error::InvalidInput;
+use crate::flags::duration;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -75,13 +76,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "TEXT")]
     ready_line: Option<String>,
     /// For a command agent without --ready-line: seconds to wait after starting it.
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration)]
     agent_warmup: Duration,
     /// Pin a background agent with `taskset -c CPUS` (capacity uses --cpus instead).
     #[arg(long, value_name = "CPUS")]
     agent_pin: Option<String>,
     /// How long to wait for a readiness line.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
     ready_timeout: Duration,
 }
 
@@ -102,7 +103,7 @@ pub struct OverheadArgs {
     #[arg(long, default_value_t = 3)]
     iterations: usize,
     /// Duration of each test run.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = duration)]
     duration: Duration,
     /// Pin each workload (with its wrapper or tracer) with `taskset -c CPUS` (e.g. 1 or 0-1).
     #[arg(long, value_name = "CPUS")]
@@ -133,7 +134,7 @@ pub struct ExecRateArgs {
     #[arg(long, default_value = "100,200,400,800,1600", value_delimiter = ',')]
     rates: Vec<f64>,
     /// Duration of each phase (agent off, agent on) at each rate.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = duration)]
     duration: Duration,
     /// Process names (comm) whose CPU is sampled (repeatable).
     #[arg(long = "watch-proc", value_name = "NAME", num_args = 1..,
@@ -180,7 +181,7 @@ pub struct CapacityArgs {
     #[arg(long, default_value_t = 20)]
     max_steps: usize,
     /// Duration of each step.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = duration)]
     duration: Duration,
     /// Load worker processes (default: the number of CPUs).
     #[arg(long)]
@@ -202,7 +203,7 @@ pub struct CapacityArgs {
 pub struct WorkerArgs {
     /// A test name, `context1-peer`, `exec-rate` or `open-load`.
     name: String,
-    #[arg(long, default_value = "5", value_parser = parse_duration)]
+    #[arg(long, default_value = "5", value_parser = duration)]
     duration: Duration,
     /// Write the result JSON here instead of stdout.
     #[arg(long)]
@@ -229,10 +230,10 @@ pub struct GenerateBenchArgs {
     #[arg(long = "loop")]
     looping: bool,
     /// Duration of a round (and of the rest after it).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = duration)]
     round_duration: Duration,
     /// Initial sleep before each action.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "100ms", value_parser = duration)]
     sleep: Duration,
     /// Number of rounds.
     #[arg(long, default_value_t = 5)]
@@ -256,17 +257,6 @@ pub struct GenerateBenchArgs {
     /// Report directory (default target/bench/generate-bench-<timestamp>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-}
-
-/// A duration flag, in the configuration's grammar (`vigil_config::parse_duration`: `5`,
-/// `2.5s`, `100ms`, `1m`).
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    vigil_config::parse_duration(text).ok_or_else(|| {
-        format!(
-            "invalid duration `{text}` (expected {})",
-            vigil_config::DURATION_SYNTAX
-        )
-    })
 }
 
 fn exe() -> Result<PathBuf> {
@@ -624,37 +614,6 @@ pub fn generate_bench(args: GenerateBenchArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(
-            parse_duration("5"),
-            Ok(Duration::from_secs(5)),
-            "bare seconds"
-        );
-        assert_eq!(
-            parse_duration("2.5s"),
-            Ok(Duration::from_millis(2500)),
-            "seconds"
-        );
-        assert_eq!(
-            parse_duration("100ms"),
-            Ok(Duration::from_millis(100)),
-            "millis"
-        );
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)), "minutes");
-        assert_eq!(
-            parse_duration("0.1"),
-            Ok(Duration::from_millis(100)),
-            "bare decimal"
-        );
-        assert!(parse_duration("-1").is_err(), "negative");
-        let e = parse_duration("abc").unwrap_err();
-        assert!(
-            e.contains("invalid duration `abc`") && e.contains("ms"),
-            "{e}"
-        );
-    }
 
     #[test]
     fn report_draws_a_published_runs_plots_and_refuses_what_is_not_a_report() {

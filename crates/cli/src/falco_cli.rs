@@ -1,8 +1,8 @@
 //! Falco's command line: `vigil` without a subcommand takes the flags a Falco user's scripts
 //! and units pass to `falco` and does what Falco does with them — `-L`, `-l RULE`, `--list`,
 //! `-V FILE`, `--support`, `--dry-run` print or check and exit; `-e FILE` evaluates a capture;
-//! otherwise Vigil watches the host (`vigil watch`), with `-M SECS`, `-s FILE`,
-//! `--stats-interval MS` and `-U`. Rule selection (`-r`, `-t`, `-T`, `-D`) and configuration
+//! otherwise Vigil watches the host (`vigil watch`), with `-M`, `-s FILE`, `--stats-interval`
+//! (the same flags as `vigil watch`'s) and `-U`. Rule selection (`-r`, `-t`, `-T`, `-D`) and configuration
 //! (`-c`, `-o`) are the same flags every subcommand takes.
 //!
 //! Flags Falco has and Vigil does not need (drivers, plugins, gVisor, CRI sockets…) are not
@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::InvalidInput;
+use crate::flags::{DurationArgs, LiveArgs, StatsFileArgs};
 use crate::replay::ReplayArgs;
 use crate::selection::RulesSelection;
 use crate::watch::WatchArgs;
@@ -54,19 +55,14 @@ pub struct FalcoArgs {
     /// formats, see `vigil replay`).
     #[arg(short = 'e', value_name = "EVENTS_FILE")]
     pub events_file: Option<PathBuf>,
-    /// Stop after SECS seconds (Falco `-M`).
-    #[arg(short = 'M', value_name = "SECS")]
-    pub duration: Option<f64>,
+    #[command(flatten)]
+    pub duration: DurationArgs,
     /// Flush every alert to the outputs as it is emitted (Falco `-U`; sets
     /// `buffered_outputs: false`).
     #[arg(short = 'U', long = "unbuffered")]
     pub unbuffered: bool,
-    /// Write Falco-style statistics to FILE (Falco `-s`).
-    #[arg(short = 's', value_name = "STATS_FILE")]
-    pub stats_file: Option<PathBuf>,
-    /// Interval of the statistics lines, in milliseconds (Falco `--stats-interval`).
-    #[arg(long, value_name = "MS", default_value_t = 5000)]
-    pub stats_interval: u64,
+    #[command(flatten)]
+    pub stats_file: StatsFileArgs,
     /// Print the version and exit.
     #[arg(long)]
     pub version: bool,
@@ -141,14 +137,12 @@ pub fn translate(mut args: FalcoArgs) -> Result<FalcoCommand, InvalidInput> {
         return Ok(FalcoCommand::Replay(ReplayArgs::falco(
             file,
             args.selection,
-            args.stats_file,
-            args.stats_interval,
+            LiveArgs::stats_file_only(args.stats_file),
         )));
     }
     Ok(FalcoCommand::Watch(WatchArgs::falco(
         args.selection,
         args.duration,
-        args.stats_file,
-        args.stats_interval,
+        LiveArgs::stats_file_only(args.stats_file),
     )))
 }

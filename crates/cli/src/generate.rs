@@ -11,13 +11,14 @@ use std::io::{self, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::thread;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
-use vigil_config::{parse_duration, DURATION_SYNTAX};
 use vigil_generator::{Action, Context};
 
 use crate::error::InvalidInput;
+use crate::flags::duration;
 
 #[derive(Subcommand)]
 pub enum GenerateCommand {
@@ -52,8 +53,8 @@ pub struct RunArgs {
     #[arg(long = "loop")]
     repeat: bool,
     /// Pause between actions, e.g. `100ms`, `1s`, `2m`.
-    #[arg(long, value_name = "DURATION", default_value = "100ms")]
-    sleep: String,
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration)]
+    sleep: Duration,
     /// Run the actions as this user (their child processes drop to its uid and gid).
     #[arg(long, value_name = "NAME")]
     as_user: Option<String>,
@@ -195,12 +196,7 @@ fn lookup_user(name: &str) -> Result<(u32, u32)> {
 }
 
 fn run(args: &RunArgs) -> Result<ExitCode> {
-    let pause = parse_duration(&args.sleep).ok_or_else(|| {
-        InvalidInput(format!(
-            "invalid duration `{}` (expected {DURATION_SYNTAX})",
-            args.sleep
-        ))
-    })?;
+    let pause = args.sleep;
     let actions: Vec<_> = select(args.pattern.as_deref().unwrap_or(""))?
         .into_iter()
         .filter(|a| args.slow || !a.slow)
@@ -291,18 +287,17 @@ fn run(args: &RunArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn sleep_takes_every_form_it_took_before_the_grammars_merged() {
         // `--sleep` had its own grammar; these are the forms it accepted, in config's now.
-        assert_eq!(parse_duration("100ms"), Some(Duration::from_millis(100)));
-        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("0s"), Some(Duration::ZERO));
+        assert_eq!(duration("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(duration("0s"), Ok(Duration::ZERO));
         for bad in ["", "s", "1x", "-1s", "1e999s", "abc"] {
-            assert_eq!(parse_duration(bad), None, "{bad:?}");
+            assert!(duration(bad).is_err(), "{bad:?}");
         }
     }
 

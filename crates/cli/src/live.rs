@@ -1,5 +1,11 @@
 //! What every live command (`watch`, `run`, `replay --follow`) shares on the command line's
-//! side: the stderr logger, the stderr line for the agent's notices, this host's name.
+//! side: the stderr logger, the stderr line for the agent's notices, the agent's start-up
+//! flags, this host's name.
+
+use vigil_agent::AgentFlags;
+use vigil_output::sinks::Console;
+
+use crate::flags::StatsFileArgs;
 
 /// A minimal `log` backend on stderr: `VIGIL_LOG` = error, warn (default), info or debug.
 struct StderrLogger;
@@ -36,6 +42,26 @@ pub fn init_logging() {
 /// The agent's notices ([`vigil_agent::AgentFlags::notice`]): one stderr line each.
 pub fn notice(line: &str) {
     eprintln!("vigil: {line}");
+}
+
+/// The agent's start-up flags of `vigil watch` and `vigil replay`: the statistics file of the
+/// command line, alerts to stdout, notices to stderr, privileges kept; a `live` command (a
+/// watch, a replay that follows its capture) starts the web server and installs the signal
+/// handlers. `engine`: the capture engine, as Falco's metrics name it.
+pub fn agent_flags<'a>(
+    stats_file: &'a StatsFileArgs,
+    engine: &'static str,
+    live: bool,
+) -> AgentFlags<'a> {
+    AgentFlags {
+        stats_file: stats_file.for_agent(),
+        live,
+        signals: live,
+        console: Console::Stdout,
+        engine,
+        privileges: None,
+        notice,
+    }
 }
 
 pub use vigil_state::procfs::host_name;

@@ -22,6 +22,7 @@ mod bench;
 mod capture_out;
 mod error;
 mod falco_cli;
+mod flags;
 mod generate;
 mod inspect;
 mod live;

@@ -4,17 +4,16 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use vigil_agent::{Agent, AgentFlags};
+use vigil_agent::Agent;
 use vigil_capture::{FollowSource, ReplaySource, Source};
 use vigil_engine::Engine;
-use vigil_output::sinks::Console;
 
-use crate::live::{host_name, init_logging, notice};
-use crate::selection::{configure, system_state_config, Matching, RulesSelection};
+use crate::flags::LiveArgs;
+use crate::live::{agent_flags, host_name, init_logging};
+use crate::selection::{configure, system_state_config, RulesSelection};
 
 #[derive(Args)]
 pub struct ReplayArgs {
@@ -22,23 +21,8 @@ pub struct ReplayArgs {
     file: PathBuf,
     #[command(flatten)]
     selection: RulesSelection,
-    /// Print alerts as Falco JSON objects, one per line (or set `json_output`).
-    #[arg(long)]
-    json: bool,
-    /// Report every matching rule per event, or only the first (default: the configuration's
-    /// `rule_matching`).
-    #[arg(long, value_enum)]
-    rule_matching: Option<Matching>,
-    /// Print the run's counters to stderr at the end.
-    #[arg(long)]
-    stats: bool,
-    /// Write Falco-style statistics to FILE: one JSON line per interval (`cur`, `delta`,
-    /// `drop_pct`) and one at the end.
-    #[arg(short = 's', long = "stats-file", value_name = "FILE")]
-    stats_file: Option<PathBuf>,
-    /// Interval of the stats file lines, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 5000)]
-    stats_interval: u64,
+    #[command(flatten)]
+    live: LiveArgs,
     /// Keep reading the (JSON lines) capture as it grows until SIGTERM/SIGINT, like a live
     /// agent: web server, SIGHUP reload, SIGUSR1 reopen. For tests and demos.
     #[arg(long, hide = true)]
@@ -47,20 +31,11 @@ pub struct ReplayArgs {
 
 impl ReplayArgs {
     /// Falco's `-e FILE` with its `-s`/`--stats-interval`.
-    pub fn falco(
-        file: PathBuf,
-        selection: RulesSelection,
-        stats_file: Option<PathBuf>,
-        stats_interval: u64,
-    ) -> ReplayArgs {
+    pub fn falco(file: PathBuf, selection: RulesSelection, live: LiveArgs) -> ReplayArgs {
         ReplayArgs {
             file,
             selection,
-            json: false,
-            rule_matching: None,
-            stats: false,
-            stats_file,
-            stats_interval,
+            live,
             follow: false,
         }
     }
@@ -68,31 +43,15 @@ impl ReplayArgs {
 
 /// Evaluates the capture and delivers alerts through the configured outputs.
 pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
-    let reconfigure = || configure(&args.selection, args.rule_matching, args.json);
+    let reconfigure = || configure(&args.selection, args.live.rule_matching, args.live.json);
     let (config, ruleset) = reconfigure()?;
     let hostname = host_name();
     let mut engine = Engine::new(ruleset, system_state_config(&hostname), hostname.clone());
     let path = &args.file;
-    let stats_file = args
-        .stats_file
-        .as_deref()
-        .map(|p| (p, Duration::from_millis(args.stats_interval.max(1))));
     init_logging();
-    let mut agent = Agent::start(
-        config,
-        &hostname,
-        &AgentFlags {
-            stats_file,
-            live: args.follow,
-            signals: args.follow,
-            console: Console::Stdout,
-            engine: "savefile",
-            // Not a live capture: a replay runs as it was started.
-            privileges: None,
-            notice,
-        },
-        &mut engine,
-    )?;
+    // Not a live capture: a replay runs as it was started (no privilege drop).
+    let flags = agent_flags(&args.live.stats_file, "savefile", args.follow);
+    let mut agent = Agent::start(config, &hostname, &flags, &mut engine)?;
     let mut source: Box<dyn Source> = if args.follow {
         agent.watch_files(args.selection.watch_sources());
         Box::new(FollowSource::open(path, agent.stop_flag())?)
@@ -117,7 +76,7 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let finished = agent.finish(&engine, &source_stats, args.follow);
     result?;
     finished?;
-    if args.stats {
+    if args.live.stats {
         let stats = engine.stats();
         eprintln!(
             "events_in={} processed={} dropped={} alerts={}",

@@ -37,9 +37,10 @@ use vigil_agent::{Agent, AgentFlags};
 
 use crate::capture_out::CaptureOut;
 use crate::error::InvalidInput;
+use crate::flags::{LiveArgs, WriteArgs};
 use crate::live::{host_name, init_logging, notice};
 use crate::run_reload::{self, RunningFilter};
-use crate::selection::{self, live_state_config, Matching, RulesSelection};
+use crate::selection::{self, live_state_config, RulesSelection};
 
 const EPERM: i32 = 1;
 
@@ -81,9 +82,8 @@ pub struct RunArgs {
     /// Apply an OCI/Docker seccomp profile (names and actions; no argument conditions).
     #[arg(long, value_name = "FILE")]
     seccomp_profile: Option<PathBuf>,
-    /// Write a capture of the events (`.jsonl`/`.json`: JSON lines; otherwise binary).
-    #[arg(short = 'w', long = "write", value_name = "FILE")]
-    write: Option<PathBuf>,
+    #[command(flatten)]
+    write: WriteArgs,
     /// Interception mechanism: `auto` is ptrace, or seccomp user notification where ptrace
     /// is refused (with a warning); `ptrace` alone; `notify`, the user-notify mechanism (no
     /// syscall results, no learning; see crates/ptrace/README.md).
@@ -94,16 +94,6 @@ pub struct RunArgs {
     /// others as fallbacks (`VIGIL_LOG=info` names them); the others force one.
     #[arg(long, value_enum, value_name = "HOW", default_value = "auto")]
     memory_access: MemoryAccessArg,
-    /// Print the tracer's and the pipeline's counters to stderr at the end.
-    #[arg(long)]
-    stats: bool,
-    /// Write Falco-style statistics lines to FILE every `--stats-interval` milliseconds,
-    /// and one at the end (Falco `-s`).
-    #[arg(short = 's', long = "stats-file", value_name = "FILE")]
-    stats_file: Option<PathBuf>,
-    /// Interval of the statistics lines, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 5000)]
-    stats_interval: u64,
     /// The workload and its arguments (after `--`).
     #[arg(required = true, last = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -114,12 +104,8 @@ pub struct RunArgs {
 struct RunSelection {
     #[command(flatten)]
     selection: RulesSelection,
-    /// Print alerts as Falco JSON objects, one per line (or set `json_output`).
-    #[arg(long)]
-    json: bool,
-    /// Report every matching rule per event, or only the first.
-    #[arg(long, value_enum)]
-    rule_matching: Option<Matching>,
+    #[command(flatten)]
+    live: LiveArgs,
     /// Write alerts to FILE instead of stderr (default: the configuration's `file_output`
     /// when enabled, else stderr; the configuration's syslog, program and HTTP outputs
     /// receive them too).
@@ -380,7 +366,7 @@ impl Handler for Pipeline {
 /// takes the place of the console output, as before outputs were unified.
 fn configure(args: &RunSelection) -> Result<(Config, Ruleset)> {
     let (mut config, ruleset) =
-        selection::configure(&args.selection, args.rule_matching, args.json)?;
+        selection::configure(&args.selection, args.live.rule_matching, args.live.json)?;
     // A wrapped workload usually has no syslog daemon (containers): a missing socket is
     // the normal case here, not worth a warning on the workload's stderr.
     if config.syslog_output.enabled && !config.syslog_output.socket.exists() {
@@ -531,7 +517,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         }
         None => None,
     };
-    let capture = match &args.write {
+    let capture = match args.write.as_ref() {
         Some(path) => Some(CaptureOut::create(path)?),
         None => None,
     };
@@ -540,11 +526,15 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         config,
         hostname,
         stats_file: args
+            .rules
+            .live
             .stats_file
-            .clone()
-            .map(|p| (p, Duration::from_millis(args.stats_interval.max(1)))),
+            .for_agent()
+            .map(|(path, every)| (path.to_path_buf(), every)),
         watch: args.rules.selection.watch_sources(),
     };
+    let stats_interval = args.rules.live.stats_file.stats_interval;
+    let print_stats = args.rules.live.stats;
     let selection = args.rules;
     // A reload gets what the start did to the rules (folded for a fixed identity, decided
     // before the privileges dropped), and is refused when the start would have refused it.
@@ -607,7 +597,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         allow_privilege_gain,
         // Housekeeping (stats file, metrics, drop alerts) also while the workload is idle;
         // at least as often as the stats lines are due.
-        idle_interval: Some(IDLE_INTERVAL.min(Duration::from_millis(args.stats_interval.max(10)))),
+        idle_interval: Some(IDLE_INTERVAL.min(stats_interval.max(Duration::from_millis(10)))),
     };
     let traced = vigil_ptrace::traced_syscalls(&spec).len();
     pipeline.running = Some(RunningFilter::new(&spec, enforce, args.write.is_some()));
@@ -657,7 +647,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
                 .fail(anyhow::Error::new(e).context(format!("cannot write `{}`", path.display())));
         }
     }
-    if args.stats {
+    if print_stats {
         let s = &outcome.stats;
         let engine_stats = pipeline.engine.stats();
         eprintln!(

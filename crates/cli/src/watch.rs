@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -21,33 +21,20 @@ use vigil_rules::Ruleset;
 use vigil_agent::{Agent, AgentFlags};
 
 use crate::capture_out::CaptureOut;
-use crate::error::InvalidInput;
-use crate::live::{init_logging, notice};
-use crate::selection::{configure, live_state_config, Matching, RulesSelection};
+use crate::flags::{DurationArgs, LiveArgs, WriteArgs};
+use crate::live::{agent_flags, init_logging};
+use crate::selection::{configure, live_state_config, RulesSelection};
 
 #[derive(Args)]
 pub struct WatchArgs {
     #[command(flatten)]
     selection: RulesSelection,
-    /// Print alerts as Falco JSON objects, one per line (or set `json_output`).
-    #[arg(long)]
-    json: bool,
-    /// Report every matching rule per event, or only the first (default: the configuration's
-    /// `rule_matching`).
-    #[arg(long, value_enum)]
-    rule_matching: Option<Matching>,
-    /// Also record the start snapshot and every captured event into FILE (JSON lines if the
-    /// name ends in `.jsonl` or `.json`, else the binary form); `vigil replay FILE` gives the same alerts.
-    #[arg(short = 'w', long = "write", value_name = "FILE")]
-    write: Option<PathBuf>,
-    /// Stop after SECS seconds (default: run until SIGINT or SIGTERM; Falco `-M`).
-    #[arg(short = 'M', long, value_name = "SECS")]
-    duration: Option<f64>,
-    /// At exit, print the counters to stderr as one JSON line (events_in, processed, dropped
-    /// by reason, alerts, and filtered_failed: failed calls filtered out in the kernel, not
-    /// drops).
-    #[arg(long)]
-    stats: bool,
+    #[command(flatten)]
+    live: LiveArgs,
+    #[command(flatten)]
+    write: WriteArgs,
+    #[command(flatten)]
+    duration: DurationArgs,
     /// Capture watched syscalls that this kernel has no tracepoint for (not implemented here,
     /// e.g. init_module without module support: they always fail with ENOSYS) through the
     /// raw_syscalls tracepoints. Costs every syscall on the host a short filter program.
@@ -67,13 +54,6 @@ pub struct WatchArgs {
     /// Vigil's own work). No alerts.
     #[arg(long, value_enum, default_value_t = BpfFloor::None, hide = true)]
     bpf_floor: BpfFloor,
-    /// Write Falco-style stats lines (`sample`, `cur`, `delta`, `drop_pct`) to FILE every
-    /// `--stats-interval` milliseconds, and one at the end.
-    #[arg(short = 's', long = "stats-file", value_name = "FILE")]
-    stats_file: Option<PathBuf>,
-    /// Interval of the stats file lines, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 5000)]
-    stats_interval: u64,
     /// Also read docker containers' metadata (name, image, labels, mounts) from this data
     /// root (repeatable). `/var/lib/docker` and the `--data-root` of every running `dockerd`
     /// (its command line or `daemon.json`, looked at again when a container is not found)
@@ -92,24 +72,15 @@ pub struct WatchArgs {
 
 impl WatchArgs {
     /// A watch as `falco` runs one: with Falco's `-M`, `-s` and `--stats-interval`.
-    pub fn falco(
-        selection: RulesSelection,
-        duration: Option<f64>,
-        stats_file: Option<PathBuf>,
-        stats_interval: u64,
-    ) -> WatchArgs {
+    pub fn falco(selection: RulesSelection, duration: DurationArgs, live: LiveArgs) -> WatchArgs {
         WatchArgs {
             selection,
-            json: false,
-            rule_matching: None,
-            write: None,
+            live,
+            write: WriteArgs { write: None },
             duration,
-            stats: false,
             raw_fallback: false,
             syscall_hook: SyscallHook::Auto,
             bpf_floor: BpfFloor::None,
-            stats_file,
-            stats_interval,
             docker_data_root: Vec::new(),
             verbose: false,
         }
@@ -136,7 +107,7 @@ pub enum BpfFloor {
 
 /// The rules, rule matching and configuration of a watch (again on SIGHUP).
 fn watch_configure(args: &WatchArgs) -> Result<(vigil_config::Config, Ruleset)> {
-    configure(&args.selection, args.rule_matching, args.json)
+    configure(&args.selection, args.live.rule_matching, args.live.json)
 }
 
 /// The event types the rules watch (every type for a rule without one, with a warning).
@@ -172,13 +143,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let interest = rules_interest(&ruleset);
     let unused = failed_unused(&ruleset, &interest, args.write.is_some());
     vigil_ebpf::check_support()?;
-    let duration = match args.duration {
-        Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
-        Some(secs) => {
-            return Err(InvalidInput(format!("invalid --duration `{secs}`")).into());
-        }
-        None => None,
-    };
+    let duration = args.duration.duration;
 
     // The start snapshot is read once the programs are attached, so that nothing that happens
     // in between is missed; this process is left out (`exclude_pid`), as in the kernel.
@@ -218,12 +183,12 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         .context("cannot read the start snapshot")?;
     // Live: container names, images and labels come from the runtimes' state on this host;
     // those of the containers already running go into the snapshot (and a capture's replay).
-    let mut runtime_dirs = vigil_state::RuntimeDirs::system();
+    let mut runtime_dirs = vigil_container::RuntimeDirs::system();
     runtime_dirs
         .docker_roots
         .extend(args.docker_data_root.iter().cloned());
-    vigil_state::runtime::add_snapshot_containers(&runtime_dirs, &mut snapshot);
-    let mut capture = match &args.write {
+    vigil_container::add_snapshot_containers(&runtime_dirs, &mut snapshot);
+    let mut capture = match args.write.as_ref() {
         Some(path) => Some({
             let mut cap = CaptureOut::create(path)?;
             cap.snapshot(&snapshot)
@@ -237,27 +202,14 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     state_config.container_runtime = Some(runtime_dirs);
     let mut engine = Engine::new(ruleset, state_config, hostname.clone());
     engine.load_snapshot(&snapshot);
-    let stats_file = args
-        .stats_file
-        .as_deref()
-        .map(|p| (p, Duration::from_millis(args.stats_interval.max(1))));
     init_logging();
-    let mut agent = Agent::start(
-        config,
-        &hostname,
-        &AgentFlags {
-            stats_file,
-            live: true,
-            signals: true,
-            console: vigil_output::sinks::Console::Stdout,
-            engine: "modern_bpf",
-            // Everything that needed more is done: programs loaded, snapshot read, capture
-            // open; the stats and metrics files and the web server come before the drop.
-            privileges: Some(vigil_ptrace::privs::WATCH),
-            notice,
-        },
-        &mut engine,
-    )?;
+    let flags = AgentFlags {
+        // Everything that needed more is done: programs loaded, snapshot read, capture
+        // open; the stats and metrics files and the web server come before the drop.
+        privileges: Some(vigil_ptrace::privs::WATCH),
+        ..agent_flags(&args.live.stats_file, "modern_bpf", true)
+    };
+    let mut agent = Agent::start(config, &hostname, &flags, &mut engine)?;
     agent.watch_files(args.selection.watch_sources());
     report_coverage(&source, args.raw_fallback, args.verbose, false);
     if args.verbose {
@@ -356,11 +308,11 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let finished = agent.finish(&engine, &source_stats, false);
     result?;
     finished?;
-    if let (Some(cap), Some(path)) = (capture, &args.write) {
+    if let (Some(cap), Some(path)) = (capture, args.write.as_ref()) {
         cap.finish()
             .with_context(|| format!("cannot write `{}`", path.display()))?;
     }
-    if args.stats {
+    if args.live.stats {
         let engine_stats = engine.stats();
         let mut dropped = serde_json::Map::new();
         for (reason, n) in &source_stats.dropped {

@@ -10,7 +10,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::FlagTable;
+use crate::table::FlagTable;
 
 type Symbols = &'static [(u64, &'static str)];
 

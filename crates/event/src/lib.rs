@@ -15,4 +15,4 @@ pub mod syscalls_x86_64;
 pub mod table;
 
 pub use model::*;
-pub use table::{EventSpec, ParamSpec};
+pub use table::{EventSpec, EventType, FlagTable, ParamKind, ParamSpec};

@@ -4,97 +4,13 @@
 //! together (the model Falco 0.42 moved to). Process lifecycle is carried by the syscalls that
 //! cause it (`clone`, `fork`, `vfork`, `clone3`, `execve`, `execveat`) and by the non-syscall
 //! `procexit` event. Parameters are positional, in the order of the event type's schema
-//! ([`crate::table::EventSpec::params`]), and typed by that schema ([`ParamKind`]).
+//! ([`crate::table::EventSpec::params`]), and typed by that schema ([`crate::ParamKind`]).
 
 use std::net::IpAddr;
 
-use crate::table::{self, EventSpec};
+use crate::table::EventType;
 
-/// Identifies an event type: an index into [`table::events()`]. Stable within one build; capture
-/// files store event type *names*, not these ids, so the table may grow between versions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EventType(pub u16);
-
-impl EventType {
-    /// The schema of this event type.
-    pub fn spec(self) -> &'static EventSpec {
-        &table::events()[usize::from(self.0)]
-    }
-
-    /// Falco's `evt.type` name.
-    pub fn name(self) -> &'static str {
-        self.spec().name
-    }
-}
-
-/// How a parameter is to be understood (the value's representation is [`Param`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParamKind {
-    /// A file descriptor number ([`Param::Int`]); `-100` is `AT_FDCWD` where a dirfd.
-    Fd,
-    /// A signed integer ([`Param::Int`]).
-    Int,
-    /// An unsigned integer ([`Param::Uint`]).
-    Uint,
-    /// A process or thread id ([`Param::Int`]).
-    Pid,
-    /// A user id ([`Param::Uint`]).
-    Uid,
-    /// A group id ([`Param::Uint`]).
-    Gid,
-    /// A bit set or enumeration rendered with a symbol table ([`Param::Uint`]).
-    Flags(FlagTable),
-    /// A path exactly as the process passed it ([`Param::Bytes`]).
-    Path,
-    /// A NUL-free string such as a name ([`Param::Bytes`]).
-    Str,
-    /// A data buffer ([`Param::Bytes`]).
-    Buf,
-    /// A list of strings, such as argv or the environment ([`Param::List`]).
-    StrList,
-    /// A socket address ([`Param::Addr`]).
-    SockAddr,
-    /// A connection tuple ([`Param::Tuple`]).
-    SockTuple,
-    /// A time in nanoseconds since the epoch ([`Param::Uint`]).
-    AbsTime,
-}
-
-/// The symbol tables that flag-like parameters render with (see [`crate::flags`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlagTable {
-    /// `open(2)` flags: `O_RDONLY|O_CREAT|…` (Falco renders its own `O_*` set).
-    Open,
-    /// File mode bits: `S_IRUSR|S_IXUSR|S_ISUID…`.
-    Mode,
-    /// `clone(2)` flags: `CLONE_VM|CLONE_THREAD|…`.
-    Clone,
-    /// `ptrace(2)` requests: `PTRACE_ATTACH`, `PTRACE_TRACEME` … (an enumeration).
-    PtraceRequest,
-    /// `bpf(2)` commands: `BPF_PROG_LOAD` … (an enumeration).
-    BpfCmd,
-    /// Socket address families: `AF_INET`, `AF_PACKET` … (an enumeration).
-    SocketFamily,
-    /// Socket types: `SOCK_STREAM`, `SOCK_RAW` … with `SOCK_NONBLOCK|SOCK_CLOEXEC`.
-    SocketType,
-    /// `fcntl(2)` commands: `F_DUPFD`, `F_DUPFD_CLOEXEC` … (an enumeration).
-    FcntlCmd,
-    /// `*at(2)` flags: `AT_SYMLINK_FOLLOW`, `AT_REMOVEDIR` ….
-    At,
-    /// `setns(2)`/`unshare(2)` namespace types: `CLONE_NEWNS|CLONE_NEWNET|…`.
-    Namespace,
-    /// `mount(2)` flags: `MS_RDONLY|MS_BIND|…`.
-    Mount,
-    /// `memfd_create(2)` flags: `MFD_CLOEXEC|MFD_ALLOW_SEALING|…`.
-    Memfd,
-    /// `execveat(2)`/`renameat2(2)` and other plain flags without a symbol table: rendered as a
-    /// number.
-    None,
-    /// Signal numbers: `SIGKILL` … (an enumeration).
-    Signal,
-}
-
-/// One parameter value. Its meaning comes from the schema's [`ParamKind`].
+/// One parameter value. Its meaning comes from the schema's [`crate::ParamKind`].
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum Param {
     /// The driver did not provide this parameter (Falco `<NA>`).

@@ -1,4 +1,7 @@
-//! Event types and their parameter schemas.
+//! Event types ([`EventType`]) and their parameter schemas: names, kinds ([`ParamKind`]) and
+//! the symbol tables flag-like parameters render with ([`FlagTable`]). It imports nothing
+//! else of this crate but the syscall numbers: the model, the flag tables and the codecs
+//! read it.
 //!
 //! Parameter names follow Falco's event table (`evt.arg.NAME` in rules), so Falco rules that
 //! name arguments work unchanged. Because a Vigil event is one *completed* syscall, a schema holds
@@ -8,13 +11,96 @@
 //!
 //! [`events()`] lists every event type: first the ones with detailed schemas below, then every
 //! other x86-64 syscall by name (no parameters captured), then nothing else. Ids are positions in
-//! that list ([`crate::EventType`]).
+//! that list ([`EventType`]).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::model::{FlagTable, ParamKind};
 use crate::syscalls_x86_64::SYSCALLS;
+
+/// Identifies an event type: an index into [`events()`]. Stable within one build; capture
+/// files store event type *names*, not these ids, so the table may grow between versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventType(pub u16);
+
+impl EventType {
+    /// The schema of this event type.
+    pub fn spec(self) -> &'static EventSpec {
+        &events()[usize::from(self.0)]
+    }
+
+    /// Falco's `evt.type` name.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+}
+
+/// How a parameter is to be understood (the value's representation is [`crate::Param`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A file descriptor number ([`crate::Param::Int`]); `-100` is `AT_FDCWD` where a dirfd.
+    Fd,
+    /// A signed integer ([`crate::Param::Int`]).
+    Int,
+    /// An unsigned integer ([`crate::Param::Uint`]).
+    Uint,
+    /// A process or thread id ([`crate::Param::Int`]).
+    Pid,
+    /// A user id ([`crate::Param::Uint`]).
+    Uid,
+    /// A group id ([`crate::Param::Uint`]).
+    Gid,
+    /// A bit set or enumeration rendered with a symbol table ([`crate::Param::Uint`]).
+    Flags(FlagTable),
+    /// A path exactly as the process passed it ([`crate::Param::Bytes`]).
+    Path,
+    /// A NUL-free string such as a name ([`crate::Param::Bytes`]).
+    Str,
+    /// A data buffer ([`crate::Param::Bytes`]).
+    Buf,
+    /// A list of strings, such as argv or the environment ([`crate::Param::List`]).
+    StrList,
+    /// A socket address ([`crate::Param::Addr`]).
+    SockAddr,
+    /// A connection tuple ([`crate::Param::Tuple`]).
+    SockTuple,
+    /// A time in nanoseconds since the epoch ([`crate::Param::Uint`]).
+    AbsTime,
+}
+
+/// The symbol tables that flag-like parameters render with (see [`crate::flags`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagTable {
+    /// `open(2)` flags: `O_RDONLY|O_CREAT|…` (Falco renders its own `O_*` set).
+    Open,
+    /// File mode bits: `S_IRUSR|S_IXUSR|S_ISUID…`.
+    Mode,
+    /// `clone(2)` flags: `CLONE_VM|CLONE_THREAD|…`.
+    Clone,
+    /// `ptrace(2)` requests: `PTRACE_ATTACH`, `PTRACE_TRACEME` … (an enumeration).
+    PtraceRequest,
+    /// `bpf(2)` commands: `BPF_PROG_LOAD` … (an enumeration).
+    BpfCmd,
+    /// Socket address families: `AF_INET`, `AF_PACKET` … (an enumeration).
+    SocketFamily,
+    /// Socket types: `SOCK_STREAM`, `SOCK_RAW` … with `SOCK_NONBLOCK|SOCK_CLOEXEC`.
+    SocketType,
+    /// `fcntl(2)` commands: `F_DUPFD`, `F_DUPFD_CLOEXEC` … (an enumeration).
+    FcntlCmd,
+    /// `*at(2)` flags: `AT_SYMLINK_FOLLOW`, `AT_REMOVEDIR` ….
+    At,
+    /// `setns(2)`/`unshare(2)` namespace types: `CLONE_NEWNS|CLONE_NEWNET|…`.
+    Namespace,
+    /// `mount(2)` flags: `MS_RDONLY|MS_BIND|…`.
+    Mount,
+    /// `memfd_create(2)` flags: `MFD_CLOEXEC|MFD_ALLOW_SEALING|…`.
+    Memfd,
+    /// `execveat(2)`/`renameat2(2)` and other plain flags without a symbol table: rendered as a
+    /// number.
+    None,
+    /// Signal numbers: `SIGKILL` … (an enumeration).
+    Signal,
+}
 
 /// One parameter of an event type's schema.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -592,19 +678,19 @@ fn tables() -> &'static Tables {
     })
 }
 
-/// Every event type; [`crate::EventType`] ids index this slice.
+/// Every event type; [`EventType`] ids index this slice.
 pub fn events() -> &'static [EventSpec] {
     &tables().events
 }
 
 /// The event type named `name` (Falco's `evt.type` spelling).
-pub fn by_name(name: &str) -> Option<crate::EventType> {
-    tables().by_name.get(name).copied().map(crate::EventType)
+pub fn by_name(name: &str) -> Option<EventType> {
+    tables().by_name.get(name).copied().map(EventType)
 }
 
 /// The event type of x86-64 syscall number `nr`.
-pub fn by_syscall_nr(nr: u16) -> Option<crate::EventType> {
-    tables().by_nr.get(&nr).copied().map(crate::EventType)
+pub fn by_syscall_nr(nr: u16) -> Option<EventType> {
+    tables().by_nr.get(&nr).copied().map(EventType)
 }
 
 #[cfg(test)]

@@ -1,57 +1,22 @@
-//! `vigil-ptrace`: the kernel-less driver. Launches a workload under a seccomp filter that
-//! stops it (`SECCOMP_RET_TRACE`) only on the syscalls someone needs, and turns those stops
-//! into [`vigil_event::Event`]s with the same schemas the eBPF driver produces.
+//! `vigil-ptrace`: the kernel-less driver behind `vigil run -- CMD`. It launches a workload
+//! under a seccomp filter that stops it (`SECCOMP_RET_TRACE`) only on the syscalls someone
+//! needs, and turns those stops into [`vigil_event::Event`]s with the schemas the eBPF driver
+//! produces; it knows nothing about rules, alerts or outputs.
 //!
-//! It owns: the seccomp programs ([`filter`], [`profile`]), the fork/seize/exec of the
-//! workload, the ptrace stop loop, argument decoding, and the `/proc` reads that replace
-//! tracing `close`/`dup`/`fcntl` (see `README.md` for the design and its documented choices).
-//! It knows nothing about rules, alerts or outputs: events go to a caller's [`Handler`],
-//! which may also veto a syscall before it runs ([`Verdict`]).
+//! Entry points: [`run`] with a [`RunSpec`] (what to stop on, at entry or exit, the
+//! [`Mechanism`], enforcement, learning) and a caller's [`Handler`], which receives the events
+//! and may veto a syscall before it runs ([`Verdict`]); `filter.rs` builds the seccomp programs,
+//! [`profile`] reads and learns OCI seccomp profiles, [`privs`] holds the capability calls of
+//! every live command ([`privs::TRACER`], [`privs::WATCH`]).
 //!
-//! A second mechanism ([`Mechanism::Notify`]) uses seccomp user notification instead of
-//! ptrace (no results; the process lifecycle rebuilt from notifications and `/proc`; see
-//! `README.md`); it is the fallback where ptrace is refused ([`RunSpec::notify_fallback`]).
-//!
-//! Needs no privilege beyond being allowed to ptrace its own child (no capability under
-//! Docker's default seccomp profile: the workload's memory is then read through the
-//! attachment, see [`MemoryAccess`]), and works as root too. With [`RunSpec::drop_privileges`] the
-//! tracer gives up what it does not need ([`privs::TRACER`]) once the workload is attached;
-//! [`privs`] holds the capability calls for the whole command line.
-//!
-//! # The driver in detail
-//!
-//! The kernel-less driver behind `vigil run -- CMD`: a seccomp filter generated from the interest
-//! set (`SECCOMP_RET_TRACE` only for watched syscalls, architecture-checked, with argument
-//! conditions where a rule's required result is an argument, `dup2`/`dup3` onto 0–2, and on the
-//! access mode of `open`/`openat` when every rule watching them requires a write), a `PTRACE_SEIZE`
-//! tracer that takes the exit stop only where a rule may need the result (opens, the `dup` family,
-//! path calls and failed execs no rule can match run without it, `chdir`/`fchdir` traced for the
-//! state alone too: the working directory is read from `/proc` before the process's next event) and
-//! the `execve` entry stop only where a rule may match a failed exec or reads its entry-only
-//! arguments, and reads fd/cwd/exe state lazily from `/proc` while the tracee is stopped (a small
-//! fd ledger notices descriptors reused or created by untraced calls and describes them from
-//! `/proc`, sockets through a copy of the descriptor; new children are held until their parent's
-//! clone event), enforcement at the seccomp stop (skip the syscall and return `EPERM`, or kill),
-//! OCI seccomp profile learning (the workload's syscalls plus the small, measured set runc makes
-//! after installing the filter, `profile::Runtime`) and application, and a seccomp user-notify
-//! prototype (`--mechanism notify`; the fallback of the default `auto` where `PTRACE_SEIZE` is
-//! refused). The workload's memory is read by the cheapest of `process_vm_readv`, `/proc/PID/mem`
-//! (kept open per thread) and `PTRACE_PEEKDATA` that a probe finds working before the workload
-//! runs, a failed read retried with the next that worked (`probe_memory`, `sys::MemoryAccess`;
-//! none: the run ends with one line); failed reads are counted (`read_faults()`) and the CLI raises
-//! a rate-limited internal alert from them. The workload runs without `no_new_privs` when Vigil has
-//! `CAP_SYS_ADMIN` and `CAP_SYS_PTRACE` (`RunSpec::allow_privilege_gain`), so setuid programs work.
-//! With `RunSpec::in_place` the workload starts under a narrower filter (the rules that cannot
-//! match where Vigil is left out) and the tracer adds the full one to a process that enters new
-//! namespaces (a `seccomp(2)` call injected at its first stop or at the exit of its
-//! `unshare`/`setns`: `Tracer::widen`). `privs` is the one place of the capability calls for every
-//! live command (`drop_to`: capability sets through the `caps` crate, `no_new_privs`; the kept sets
-//! `WATCH` and `TRACER`, each capability's reason in its module documentation); with
-//! `RunSpec::drop_privileges` the tracer drops to `TRACER` (or keeps all it has when it lacks
-//! `CAP_SYS_PTRACE`: `privs::tracer_keeps`) once the workload is attached, before it runs, and
-//! `Handler::attached` then starts the caller's threads. Its events carry no CPU (`Event::cpu` is
-//! `None`, `evt.cpu` has no value): a tracer is not told it, and `/proc` is not read per event for
-//! it. `sys.rs` holds every `unsafe`. Design and choices: `crates/ptrace/README.md`.
+//! Invariants: the workload behaves as without Vigil (exit status and signals propagate,
+//! `PTRACE_O_EXITKILL` kills it if the tracer dies); a stop is taken only where a rule may need
+//! it (exit stops only for results a rule reads; descriptors, cwd and exe come from `/proc`
+//! while the tracee is stopped); failed reads of the workload's memory are counted
+//! ([`read_faults`]); events carry no CPU (a tracer is not told it); `sys.rs`
+//! holds every `unsafe`. The design, its measured costs and its documented choices (memory
+//! access, the user-notify fallback, `in_place` filters widened on namespace entry, privilege
+//! gain): `crates/ptrace/README.md`.
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;

@@ -1,32 +1,25 @@
-//! The state engine: what Vigil knows about the machine while it reads events, and the field
-//! values rules are evaluated against.
-//!
-//! This crate owns the thread/process table (threads share process-level data through their
-//! thread-group leader; a parent chain by `ppid` for `proc.aname[N]` and friends), the fd table
-//! of each process (files, directories, sockets with their tuples, pipes, memfds…), the user and
-//! group databases ([`UserDb`]), container identity (from cgroup paths) and metadata (from a
-//! capture snapshot, or from the runtimes' state files: [`runtime`]), and the field catalog
+//! The state engine: what Vigil knows about the machine while it reads events — threads and
+//! processes (a parent chain for `proc.aname[N]`), each process's fd table, users and groups
+//! ([`UserDb`], per container), container identity from cgroup paths with metadata from the
+//! capture's snapshot or the runtimes' files (`vigil-container`) — and the field catalog
 //! ([`catalog`]) with its extractor ([`EventView`]).
 //!
-//! The engine calls, per event: [`State::apply`] (state the rules must already see: a new fd,
-//! the new image after `execve`, the child after `clone`), then evaluates rules through
-//! [`State::view`], then [`State::finish`] (removals, so the fields of a `close` or `procexit`
-//! still resolve). Malformed or surprising events are counted ([`StateStats`]), never a panic.
+//! Entry points: per event, [`State::apply`] (what rules must already see: a new fd, the image
+//! after `execve`, the child after `clone`), then [`State::view`] for the rules, then
+//! [`State::finish`] (removals, so the fields of a `close` or `procexit` still resolve);
+//! [`State::load_snapshot`] at start.
 //!
-//! It must not know about rules, outputs or drivers: it sees events ([`vigil_event`]) and
-//! serves fields ([`vigil_fields`]). No I/O except reading user databases ([`LiveUsers`]:
-//! the host's and containers' passwd/group files, through the [`ProcSource`] trait, when their
-//! stamps change), container runtimes' state files ([`runtime`]) and reading `/proc` into a
-//! bootstrap [`vigil_event::Snapshot`] ([`procfs`]: the `vigil-procfs` crate, re-exported,
-//! through [`ProcSource`] so tests use an in-memory fake).
+//! Invariants: malformed or surprising events are counted ([`StateStats`]), never a panic. It
+//! sees events ([`vigil_event`]) and serves fields ([`vigil_fields`]); it knows nothing of
+//! rules, outputs or drivers. Its only I/O: user databases ([`LiveUsers`], when their stamps
+//! change), container runtimes' files ([`StateConfig::container_runtime`]) and `/proc` for a
+//! start snapshot ([`procfs`], the `vigil-procfs` crate re-exported), all through [`ProcSource`]
+//! or configured roots so tests use in-memory fakes and scratch trees.
 #![forbid(unsafe_code)]
 
-mod bolt;
-mod container;
 mod fields;
 mod path;
 mod render;
-pub mod runtime;
 mod schema;
 mod state;
 mod table;
@@ -40,13 +33,13 @@ mod testutil;
 
 pub use fields::{catalog, FieldCatalog};
 pub use path::{normalize as normalize_path, resolve as resolve_path};
-pub use runtime::{LookupStats, RuntimeDirs};
 pub use state::{SavedFd, State, StateConfig, StateStats, MAX_ANCESTORS};
 pub use users::{
     FileUserDb, LiveUsers, LiveUsersConfig, LiveUsersStats, MemUserDb, UserDb, UserDbError,
     MAX_CONTAINER_DB_BYTES, MAX_DB_BYTES, MAX_ROOT_PIDS,
 };
 pub use view::EventView;
+pub use vigil_container::{LookupStats, RuntimeDirs};
 pub use vigil_procfs as procfs;
 pub use vigil_procfs::{
     container_id_from_cgroup, read_fd, read_snapshot, FakeProc, FileStamp, ProcError, ProcSource,

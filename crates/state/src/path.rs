@@ -106,6 +106,30 @@ pub fn basename(path: &[u8]) -> &[u8] {
     }
 }
 
+/// Shell-style glob over bytes: `*` any run (including `/`, as `fnmatch` without
+/// `FNM_PATHNAME`), `?` one byte, everything else literal. Iterative with one backtrack point,
+/// so adversarial patterns stay linear-ish.
+pub(crate) fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
+            p += 1;
+            t += 1;
+        } else if p < pattern.len() && pattern[p] == b'*' {
+            star = Some((p, t));
+            p += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +209,19 @@ mod tests {
             .collect();
         let out = resolve(b"/\xfe", &raw);
         assert_eq!(out[0], b'/');
+    }
+
+    #[test]
+    fn glob_matches_like_fnmatch_without_pathname() {
+        assert!(glob_match(b"/proc*", b"/proc"));
+        assert!(glob_match(b"/proc*", b"/proc/sys/kernel"));
+        assert!(!glob_match(b"/proc*", b"/pro"));
+        assert!(glob_match(b"/etc", b"/etc"));
+        assert!(!glob_match(b"/etc", b"/etc/x"));
+        assert!(glob_match(b"/r?ot*", b"/root/.ssh"));
+        assert!(glob_match(b"*a*b*c", b"xxaxxbxxc"));
+        assert!(!glob_match(b"*a*b*c", b"xxaxxbxx"));
+        let long = vec![b'a'; 5000];
+        assert!(!glob_match(b"*a*a*a*a*b", &long));
     }
 }

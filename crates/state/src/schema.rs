@@ -6,10 +6,30 @@ use std::sync::OnceLock;
 
 use vigil_event::table::{self, EventSpec};
 
-use vigil_event::FdType;
+use vigil_event::{Event, FdType, Param};
 
 /// "No such parameter": [`vigil_event::Event::param`] returns `Param::None` for it.
 pub(crate) const NONE: u8 = u8::MAX;
+
+/// The integer parameter at position `i` as signed (an unsigned one above `i64::MAX` is
+/// `None`).
+pub(crate) fn param_i64(evt: &Event, i: u8) -> Option<i64> {
+    match evt.param(usize::from(i)) {
+        Param::Int(v) => Some(*v),
+        Param::Uint(v) => i64::try_from(*v).ok(),
+        _ => None,
+    }
+}
+
+/// The integer parameter at position `i` as unsigned (a negative one keeps its bits, as a
+/// flag word passed in a signed register).
+pub(crate) fn param_u64(evt: &Event, i: u8) -> Option<u64> {
+    match evt.param(usize::from(i)) {
+        Param::Uint(v) => Some(*v),
+        Param::Int(v) => Some(*v as u64),
+        _ => None,
+    }
+}
 
 /// How an event type changes state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,17 +5,16 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
+use vigil_container::{ContainerTable, LookupStats, RuntimeDirs, RuntimeReader};
 use vigil_event::{
     ContainerInfo, Event, FdInfo, FdType, GroupInfo, Param, Snapshot, SockAddr, SockTuple,
     ThreadInfo, UserInfo,
 };
 
-use crate::container::ContainerTable;
 use crate::path;
-use crate::schema::{self, Op, NONE};
+use crate::schema::{self, param_i64, param_u64, Op, NONE};
 use crate::table::{FdEntry, FdObj, FdTable, Image, ImageParts, Net, Process, Thread, UNKNOWN_ID};
 use crate::users::{LiveUsers, LiveUsersStats, MemUserDb, UserDb};
-use crate::view::EventView;
 
 /// Bound on ancestor walks (`proc.aname`, reaper search, session leader search).
 pub const MAX_ANCESTORS: usize = 64;
@@ -67,7 +66,7 @@ pub struct StateConfig {
     /// Read container metadata (name, image, Kubernetes pod) from the runtimes' state in
     /// these directories when a new container id appears (live capture). `None` (the
     /// default): only what snapshots bring.
-    pub container_runtime: Option<crate::runtime::RuntimeDirs>,
+    pub container_runtime: Option<RuntimeDirs>,
 }
 
 impl Default for StateConfig {
@@ -98,8 +97,8 @@ pub struct StateStats {
     pub dropped_threads: u64,
     pub dropped_fds: u64,
     /// Live: container metadata lookups in the runtimes' state (see
-    /// [`crate::runtime::LookupStats`]).
-    pub container_lookups: crate::runtime::LookupStats,
+    /// [`LookupStats`]).
+    pub container_lookups: LookupStats,
 }
 
 /// One descriptor slot of a process as it was ([`State::save_fd`]).
@@ -117,7 +116,7 @@ pub struct State {
     pub(crate) fd_tables: FxHashMap<u64, FdTable>,
     next_fd_table: u64,
     pub(crate) containers: ContainerTable,
-    runtime: Option<crate::runtime::RuntimeReader>,
+    runtime: Option<RuntimeReader>,
     /// Event time after which the next process exit sweeps the container table (live).
     next_container_sweep: u64,
     sys_users: Box<dyn UserDb>,
@@ -158,22 +157,6 @@ fn recycle_obj(spare: &mut Vec<Arc<FdObj>>, mut obj: Arc<FdObj>) {
 fn recycle_image(spare: &mut Vec<Arc<Image>>, mut image: Arc<Image>) {
     if spare.len() < MAX_SPARE_IMAGES && Arc::get_mut(&mut image).is_some_and(|i| i.recyclable()) {
         spare.push(image);
-    }
-}
-
-fn param_i64(evt: &Event, i: u8) -> Option<i64> {
-    match evt.param(usize::from(i)) {
-        Param::Int(v) => Some(*v),
-        Param::Uint(v) => i64::try_from(*v).ok(),
-        _ => None,
-    }
-}
-
-fn param_u64(evt: &Event, i: u8) -> Option<u64> {
-    match evt.param(usize::from(i)) {
-        Param::Uint(v) => Some(*v),
-        Param::Int(v) => Some(*v as u64),
-        _ => None,
     }
 }
 
@@ -243,9 +226,7 @@ impl State {
             fd_tables: FxHashMap::default(),
             next_fd_table: 1,
             containers: ContainerTable::default(),
-            runtime: config
-                .container_runtime
-                .map(crate::runtime::RuntimeReader::new),
+            runtime: config.container_runtime.map(RuntimeReader::new),
             next_container_sweep: 0,
             sys_users: config.user_db,
             live_users: config.live_users,
@@ -356,14 +337,13 @@ impl State {
             processes: self.procs.len(),
             fds: self.fd_tables.values().map(|t| t.fds.len()).sum(),
             containers: self.containers.len(),
-            container_lookups: self.runtime.as_ref().map(|r| r.stats).unwrap_or_default(),
+            container_lookups: self
+                .runtime
+                .as_ref()
+                .map(RuntimeReader::stats)
+                .unwrap_or_default(),
             ..self.stats
         }
-    }
-
-    /// The field values of `evt` over the current tables (call after [`State::apply`]).
-    pub fn view<'a>(&'a self, evt: &'a Event) -> EventView<'a> {
-        EventView::new(self, evt)
     }
 
     // ----- snapshot -----

@@ -6,6 +6,8 @@ use vigil_fields::Value;
 use crate::testutil::*;
 use crate::{State, StateConfig};
 
+mod containers;
+
 fn read(tid: i64, pid: i64, fd: i64) -> vigil_event::Event {
     ev(tid, "read")
         .pid(pid)

@@ -5,14 +5,14 @@ use std::cell::OnceCell;
 use std::fmt::Write;
 use std::net::IpAddr;
 
+use vigil_container::{label, SANDBOX_ID_LABEL};
 use vigil_event::{flags, ContainerInfo, Event, EventSpec, FlagTable, MountInfo, Param, ParamKind};
 use vigil_fields::{Extract, FieldArg, FieldRef, Value};
 
-use crate::container::{glob_match, label};
 use crate::fields::F;
-use crate::path::{basename, dirname};
+use crate::path::{basename, dirname, glob_match};
 use crate::render::{self, TimeFormat};
-use crate::schema::{self, FdRef, Op, PathRef, TypeInfo, NONE, RAW};
+use crate::schema::{self, param_i64, param_u64, FdRef, Op, PathRef, TypeInfo, NONE, RAW};
 use crate::state::{State, AT_FDCWD, MAX_ANCESTORS};
 use crate::table::{FdEntry, Image, Net, Process, Thread};
 use vigil_event::FdType;
@@ -87,22 +87,6 @@ fn known_id(id: i64) -> Option<Value<'static>> {
     (id >= 0).then_some(Value::I64(id))
 }
 
-fn param_i64(evt: &Event, i: u8) -> Option<i64> {
-    match evt.param(usize::from(i)) {
-        Param::Int(v) => Some(*v),
-        Param::Uint(v) => i64::try_from(*v).ok(),
-        _ => None,
-    }
-}
-
-fn param_u64(evt: &Event, i: u8) -> Option<u64> {
-    match evt.param(usize::from(i)) {
-        Param::Uint(v) => Some(*v),
-        Param::Int(v) => Some(*v as u64),
-        _ => None,
-    }
-}
-
 /// The protocol letter Falco adds to an inet descriptor's type letter (`<4t>`).
 fn l4proto_char(proto: u8) -> Option<char> {
     match proto {
@@ -124,8 +108,15 @@ fn l4proto_name(proto: u8) -> Option<&'static str> {
     }
 }
 
+impl State {
+    /// The field values of `evt` over the current tables (call after [`State::apply`]).
+    pub fn view<'a>(&'a self, evt: &'a Event) -> EventView<'a> {
+        EventView::new(self, evt)
+    }
+}
+
 impl<'a> EventView<'a> {
-    pub(crate) fn new(state: &'a State, evt: &'a Event) -> Self {
+    fn new(state: &'a State, evt: &'a Event) -> Self {
         let thread = state.threads.get(&evt.tid);
         let pid = thread.map_or(evt.pid, |t| t.pid);
         EventView {
@@ -317,7 +308,7 @@ impl<'a> EventView<'a> {
     /// The pod sandbox of the event's container (Falco's: the container named by its
     /// `io.kubernetes.sandbox.id` label), when the table knows it.
     fn pod_sandbox(&self) -> Option<&'a ContainerInfo> {
-        let id = label(self.container()?, crate::runtime::SANDBOX_ID_LABEL)?;
+        let id = label(self.container()?, SANDBOX_ID_LABEL)?;
         let short = &id.as_bytes()[..id.len().min(vigil_procfs::SHORT_ID_LEN)];
         self.state.containers.get(short)
     }
@@ -1154,7 +1145,7 @@ impl Extract for EventView<'_> {
             },
             F::K8sPodSandboxId | F::K8sPodFullSandboxId => self
                 .container()
-                .and_then(|c| label(c, crate::runtime::SANDBOX_ID_LABEL))
+                .and_then(|c| label(c, SANDBOX_ID_LABEL))
                 .is_some_and(|id| {
                     let id = if f == F::K8sPodSandboxId {
                         &id[..id.len().min(vigil_procfs::SHORT_ID_LEN)]

@@ -12,15 +12,14 @@ use std::io::{BufRead, Read as _, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::{
-    check_encodable, normalize_params, repr, CaptureError, EventReader, Position, Repr,
-    MAX_RECORD_LEN,
+    check_encodable, normalize_params, repr, CaptureError, Decode, Position, Repr, MAX_RECORD_LEN,
 };
 use crate::flags::ALL_TABLES;
-use crate::model::{
+use crate::table;
+use crate::{
     ContainerInfo, DnsName, Event, EventType, FdInfo, FdType, GroupInfo, MountInfo, Param,
     ParamKind, Snapshot, SockAddr, SockTuple, ThreadInfo, UserInfo,
 };
-use crate::table;
 
 /// The first eight bytes of every binary capture.
 pub const MAGIC: &[u8; 8] = b"VIGILCAP";
@@ -827,18 +826,6 @@ impl<R: BufRead> Reader<R> {
         &self.snapshot
     }
 
-    /// The next event, or `None` at the end (and after an error).
-    pub fn next_event(&mut self) -> Result<Option<Event>, CaptureError> {
-        if self.done {
-            return Ok(None);
-        }
-        let result = self.read_event();
-        if !matches!(result, Ok(Some(_))) {
-            self.done = true;
-        }
-        result
-    }
-
     fn read_event(&mut self) -> Result<Option<Event>, CaptureError> {
         loop {
             let (kind, at) = match self.pending.take() {
@@ -1077,13 +1064,17 @@ impl<R: BufRead> Reader<R> {
     }
 }
 
-impl<R: BufRead> EventReader for Reader<R> {
+impl<R: BufRead> Decode for Reader<R> {
     fn snapshot(&self) -> &Snapshot {
         Reader::snapshot(self)
     }
 
-    fn next_event(&mut self) -> Result<Option<Event>, CaptureError> {
-        Reader::next_event(self)
+    fn decode_event(&mut self) -> Result<Option<Event>, CaptureError> {
+        self.read_event()
+    }
+
+    fn ended(&mut self) -> &mut bool {
+        &mut self.done
     }
 }
 
@@ -1259,7 +1250,7 @@ impl<W: Write> Writer<W> {
 #[cfg(test)]
 mod tests {
     use super::super::testutil::Gen;
-    use super::super::{normalized, Capture};
+    use super::super::{normalized, Capture, EventReader};
     use super::*;
 
     fn read_all(bytes: &[u8]) -> Result<(Snapshot, Vec<Event>), CaptureError> {

@@ -14,15 +14,14 @@ use super::text::{
     sockaddr_from_value, socktuple_from_value,
 };
 use super::{
-    check_encodable, normalize_params, repr, CaptureError, EventReader, Position, Repr,
-    MAX_LINE_LEN,
+    check_encodable, normalize_params, repr, CaptureError, Decode, Position, Repr, MAX_LINE_LEN,
 };
 use crate::flags;
-use crate::model::{
+use crate::table;
+use crate::{
     ContainerInfo, DnsName, Event, FdInfo, FdType, FlagTable, GroupInfo, MountInfo, Param,
     ParamKind, Snapshot, ThreadInfo, UserInfo,
 };
-use crate::table;
 
 /// The format version this module reads and writes.
 pub const VERSION: u64 = 1;
@@ -140,18 +139,6 @@ impl<R: BufRead> Reader<R> {
         &self.snapshot
     }
 
-    /// The next event, or `None` at the end (and after an error).
-    pub fn next_event(&mut self) -> Result<Option<Event>, CaptureError> {
-        if self.done {
-            return Ok(None);
-        }
-        let result = self.read_event();
-        if !matches!(result, Ok(Some(_))) {
-            self.done = true;
-        }
-        result
-    }
-
     fn read_event(&mut self) -> Result<Option<Event>, CaptureError> {
         let object = match self.pending.take() {
             Some(object) => object?,
@@ -259,13 +246,17 @@ impl<R: BufRead> Reader<R> {
     }
 }
 
-impl<R: BufRead> EventReader for Reader<R> {
+impl<R: BufRead> Decode for Reader<R> {
     fn snapshot(&self) -> &Snapshot {
         Reader::snapshot(self)
     }
 
-    fn next_event(&mut self) -> Result<Option<Event>, CaptureError> {
-        Reader::next_event(self)
+    fn decode_event(&mut self) -> Result<Option<Event>, CaptureError> {
+        self.read_event()
+    }
+
+    fn ended(&mut self) -> &mut bool {
+        &mut self.done
     }
 }
 
@@ -1267,7 +1258,7 @@ fn push_thread(out: &mut String, t: &ThreadInfo, start_ts: u64) {
 #[cfg(test)]
 mod tests {
     use super::super::testutil::Gen;
-    use super::super::{normalized, Capture};
+    use super::super::{normalized, Capture, EventReader};
     use super::*;
 
     fn read_all(text: &str) -> Result<(Snapshot, Vec<Event>), CaptureError> {

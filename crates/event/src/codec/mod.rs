@@ -13,7 +13,7 @@
 use std::fmt;
 use std::io::BufRead;
 
-use crate::model::{Event, Param, ParamKind, Snapshot};
+use crate::{Event, Param, ParamKind, Snapshot};
 
 pub mod binary;
 pub mod jsonl;
@@ -125,6 +125,31 @@ pub trait EventReader {
     fn snapshot(&self) -> &Snapshot;
     /// The next event, or `None` at the end of the capture (and after any error).
     fn next_event(&mut self) -> Result<Option<Event>, CaptureError>;
+}
+
+/// What each encoding's reader decodes; [`EventReader`] ends the stream for both, at its end
+/// and at its first error.
+trait Decode {
+    fn snapshot(&self) -> &Snapshot;
+    /// The next event, or `None` at the end; not called again once it returned anything else.
+    fn decode_event(&mut self) -> Result<Option<Event>, CaptureError>;
+    /// Whether the stream has ended.
+    fn ended(&mut self) -> &mut bool;
+}
+
+impl<D: Decode> EventReader for D {
+    fn snapshot(&self) -> &Snapshot {
+        Decode::snapshot(self)
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, CaptureError> {
+        if *self.ended() {
+            return Ok(None);
+        }
+        let result = self.decode_event();
+        *self.ended() = !matches!(result, Ok(Some(_)));
+        result
+    }
 }
 
 /// Opens a capture of either encoding, telling them apart by the first byte: the binary magic

@@ -5,11 +5,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::Capture;
 use crate::flags::symbols;
-use crate::model::{
+use crate::table;
+use crate::{
     ContainerInfo, DnsName, Event, EventType, FdInfo, FdType, GroupInfo, MountInfo, Param,
     ParamKind, Snapshot, SockAddr, SockTuple, ThreadInfo, UserInfo,
 };
-use crate::table;
 
 /// xorshift64* — small, deterministic, good enough for test data.
 pub(crate) struct Gen(u64);
@@ -125,7 +125,7 @@ impl Gen {
         }
     }
 
-    fn flags(&mut self, table: crate::model::FlagTable) -> u64 {
+    fn flags(&mut self, table: crate::table::FlagTable) -> u64 {
         let syms: Vec<(u64, &str)> = symbols(table).collect();
         match self.below(4) {
             0 => self.uint(),
@@ -282,7 +282,7 @@ impl Gen {
                         kind,
                         tuple,
                         name: self.bytes(),
-                        flags: self.flags(crate::model::FlagTable::Open) as u32,
+                        flags: self.flags(crate::table::FlagTable::Open) as u32,
                     }
                 })
                 .collect(),

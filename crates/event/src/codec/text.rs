@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::Value;
 
-use crate::model::{SockAddr, SockTuple};
+use crate::{SockAddr, SockTuple};
 
 /// Appends `s` as a JSON string literal.
 pub(super) fn push_json_str(out: &mut String, s: &str) {

@@ -143,6 +143,100 @@ pub struct Collected {
     pub rules: Table<RuleDef>,
 }
 
+/// What lists and macros share: a name and one body key, which `append` extends and
+/// `override: replace` replaces ([`Collected::add_named`]).
+trait Named: Sized {
+    /// `list` or `macro`.
+    const KIND: &'static str;
+    /// The body key: `items` or `condition`.
+    const BODY: &'static str;
+    /// Every key the item may have.
+    const KEYS: &'static [&'static str];
+    /// Falco's text for an append to an undefined item.
+    const NO_PREVIOUS: &'static str;
+    type Body;
+    fn read(file: usize, node: &Node, name: &str, rep: &mut Reporter) -> Option<Self::Body>;
+    fn new(name: String, body: Self::Body, file: usize, pos: Pos) -> Self;
+    /// Appends `body`, or replaces the body with it.
+    fn update(&mut self, body: Self::Body, append: bool);
+    fn table(collected: &mut Collected) -> &mut Table<Self>;
+    fn count(counts: &mut Counts) -> &mut usize;
+}
+
+impl Named for ListDef {
+    const KIND: &'static str = "list";
+    const BODY: &'static str = "items";
+    const KEYS: &'static [&'static str] = LIST_KEYS;
+    const NO_PREVIOUS: &'static str = ERROR_NO_PREVIOUS_LIST;
+    type Body = Vec<String>;
+
+    fn read(file: usize, node: &Node, name: &str, rep: &mut Reporter) -> Option<Vec<String>> {
+        string_seq(file, node, Self::BODY, name, rep)
+    }
+
+    fn new(name: String, items: Vec<String>, file: usize, pos: Pos) -> Self {
+        ListDef {
+            name,
+            items,
+            file,
+            pos,
+        }
+    }
+
+    fn update(&mut self, items: Vec<String>, append: bool) {
+        if append {
+            self.items.extend(items);
+        } else {
+            self.items = items;
+        }
+    }
+
+    fn table(collected: &mut Collected) -> &mut Table<Self> {
+        &mut collected.lists
+    }
+
+    fn count(counts: &mut Counts) -> &mut usize {
+        &mut counts.lists
+    }
+}
+
+impl Named for MacroDef {
+    const KIND: &'static str = "macro";
+    const BODY: &'static str = "condition";
+    const KEYS: &'static [&'static str] = MACRO_KEYS;
+    const NO_PREVIOUS: &'static str = ERROR_NO_PREVIOUS_MACRO;
+    type Body = Piece;
+
+    fn read(file: usize, node: &Node, name: &str, rep: &mut Reporter) -> Option<Piece> {
+        text_piece(file, node, Self::BODY, name, rep)
+    }
+
+    fn new(name: String, condition: Piece, file: usize, pos: Pos) -> Self {
+        MacroDef {
+            name,
+            condition: vec![condition],
+            file,
+            pos,
+        }
+    }
+
+    fn update(&mut self, condition: Piece, append: bool) {
+        if append {
+            self.condition.push(condition);
+        } else {
+            self.condition = vec![condition];
+        }
+    }
+
+    fn table(collected: &mut Collected) -> &mut Table<Self> {
+        &mut collected.macros
+    }
+
+    fn count(counts: &mut Counts) -> &mut usize {
+        &mut counts.macros
+    }
+}
+
 const RULE_KEYS: &[&str] = &[
     "rule",
     "condition",
@@ -237,8 +331,8 @@ impl Collected {
             .collect();
         match kinds.as_slice() {
             ["rule"] => self.add_rule(file, item, rep, counts),
-            ["macro"] => self.add_macro(file, item, rep, counts),
-            ["list"] => self.add_list(file, item, rep, counts),
+            ["macro"] => self.add_named::<MacroDef>(file, item, rep, counts),
+            ["list"] => self.add_named::<ListDef>(file, item, rep, counts),
             ["required_engine_version"] => check_engine_version(file, item, rep),
             ["required_plugin_versions"] => check_plugin_versions(file, item, rep),
             [] => {
@@ -266,122 +360,62 @@ impl Collected {
         }
     }
 
-    fn add_list(&mut self, file: usize, item: &Node, rep: &mut Reporter, counts: &mut Counts) {
-        let Some(name) = item_name(file, item, "list", rep) else {
+    /// A list or a macro: defined, or its one body key (`items`, `condition`) appended to or
+    /// replaced (`append: true`, `override:`).
+    fn add_named<T: Named>(
+        &mut self,
+        file: usize,
+        item: &Node,
+        rep: &mut Reporter,
+        counts: &mut Counts,
+    ) {
+        let Some(name) = item_name(file, item, T::KIND, rep) else {
             return;
         };
-        warn_unknown_keys(file, item, LIST_KEYS, &name, rep);
-        let Some(modes) = modes(file, item, &name, &["items"], &["items"], rep) else {
+        warn_unknown_keys(file, item, T::KEYS, &name, rep);
+        let Some(modes) = modes(file, item, &name, &[T::BODY], &[T::BODY], rep) else {
             return;
         };
-        let items_node = item.get("items");
-        let items = match items_node {
-            Some(node) => match string_seq(file, node, "items", &name, rep) {
-                Some(items) => Some(items),
+        let body = match item.get(T::BODY) {
+            Some(node) => match T::read(file, node, &name, rep) {
+                Some(body) => Some(body),
                 None => return,
             },
             None => None,
         };
         let mut mode = match modes.is_empty() {
             true => Mode::Define,
-            false => modes.get("items").copied().unwrap_or(Mode::Append),
+            false => modes.get(T::BODY).copied().unwrap_or(Mode::Append),
         };
-        if mode == Mode::Replace && self.lists.get(&name).is_none() {
-            // Falco's reader defines a list whose `items` are replaced (only `append`
+        let table = T::table(self);
+        if mode == Mode::Replace && table.get(&name).is_none() {
+            // Falco's reader defines a list or macro whose body is replaced (only `append`
             // needs an earlier definition).
             mode = Mode::Define;
         }
         if mode == Mode::Define {
-            check_name(file, item.pos, "list", &name, rep);
-            let Some(items) = items else {
+            check_name(file, item.pos, T::KIND, &name, rep);
+            let Some(body) = body else {
                 rep.error(
                     "E_SCHEMA",
                     file,
                     item.pos,
                     Some(&name),
-                    format!("list `{name}` has no `items`"),
+                    format!("{} `{name}` has no `{}`", T::KIND, T::BODY),
                 );
                 return;
             };
-            counts.lists += 1;
-            let def = ListDef {
-                name: name.clone(),
-                items,
-                file,
-                pos: item.pos,
-            };
-            self.lists.define(&name, def);
+            *T::count(counts) += 1;
+            table.define(&name, T::new(name.clone(), body, file, item.pos));
             return;
         }
-        let Some(i) = self.lists.get(&name) else {
-            undefined(file, item.pos, ERROR_NO_PREVIOUS_LIST, &name, rep);
+        let Some(i) = table.get(&name) else {
+            undefined(file, item.pos, T::NO_PREVIOUS, &name, rep);
             return;
         };
-        let list = &mut self.lists.items[i];
-        let items = items.unwrap_or_default();
-        if mode == Mode::Append {
-            list.items.extend(items);
-        } else {
-            list.items = items;
-        }
-    }
-
-    fn add_macro(&mut self, file: usize, item: &Node, rep: &mut Reporter, counts: &mut Counts) {
-        let Some(name) = item_name(file, item, "macro", rep) else {
-            return;
-        };
-        warn_unknown_keys(file, item, MACRO_KEYS, &name, rep);
-        let Some(modes) = modes(file, item, &name, &["condition"], &["condition"], rep) else {
-            return;
-        };
-        let condition = match item.get("condition") {
-            Some(node) => match text_piece(file, node, "condition", &name, rep) {
-                Some(p) => Some(p),
-                None => return,
-            },
-            None => None,
-        };
-        let mut mode = match modes.is_empty() {
-            true => Mode::Define,
-            false => modes.get("condition").copied().unwrap_or(Mode::Append),
-        };
-        if mode == Mode::Replace && self.macros.get(&name).is_none() {
-            // As for lists: a replaced macro condition defines the macro.
-            mode = Mode::Define;
-        }
-        if mode == Mode::Define {
-            check_name(file, item.pos, "macro", &name, rep);
-            let Some(condition) = condition else {
-                rep.error(
-                    "E_SCHEMA",
-                    file,
-                    item.pos,
-                    Some(&name),
-                    format!("macro `{name}` has no `condition`"),
-                );
-                return;
-            };
-            counts.macros += 1;
-            let def = MacroDef {
-                name: name.clone(),
-                condition: vec![condition],
-                file,
-                pos: item.pos,
-            };
-            self.macros.define(&name, def);
-            return;
-        }
-        let Some(i) = self.macros.get(&name) else {
-            undefined(file, item.pos, ERROR_NO_PREVIOUS_MACRO, &name, rep);
-            return;
-        };
-        let m = &mut self.macros.items[i];
-        if let Some(condition) = condition {
-            if mode == Mode::Append {
-                m.condition.push(condition);
-            } else {
-                m.condition = vec![condition];
-            }
+        // An `append: true` without the body key changes nothing (it only needs the item).
+        if let Some(body) = body {
+            table.items[i].update(body, mode == Mode::Append);
         }
     }
 

@@ -10,9 +10,10 @@ pub mod receivers;
 pub mod rootfs;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+pub use vigil_test_support::scratch;
 
 /// The `vigil` of this build.
 pub const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
@@ -65,23 +66,6 @@ pub fn can_trace(test: &str) -> bool {
         &format!("vigil run cannot trace: {}", text(&out.stderr)),
     );
     false
-}
-
-/// A new, empty directory for `name`, unique to this process and to the running test's module
-/// (the test harness names each test's thread `module::test`), mode 0755 so that a workload
-/// that changes to another user can read it.
-pub fn scratch(name: &str) -> PathBuf {
-    let thread = std::thread::current();
-    let module = thread
-        .name()
-        .and_then(|t| t.split("::").next())
-        .unwrap_or("main");
-    let dir = std::env::temp_dir().join(format!("vigil-{module}-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("chmod {}: {e}", dir.display()));
-    dir
 }
 
 /// The repository's root.

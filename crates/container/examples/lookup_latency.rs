@@ -1,5 +1,5 @@
 //! Times the container metadata lookup of running containers on this host (BENCHMARKS.md,
-//! "Container label lookups"): `cargo run --release -p vigil-state --example lookup_latency
+//! "Container label lookups"): `cargo run --release -p vigil-container --example lookup_latency
 //! -- ID...` (12-hex or full ids). For each id: the mean and the worst of N lookups with the
 //! standard locations, and with the same locations minus the containerd root and the podman
 //! graph root's database (the lookup without labels), so the difference is what reading the
@@ -9,8 +9,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use vigil_state::runtime::lookup;
-use vigil_state::RuntimeDirs;
+use vigil_container::{lookup, RuntimeDirs};
 
 const N: u32 = 2000;
 

@@ -285,7 +285,7 @@ fn leaf_find(page: &[u8], key: &[u8]) -> Option<(Vec<u8>, bool)> {
 
 /// Test support: writes bbolt files (inline buckets, or one leaf page per bucket, or a
 /// branch page over leaves) for the reader's tests and the runtime readers' tests.
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 pub(crate) mod write {
     use super::*;
 
