@@ -2,7 +2,8 @@
 //
 // Vigil's kernel side: per-syscall tracepoints (attached by user space only for the syscalls in
 // the interest set) and the scheduler's process-lifecycle tracepoints. One record per completed
-// syscall, written to this CPU's ring buffer without a wakeup; user space polls.
+// syscall, written to this CPU's ring buffer; user space blocks on the rings (epoll) and is
+// woken only for what needs it soon (`wake_flags`).
 //
 // Record layout (little-endian; mirrored in crates/ebpf/src/record.rs):
 //   struct rec_hdr, then blobs, each `struct blob_hdr` + `len` bytes, 8-byte aligned.
@@ -267,6 +268,29 @@ struct {
 	__type(value, struct drops);
 } drop_counts SEC(".maps");
 
+// Set before load (user space: `BpfOptions::wake_bytes`, half the reorder window): see
+// `wake_flags`.
+const volatile __u64 wake_bytes = 1 << 19;
+const volatile __u64 wake_gap_ns = 1000000;
+
+// Event types a record of which wakes the reader (1): those an enabled rule watches (set by
+// user space with the interest set), by syscall number; WAKE_KEY_PROCEXIT for procexit.
+#define WAKE_KEY_PROCEXIT 512
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 513);
+	__type(key, __u32);
+	__type(value, __u8);
+} wake_types SEC(".maps");
+
+// Per CPU: the time of the last record this CPU wrote with a wakeup.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} last_wake SEC(".maps");
+
 // Path components collected leaf first while walking up (too big for the BPF stack).
 struct names {
 	const unsigned char *p[MAX_DEPTH];
@@ -403,6 +427,43 @@ static __always_inline __u32 put_kernel_mem(__u8 *buf, __u32 off, __u8 tag, cons
 	return blob_end(buf, off, tag, 0, len);
 }
 
+// How a record is committed: with a wakeup of the reader (BPF_RB_FORCE_WAKEUP) when its type
+// is one an enabled rule watches (`wake_types`), or when this CPU's ring already holds
+// `wake_bytes` (records of the types only the state engine needs: they ride along with the next
+// wakeup, or are read at the reader's bounded timeout, unless they pile up). Never within
+// `wake_gap_ns` of this CPU's last wakeup: the reader holds the record that woke it for its
+// reorder window (2 ms, twice the gap) and reads every ring again when the window ends, so a
+// record committed within the gap is read then, at no cost of its own. Under load a CPU so wakes
+// the reader at most once per gap, however many records it writes; on an idle host, only the
+// records a rule may alert on wake it at all. `*last` is this CPU's last-wakeup slot, to update
+// once the record is written.
+static __always_inline __u64 wake_flags(void *rb, const struct rec_hdr *h, __u32 len,
+					__u64 **last)
+{
+	__u32 zero = 0;
+	__u64 *lw = bpf_map_lookup_elem(&last_wake, &zero);
+	*last = lw;
+	if (!lw)
+		return 0; // (cannot happen) the kernel's own rule: wake a reader that caught up
+	if (h->ts - *lw < wake_gap_ns)
+		return BPF_RB_NO_WAKEUP;
+	__u32 key = h->kind == REC_EXIT ? WAKE_KEY_PROCEXIT : (__u32)(h->nr & 511);
+	__u8 *watched = bpf_map_lookup_elem(&wake_types, &key);
+	if (watched && *watched)
+		return BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) + len >= wake_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+// A record written with a wakeup starts this CPU's gap (the record's own time: the reader
+// holds it, and reads the rings again, until that time plus the reorder window).
+static __always_inline void woke(__u64 flags, __u64 *last, __u64 ts)
+{
+	if (last && flags == BPF_RB_FORCE_WAKEUP)
+		*last = ts;
+}
+
 static __always_inline void emit(__u8 *buf, __u32 len)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
@@ -413,8 +474,13 @@ static __always_inline void emit(__u8 *buf, __u32 len)
 	}
 	if (len > SCRATCH_SIZE)
 		return;
-	if (bpf_ringbuf_output(rb, buf, len, BPF_RB_NO_WAKEUP) < 0)
+	const struct rec_hdr *h = (const struct rec_hdr *)buf;
+	__u64 *last;
+	__u64 flags = wake_flags(rb, h, len, &last);
+	if (bpf_ringbuf_output(rb, buf, len, flags) < 0)
 		count_drop(DROP_BUFFER_FULL);
+	else
+		woke(flags, last, h->ts);
 }
 
 static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __s64 res)
@@ -857,7 +923,12 @@ static __always_inline int emit_floor(__u32 nr, __s64 ret)
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
 		h->args[i] = 0;
-	bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
+	// The same wakeups as a real record of this syscall: the floor includes their cost.
+	__u64 *last;
+	__u64 flags = wake_flags(rb, h, sizeof(*h), &last);
+	__u64 ts = h->ts;
+	bpf_ringbuf_submit(h, flags);
+	woke(flags, last, ts);
 	return 0;
 }
 
