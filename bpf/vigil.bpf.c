@@ -3,7 +3,7 @@
 // Vigil's kernel side: per-syscall tracepoints (attached by user space only for the syscalls in
 // the interest set) and the scheduler's process-lifecycle tracepoints. One record per completed
 // syscall, written to this CPU's ring buffer; user space blocks on the rings (epoll) and is
-// woken only for what needs it soon (`wake_flags`).
+// woken only for what needs it soon (`wake_reason`).
 //
 // Record layout (little-endian; mirrored in crates/ebpf/src/record.rs):
 //   struct rec_hdr, then blobs, each `struct blob_hdr` + `len` bytes, 8-byte aligned.
@@ -269,7 +269,7 @@ struct {
 } drop_counts SEC(".maps");
 
 // Set before load (user space: `BpfOptions::wake_bytes`, half the reorder window): see
-// `wake_flags`.
+// `wake_reason`.
 const volatile __u64 wake_bytes = 1 << 19;
 const volatile __u64 wake_gap_ns = 1000000;
 
@@ -283,13 +283,23 @@ struct {
 	__type(value, __u8);
 } wake_types SEC(".maps");
 
-// Per CPU: the time of the last record this CPU wrote with a wakeup.
+// Per CPU: the time of the last record this CPU wrote with a wakeup, and the wakeups by
+// reason (read by user space: `BpfSource::wakeups`).
+#define WAKE_NONE 0
+#define WAKE_WATCHED 1 // a type an enabled rule watches
+#define WAKE_FILLED 2  // the ring held `wake_bytes`
+struct wake_state {
+	__u64 last;
+	__u64 watched;
+	__u64 filled;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
-} last_wake SEC(".maps");
+	__type(value, struct wake_state);
+} wake_states SEC(".maps");
 
 // Path components collected leaf first while walking up (too big for the BPF stack).
 struct names {
@@ -427,41 +437,48 @@ static __always_inline __u32 put_kernel_mem(__u8 *buf, __u32 off, __u8 tag, cons
 	return blob_end(buf, off, tag, 0, len);
 }
 
-// How a record is committed: with a wakeup of the reader (BPF_RB_FORCE_WAKEUP) when its type
-// is one an enabled rule watches (`wake_types`), or when this CPU's ring already holds
-// `wake_bytes` (records of the types only the state engine needs: they ride along with the next
-// wakeup, or are read at the reader's bounded timeout, unless they pile up). Never within
-// `wake_gap_ns` of this CPU's last wakeup: the reader holds the record that woke it for its
-// reorder window (2 ms, twice the gap) and reads every ring again when the window ends, so a
-// record committed within the gap is read then, at no cost of its own. Under load a CPU so wakes
-// the reader at most once per gap, however many records it writes; on an idle host, only the
-// records a rule may alert on wake it at all. `*last` is this CPU's last-wakeup slot, to update
-// once the record is written.
-static __always_inline __u64 wake_flags(void *rb, const struct rec_hdr *h, __u32 len,
-					__u64 **last)
+// Whether a record wakes the reader (BPF_RB_FORCE_WAKEUP) and why: its type is one an enabled
+// rule watches (`wake_types`), or this CPU's ring already holds `wake_bytes` (records of the
+// types only the state engine needs: they ride along with the next wakeup, or are read at the
+// reader's bounded timeout, unless they pile up). Never within `wake_gap_ns` of this CPU's last
+// wakeup: the reader holds the record that woke it for its reorder window (2 ms, twice the
+// gap) and reads every ring again when the window ends, so a record committed within the gap is
+// read then, at no cost of its own. Under load a CPU so wakes the reader at most once per gap,
+// however many records it writes; on an idle host, only the records a rule may alert on wake
+// it at all. `*state` is this CPU's slot, for `woke` once the record is written.
+static __always_inline int wake_reason(void *rb, const struct rec_hdr *h, __u32 len,
+				       struct wake_state **state)
 {
 	__u32 zero = 0;
-	__u64 *lw = bpf_map_lookup_elem(&last_wake, &zero);
-	*last = lw;
-	if (!lw)
-		return 0; // (cannot happen) the kernel's own rule: wake a reader that caught up
-	if (h->ts - *lw < wake_gap_ns)
-		return BPF_RB_NO_WAKEUP;
+	struct wake_state *st = bpf_map_lookup_elem(&wake_states, &zero);
+	*state = st;
+	if (!st || h->ts - st->last < wake_gap_ns)
+		return WAKE_NONE;
 	__u32 key = h->kind == REC_EXIT ? WAKE_KEY_PROCEXIT : (__u32)(h->nr & 511);
 	__u8 *watched = bpf_map_lookup_elem(&wake_types, &key);
 	if (watched && *watched)
-		return BPF_RB_FORCE_WAKEUP;
+		return WAKE_WATCHED;
 	if (bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) + len >= wake_bytes)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
+		return WAKE_FILLED;
+	return WAKE_NONE;
+}
+
+static __always_inline __u64 wake_flags(int reason)
+{
+	return reason == WAKE_NONE ? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP;
 }
 
 // A record written with a wakeup starts this CPU's gap (the record's own time: the reader
-// holds it, and reads the rings again, until that time plus the reorder window).
-static __always_inline void woke(__u64 flags, __u64 *last, __u64 ts)
+// holds it, and reads the rings again, until that time plus the reorder window), and counts.
+static __always_inline void woke(int reason, struct wake_state *st, __u64 ts)
 {
-	if (last && flags == BPF_RB_FORCE_WAKEUP)
-		*last = ts;
+	if (!st || reason == WAKE_NONE)
+		return;
+	st->last = ts;
+	if (reason == WAKE_WATCHED)
+		st->watched += 1;
+	else
+		st->filled += 1;
 }
 
 static __always_inline void emit(__u8 *buf, __u32 len)
@@ -475,12 +492,12 @@ static __always_inline void emit(__u8 *buf, __u32 len)
 	if (len > SCRATCH_SIZE)
 		return;
 	const struct rec_hdr *h = (const struct rec_hdr *)buf;
-	__u64 *last;
-	__u64 flags = wake_flags(rb, h, len, &last);
-	if (bpf_ringbuf_output(rb, buf, len, flags) < 0)
+	struct wake_state *st;
+	int reason = wake_reason(rb, h, len, &st);
+	if (bpf_ringbuf_output(rb, buf, len, wake_flags(reason)) < 0)
 		count_drop(DROP_BUFFER_FULL);
 	else
-		woke(flags, last, h->ts);
+		woke(reason, st, h->ts);
 }
 
 static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __s64 res)
@@ -924,11 +941,11 @@ static __always_inline int emit_floor(__u32 nr, __s64 ret)
 	for (int i = 0; i < 6; i++)
 		h->args[i] = 0;
 	// The same wakeups as a real record of this syscall: the floor includes their cost.
-	__u64 *last;
-	__u64 flags = wake_flags(rb, h, sizeof(*h), &last);
+	struct wake_state *st;
+	int reason = wake_reason(rb, h, sizeof(*h), &st);
 	__u64 ts = h->ts;
-	bpf_ringbuf_submit(h, flags);
-	woke(flags, last, ts);
+	bpf_ringbuf_submit(h, wake_flags(reason));
+	woke(reason, st, ts);
 	return 0;
 }
 

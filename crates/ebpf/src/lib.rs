@@ -44,11 +44,12 @@
 //!
 //! # Wakeups
 //!
-//! [`Source::next_batch_until`] blocks in `epoll_wait` on every CPU's ring buffer and a
-//! [`Waker`] socket ([`Source::waker`]: a stop signal's handler writes to it), as libbpf's
-//! `ring_buffer__poll` does, until the kernel wakes it, the caller's deadline (its next timer),
+//! [`Source::next_batch_until`] blocks in `epoll_wait` on every CPU's ring buffer
+//! (edge-triggered: a ring is reported when the kernel wakes the reader, not whenever it holds
+//! a record) and a [`Waker`] socket ([`Source::waker`]: a stop signal's handler writes to it),
+//! until the kernel wakes it, the caller's deadline (its next timer),
 //! or [`BpfOptions::max_wait`] (1 s: the longest a record may sit unread). The kernel decides
-//! per record (`wake_flags` in `bpf/vigil.bpf.c`): a record *alert-worthy* — its event type is
+//! per record (`wake_reason` in `bpf/vigil.bpf.c`): a record *alert-worthy* — its event type is
 //! one an enabled rule watches (the rules' interest set, [`BpfOptions::interest`]; a rule on
 //! `procexit` makes exits alert-worthy) — wakes the reader (`BPF_RB_FORCE_WAKEUP`); so does any
 //! record once its CPU's ring holds [`BpfOptions::wake_bytes`] (512 KiB of the 4 MiB ring); the
@@ -94,7 +95,7 @@ mod sys;
 
 pub use decode::Decoder;
 pub use spec::{driver_interest, STATE_NEEDS, STATE_USES_FAILED};
-pub use sys::{fexit_target, Floor, Hook, KernelDrops, OLDEST_KERNEL};
+pub use sys::{fexit_target, Floor, Hook, KernelDrops, KernelWakeups, OLDEST_KERNEL};
 
 /// Why the eBPF driver cannot run or go on.
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +158,10 @@ pub struct BpfOptions {
     /// type (below it, only the types the rules watch wake it). Default: an eighth of the
     /// ring; `u64::MAX`: only the rules' types.
     pub wake_bytes: u64,
+    /// How long an event is held back so that the records of other CPUs stamped before it
+    /// are merged in first (default 2 ms); a CPU that woke the reader does not wake it again
+    /// for half of it.
+    pub reorder_window: Duration,
     /// Capture watched syscalls that have no tracepoint of their own on this kernel through
     /// the `raw_syscalls` tracepoints. Off by default: such a syscall is not implemented by
     /// the kernel (it always fails with `ENOSYS`), and while the fallback is attached every
@@ -178,6 +183,7 @@ impl Default for BpfOptions {
             failed_unused: InterestSet::new(),
             max_wait: Duration::from_secs(1),
             wake_bytes: u64::from(sys::RING_BYTES / 8),
+            reorder_window: Duration::from_nanos(REORDER_WINDOW_NS),
             raw_fallback: false,
             hook: None,
             floor: Floor::default(),
@@ -186,16 +192,19 @@ impl Default for BpfOptions {
 }
 
 /// How long an event is held back so that events committed on other CPUs (each CPU has its
-/// ring) can be merged in timestamp order before it.
+/// ring) can be merged in timestamp order before it (the default of
+/// [`BpfOptions::reorder_window`]).
 const REORDER_WINDOW_NS: u64 = 2_000_000;
 /// Syscall numbers the kernel's `fallback_nrs` map can hold.
 const FALLBACK_NR_LIMIT: u16 = 512;
 /// After a CPU woke the reader, how long its records do not wake it again: they are read
-/// when the reorder window of the record that woke it ends (`bpf/vigil.bpf.c`, `wake_flags`).
-const WAKE_GAP_NS: u64 = REORDER_WINDOW_NS / 2;
-// A record written in the gap must be committed before the reorder window of the record that
-// woke the reader ends (a record takes microseconds to write; the other half is the margin).
-const _: () = assert!(WAKE_GAP_NS < REORDER_WINDOW_NS);
+/// when the reorder window of the record that woke it ends (`bpf/vigil.bpf.c`, `wake_reason`).
+/// Half the window: a record written in the gap must be committed before the window of the
+/// record that woke the reader ends (a record takes microseconds to write; the other half is
+/// the margin).
+fn wake_gap_ns(reorder_window_ns: u64) -> u64 {
+    reorder_window_ns / 2
+}
 /// Most decoded events held in user space. Past it the kernel's rings are left alone until
 /// the consumer catches up (the rings are the buffer, so memory stays bounded), and the
 /// oldest events are delivered even when younger than the reorder window.
@@ -263,6 +272,8 @@ pub struct BpfSource {
     failed_unused: InterestSet,
     /// The watched syscalls whose failed calls are filtered out in the kernel.
     filtered: Vec<&'static str>,
+    /// [`BpfOptions::reorder_window`].
+    reorder_window_ns: u64,
     /// Blocks on the rings and `wake_rx`.
     waiter: sys::Waiter,
     waker: Waker,
@@ -291,9 +302,11 @@ impl BpfSource {
             });
         }
         // Loads the programs for `hook` and attaches them to the interest set.
+        let reorder_window_ns =
+            u64::try_from(options.reorder_window.as_nanos()).unwrap_or(u64::MAX);
         let wake = sys::WakeTuning {
             bytes: options.wake_bytes,
-            gap_ns: WAKE_GAP_NS,
+            gap_ns: wake_gap_ns(reorder_window_ns),
         };
         let start = |hook, save_log, hook_fallback| -> Result<BpfSource, EbpfError> {
             let bpf = sys::Bpf::load(
@@ -326,6 +339,7 @@ impl BpfSource {
                 hook_fallback,
                 failed_unused: options.failed_unused.clone(),
                 filtered: Vec::new(),
+                reorder_window_ns,
                 waiter,
                 waker,
                 wake_rx,
@@ -469,6 +483,12 @@ impl BpfSource {
         self.bpf.drops().filtered_failed
     }
 
+    /// How often the kernel woke the reader since the start, by reason (crate docs,
+    /// *Wakeups*).
+    pub fn wakeups(&self) -> KernelWakeups {
+        self.bpf.wakeups()
+    }
+
     /// The kernel's drop counters per CPU (index = CPU number): records lost because that
     /// CPU's ring was full or the per-thread stash was full, arguments that could not be read
     /// (and failed calls filtered out, which are not losses).
@@ -500,7 +520,7 @@ impl BpfSource {
         let due = front
             .ts
             .saturating_sub(self.decoder.boot_offset)
-            .saturating_add(REORDER_WINDOW_NS);
+            .saturating_add(self.reorder_window_ns);
         Some(Duration::from_nanos(due.saturating_sub(sys::boot_now())))
     }
 
@@ -510,7 +530,7 @@ impl BpfSource {
     /// always drains).
     fn ready(&self) -> usize {
         let pulled = self.pulled_at.saturating_add(self.decoder.boot_offset);
-        deliverable(&self.held, pulled.saturating_sub(REORDER_WINDOW_NS))
+        deliverable(&self.held, pulled.saturating_sub(self.reorder_window_ns))
     }
 }
 
@@ -765,6 +785,8 @@ mod tests {
         let o = BpfOptions::default();
         assert!(o.max_wait <= Duration::from_secs(1));
         assert!(o.wake_bytes < u64::from(sys::RING_BYTES));
+        assert_eq!(o.reorder_window, Duration::from_millis(2));
+        assert_eq!(wake_gap_ns(2_000_000), 1_000_000, "half the window");
         assert!(o.interest.is_empty());
     }
 

@@ -339,7 +339,7 @@ pub const RING_BYTES: u32 = 1 << 22;
 /// The `wake_types` key of `procexit` (the others are syscall numbers).
 pub const WAKE_KEY_PROCEXIT: u32 = 512;
 
-/// When the kernel wakes the reader (`wake_flags` in `bpf/vigil.bpf.c`), set before load.
+/// When the kernel wakes the reader (`wake_reason` in `bpf/vigil.bpf.c`), set before load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WakeTuning {
     /// Bytes waiting in a CPU's ring at which a record of any type wakes the reader.
@@ -359,6 +359,15 @@ pub struct KernelDrops {
     /// kernel: see [`crate::BpfOptions::failed_unused`]). Filtering, not loss: these events
     /// were never meant to be delivered.
     pub filtered_failed: u64,
+}
+
+/// The wakeups the kernel gave the reader (`wake_reason` in `bpf/vigil.bpf.c`), by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelWakeups {
+    /// For a record of a type an enabled rule watches.
+    pub watched: u64,
+    /// Because a ring held `BpfOptions::wake_bytes`.
+    pub filled: u64,
 }
 
 /// The loaded programs, their maps and links, and the ring buffers.
@@ -860,7 +869,7 @@ impl Bpf {
     }
 
     /// An epoll set over every CPU's ring buffer and `extra` (a [`vigil_capture::WakeReceiver`]),
-    /// to block on until the kernel wakes the reader (`wake_flags`) or `extra` is readable.
+    /// to block on until the kernel wakes the reader (`wake_reason`) or `extra` is readable.
     pub fn waiter(&self, extra: BorrowedFd<'_>) -> Result<Waiter, EbpfError> {
         let fail = |e: std::io::Error| EbpfError::Load {
             what: "set up the wait on the ring buffers",
@@ -873,16 +882,20 @@ impl Bpf {
         }
         // SAFETY: `fd` was just created and is owned by nothing else.
         let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        // The rings edge-triggered: a ring is reported only when the kernel wakes the reader.
+        // Level-triggered, a ring once reported would be reported again by every wait that
+        // finds a record in it (written since, without a wakeup): on a busy host the reader
+        // would never sleep. The wake socket level-triggered: it is emptied before a wait.
         let fds = self
             .rings
             .iter()
-            .map(|r| r.as_fd().as_raw_fd())
+            .map(|r| (r.as_fd().as_raw_fd(), libc::EPOLLIN | libc::EPOLLET))
             .enumerate()
-            .map(|(i, fd)| (fd, i as u64))
-            .chain([(extra.as_raw_fd(), Waiter::EXTRA)]);
-        for (fd, data) in fds {
+            .map(|(i, (fd, events))| (fd, events, i as u64))
+            .chain([(extra.as_raw_fd(), libc::EPOLLIN, Waiter::EXTRA)]);
+        for (fd, events, data) in fds {
             let mut event = libc::epoll_event {
-                events: libc::EPOLLIN as u32,
+                events: events as u32,
                 u64: data,
             };
             // SAFETY: both descriptors are open (the rings live as long as `self`, `extra` is
@@ -929,6 +942,31 @@ impl Bpf {
             drops.filtered_failed += cpu.filtered_failed;
         }
         drops
+    }
+
+    /// The wakeups the kernel gave the reader, by reason, summed over CPUs (`wake_states`).
+    pub fn wakeups(&self) -> KernelWakeups {
+        let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .wake_states
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        else {
+            return KernelWakeups::default();
+        };
+        let mut total = KernelWakeups::default();
+        for value in &per_cpu {
+            let n = |i: usize| {
+                value
+                    .get(i * 8..i * 8 + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_ne_bytes)
+            };
+            // struct wake_state: last, watched, filled.
+            total.watched += n(1);
+            total.filled += n(2);
+        }
+        total
     }
 
     /// The kernel-side drop counters of each CPU.
@@ -1292,10 +1330,10 @@ fn detach_all(links: Vec<Link>) {
     });
 }
 
-/// An epoll set over the ring buffers and a wake descriptor ([`Bpf::waiter`]). The ring
-/// buffers are level-triggered but the kernel signals them only when it wakes the reader: a
-/// record written without a wakeup does not end a wait (libbpf's `ring_buffer__poll` waits
-/// the same way).
+/// An epoll set over the ring buffers and a wake descriptor ([`Bpf::waiter`]). The rings are
+/// edge-triggered: a wait ends when the kernel wakes the reader, never for a record written
+/// without a wakeup (unlike libbpf's level-triggered `ring_buffer__poll`, where such records
+/// keep a ring reported once it was).
 pub struct Waiter {
     epoll: OwnedFd,
 }

@@ -931,26 +931,46 @@ mod wakeups {
     #[test]
     fn a_watched_event_wakes_the_reader_and_is_delivered_after_its_reorder_window() {
         // Nothing but an alert-worthy record wakes this reader: no size threshold, and a minute
-        // of timeout.
-        let Some(mut source) = open_options(wake_options(Duration::from_secs(60), u64::MAX)) else {
+        // of timeout. A reorder window of 500 ms (default 2 ms): the reader runs within it of
+        // the wakeup even on a loaded machine, so the record is held when first read and must
+        // leave when its window ends, not at the next wakeup.
+        let options = BpfOptions {
+            reorder_window: Duration::from_millis(500),
+            ..wake_options(Duration::from_secs(60), u64::MAX)
+        };
+        let Some(mut source) = open_options(options) else {
             return;
         };
         let dir = temp_dir_path("wake");
         // Empty rings: the record cannot meet one the busy host filled meanwhile.
         source.drain(&mut Vec::new()).expect("drain");
+        // The rmdir comes while the reader waits (a record already written when the reader
+        // looks is read without any wakeup).
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 0.3; exec rmdir \"$0\"", &dir])
+            .spawn()
+            .expect("run rmdir");
         let start = Instant::now();
-        let mut child = Command::new("rmdir").arg(&dir).spawn().expect("run rmdir");
+        let woken = source.wakeups();
         let pid = i64::from(child.id());
-        let status = child.wait().expect("wait for rmdir");
-        assert!(status.success(), "rmdir {dir}: {status}");
         let arrived = wait_for(&mut source, start + Duration::from_secs(60), |e| {
             e.pid == pid && name_of(e) == "rmdir"
         });
+        let status = child.wait().expect("wait for rmdir");
+        assert!(status.success(), "rmdir {dir}: {status}");
         let took = arrived.map(|t| t - start);
         assert!(
             took.is_some_and(|t| t < LIVENESS),
             "the rmdir of {dir} arrived after {took:?} (a reader waiting for its minute's timeout, \
              or an event held for the reorder window until another wakeup)"
+        );
+        // The kernel woke the reader for it. (On a busy host the reader also reads every
+        // reorder window while it holds other processes' events, and would find the record
+        // without a wakeup: the count tells.)
+        let now = source.wakeups();
+        assert!(
+            now.watched > woken.watched,
+            "no wakeup for a watched type: {woken:?} → {now:?}"
         );
     }
 
@@ -962,13 +982,17 @@ mod wakeups {
             return;
         };
         source.drain(&mut Vec::new()).expect("drain");
+        // The exit comes while the reader waits.
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 0.3; exec /bin/true"])
+            .spawn()
+            .expect("run /bin/true");
         let start = Instant::now();
-        let mut child = Command::new("/bin/true").spawn().expect("run /bin/true");
         let pid = i64::from(child.id());
-        assert!(child.wait().expect("wait for /bin/true").success());
         let arrived = wait_for(&mut source, start + Duration::from_secs(60), |e| {
             e.pid == pid && name_of(e) == "procexit"
         });
+        assert!(child.wait().expect("wait for /bin/true").success());
         let took = arrived.map(|t| t - start);
         assert!(
             took.is_some_and(|t| t < LIVENESS),
@@ -1008,14 +1032,19 @@ mod wakeups {
     #[test]
     fn a_burst_of_unwatched_types_beyond_the_ring_is_fully_delivered() {
         // No rule watches fcntl or close: below the threshold they wake nobody. The burst holds
-        // more than a ring, so it is delivered whole only if the kernel wakes the reader at the
-        // threshold (the timeout is a minute away); the rmdir at its end is watched.
-        let Some(mut source) = open_options(wake_options(
-            Duration::from_secs(60),
-            BpfOptions::default().wake_bytes,
-        )) else {
+        // more than a ring, so it is delivered whole only if the reader reads it as it comes:
+        // the kernel wakes it at the threshold (the timeout is a minute away). A reorder window
+        // of 1 s: the reader, which reads every window while it holds other processes'
+        // events, leaves the ring to fill past the threshold in between (~1.7 MB/s), but not
+        // past its size. The rmdir at its end is watched.
+        let options = BpfOptions {
+            reorder_window: Duration::from_secs(1),
+            ..wake_options(Duration::from_secs(60), BpfOptions::default().wake_bytes)
+        };
+        let Some(mut source) = open_options(options) else {
             return;
         };
+        let woken = source.wakeups();
         let dir = temp_dir_path("burst");
         let exe = std::env::current_exe().expect("test binary path");
         // On one CPU: the burst fills one ring.
@@ -1068,6 +1097,11 @@ mod wakeups {
         assert!(
             closes >= BURST_CHUNKS * BURST_CHUNK,
             "every close of the burst is delivered ({closes})"
+        );
+        let now = source.wakeups();
+        assert!(
+            now.filled > woken.filled,
+            "no wakeup at the threshold: {woken:?} → {now:?}"
         );
     }
 }
