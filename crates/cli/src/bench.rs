@@ -790,6 +790,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn several_agents_get_directories_named_after_them_and_idle_needs_background_ones() {
+        assert_eq!(slug("vigil watch"), "vigil-watch");
+        assert_eq!(
+            slug("`/work/x/scripts/bench-auditd.sh`"),
+            "work-x-scripts-bench-auditd-sh"
+        );
+        assert!(slug(&"a".repeat(100)).len() <= 40);
+        let agents = background_agents(&[], &[]).unwrap();
+        assert_eq!(
+            agents,
+            [AgentSpec::Watch { args: Vec::new() }],
+            "watch by default"
+        );
+        assert!(
+            background_agents(&["run".into()], &[]).is_err(),
+            "run has no process"
+        );
+        assert!(background_agents(&["none".into()], &[]).is_err());
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(
             parse_duration("5"),
