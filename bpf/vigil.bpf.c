@@ -2,7 +2,8 @@
 //
 // Vigil's kernel side: per-syscall tracepoints (attached by user space only for the syscalls in
 // the interest set) and the scheduler's process-lifecycle tracepoints. One record per completed
-// syscall, written to this CPU's ring buffer without a wakeup; user space polls.
+// syscall, written to this CPU's ring buffer; user space blocks on the rings (epoll) and is
+// woken only for what needs it soon (`wake_reason`).
 //
 // Record layout (little-endian): struct rec_hdr, then blobs, each `struct blob_hdr` + `len`
 // bytes, 8-byte aligned. Kinds, tags and flags: vigil_record.h (crates/ebpf/build.rs generates
@@ -249,6 +250,39 @@ struct {
 	__type(value, struct drops);
 } drop_counts SEC(".maps");
 
+// Set before load (user space: `BpfOptions::wake_bytes`, half the reorder window): see
+// `wake_reason`.
+const volatile __u64 wake_bytes = 1 << 19;
+const volatile __u64 wake_gap_ns = 1000000;
+
+// Event types a record of which wakes the reader (1): those an enabled rule watches (set by
+// user space with the interest set), by syscall number; WAKE_KEY_PROCEXIT for procexit.
+#define WAKE_KEY_PROCEXIT 512
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 513);
+	__type(key, __u32);
+	__type(value, __u8);
+} wake_types SEC(".maps");
+
+// Per CPU: the time of the last record this CPU wrote with a wakeup, and the wakeups by
+// reason (read by user space: `BpfSource::wakeups`).
+#define WAKE_NONE 0
+#define WAKE_WATCHED 1 // a type an enabled rule watches
+#define WAKE_FILLED 2  // the ring held `wake_bytes`
+struct wake_state {
+	__u64 last;
+	__u64 watched;
+	__u64 filled;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wake_state);
+} wake_states SEC(".maps");
+
 // Path components collected leaf first while walking up (too big for the BPF stack).
 struct names {
 	const unsigned char *p[MAX_DEPTH];
@@ -394,6 +428,50 @@ static __always_inline __u32 put_kernel_mem(__u8 *buf, __u32 off, __u8 tag, cons
 	return blob_end(buf, off, tag, 0, len);
 }
 
+// Whether a record wakes the reader (BPF_RB_FORCE_WAKEUP) and why: its type is one an enabled
+// rule watches (`wake_types`), or this CPU's ring already holds `wake_bytes` (records of the
+// types only the state engine needs: they ride along with the next wakeup, or are read at the
+// reader's bounded timeout, unless they pile up). Never within `wake_gap_ns` of this CPU's last
+// wakeup: the reader holds the record that woke it for its reorder window (2 ms, twice the
+// gap) and reads every ring again when the window ends, so a record committed within the gap is
+// read then, at no cost of its own. Under load a CPU so wakes the reader at most once per gap,
+// however many records it writes; on an idle host, only the records a rule may alert on wake
+// it at all. `*state` is this CPU's slot, for `woke` once the record is written.
+static __always_inline int wake_reason(void *rb, const struct rec_hdr *h, __u32 len,
+				       struct wake_state **state)
+{
+	__u32 zero = 0;
+	struct wake_state *st = bpf_map_lookup_elem(&wake_states, &zero);
+	*state = st;
+	if (!st || h->ts - st->last < wake_gap_ns)
+		return WAKE_NONE;
+	__u32 key = h->kind == REC_EXIT ? WAKE_KEY_PROCEXIT : (__u32)(h->nr & 511);
+	__u8 *watched = bpf_map_lookup_elem(&wake_types, &key);
+	if (watched && *watched)
+		return WAKE_WATCHED;
+	if (bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) + len >= wake_bytes)
+		return WAKE_FILLED;
+	return WAKE_NONE;
+}
+
+static __always_inline __u64 wake_flags(int reason)
+{
+	return reason == WAKE_NONE ? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP;
+}
+
+// A record written with a wakeup starts this CPU's gap (the record's own time: the reader
+// holds it, and reads the rings again, until that time plus the reorder window), and counts.
+static __always_inline void woke(int reason, struct wake_state *st, __u64 ts)
+{
+	if (!st || reason == WAKE_NONE)
+		return;
+	st->last = ts;
+	if (reason == WAKE_WATCHED)
+		st->watched += 1;
+	else
+		st->filled += 1;
+}
+
 static __always_inline void emit(__u8 *buf, __u32 len)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
@@ -404,10 +482,15 @@ static __always_inline void emit(__u8 *buf, __u32 len)
 	}
 	if (len > SCRATCH_SIZE)
 		return;
-	if (bpf_ringbuf_output(rb, buf, len, BPF_RB_NO_WAKEUP) < 0)
+	const struct rec_hdr *h = (const struct rec_hdr *)buf;
+	struct wake_state *st;
+	int reason = wake_reason(rb, h, len, &st);
+	if (bpf_ringbuf_output(rb, buf, len, wake_flags(reason)) < 0)
 		count_drop(DROP_BUFFER_FULL);
-	else
+	else {
 		count_submitted();
+		woke(reason, st, h->ts);
+	}
 }
 
 static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __s64 res)
@@ -850,8 +933,13 @@ static __always_inline int emit_floor(__u32 nr, __s64 ret)
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
 		h->args[i] = 0;
-	bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
+	// The same wakeups as a real record of this syscall: the floor includes their cost.
+	struct wake_state *st;
+	int reason = wake_reason(rb, h, sizeof(*h), &st);
+	__u64 ts = h->ts;
+	bpf_ringbuf_submit(h, wake_flags(reason));
 	count_submitted();
+	woke(reason, st, ts);
 	return 0;
 }
 

@@ -16,9 +16,10 @@
 //! filesystem). A poll costs the agent a few `stat` calls and nothing to anyone else.
 //!
 //! Editors write in several steps (truncate, write, rename, chmod): a reload is due only once
-//! the watched files have been quiet for a while ([`Debounce`]). The event loop asks
-//! [`ConfigWatcher::poll`] between events; it looks at the files at most every
-//! [`READ_EVERY`], so a busy loop pays a clock read, not a system call.
+//! the watched files have been quiet for a while ([`Debounce`]). The agent's timer calls
+//! [`ConfigWatcher::check`] every [`READ_EVERY`] (an idle agent wakes for it; a busy one pays a
+//! clock read between batches, not a system call); [`ConfigWatcher::poll`] is the same with
+//! its own limit, for a caller that asks between events.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
@@ -292,6 +293,12 @@ impl ConfigWatcher {
             return false;
         }
         self.next_read = Some(now + READ_EVERY);
+        self.check(now)
+    }
+
+    /// [`ConfigWatcher::poll`] for a caller that keeps the schedule itself (the agent's
+    /// timers call it every [`READ_EVERY`]): looks at the files now.
+    pub fn check(&mut self, now: Instant) -> bool {
         let look = self.look();
         if look != self.last {
             self.last = look;

@@ -4,7 +4,10 @@
 //! files change, the privilege drop before any thread starts, and the summary at exit.
 //!
 //! The command that owns the event source calls in: [`Agent::process`] for each batch, then
-//! [`Agent::housekeeping`]; [`Agent::drive`] is that loop for a plain [`Source`]. Messages for
+//! [`Agent::housekeeping`]; [`Agent::drive`] is that loop for a plain [`Source`]. The periodic
+//! work runs on the agent's timers ([`crate::timers`]): a loop that blocks in its source blocks
+//! until [`Agent::next_due`] at most, and [`Agent::wake_on_signals`] makes a stop signal end
+//! the wait at once. Messages for
 //! the operator (the web server's address, reloads, the exit summary) go to
 //! [`AgentFlags::notice`], so this crate prints nothing itself.
 
@@ -14,7 +17,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vigil_capture::{Source, SourceError, SourceStats};
+use vigil_capture::{Source, SourceError, SourceStats, Waker};
 use vigil_config::{BindFailure, Config};
 use vigil_engine::{AlertDecorator, Engine};
 use vigil_event::Event;
@@ -24,6 +27,8 @@ use vigil_ptrace::privs::Capability;
 use vigil_rules::Ruleset;
 
 use crate::filewatch::{self, ConfigWatcher, WatchSources};
+use crate::signals::SignalWake;
+use crate::timers::{Job, Timers, METRICS_EVERY};
 use crate::{
     AgentServer, AppendError, Appender, BoundServer, ServerError, Signals, Tick, TickCounts,
 };
@@ -111,6 +116,8 @@ pub struct Agent {
     outputs: Outputs,
     _server: Option<AgentServer>,
     tick: Tick,
+    /// When the metrics, stats file, snapshot and file checks are due.
+    timers: Timers,
     signals: Signals,
     config: Config,
     hostname: String,
@@ -273,11 +280,19 @@ impl Agent {
             }
             None => None,
         };
+        let now = Instant::now();
+        let mut timers = Timers::new(now);
+        // At once: the counters are published with the first event (a traced workload may go
+        // idle right after it).
+        timers.set(Job::Metrics, Some(METRICS_EVERY), now, true);
+        timers.set(Job::StatsFile, tick.stats_interval(), now, false);
+        timers.set(Job::Snapshot, tick.snapshot_interval(), now, false);
         Ok(Agent {
             metrics,
             outputs,
             _server: server,
             tick,
+            timers,
             signals,
             config,
             hostname: hostname.to_string(),
@@ -306,7 +321,17 @@ impl Agent {
         let set = sources.set(&self.config.rules_files);
         if !self.config.watch_config_files || set.is_empty() {
             self.watcher = None;
+            self.timers
+                .set(Job::ConfigFiles, None, Instant::now(), false);
             return;
+        }
+        if self.watcher.is_none() {
+            self.timers.set(
+                Job::ConfigFiles,
+                Some(filewatch::READ_EVERY),
+                Instant::now(),
+                false,
+            );
         }
         match self.watcher.as_mut() {
             Some(watcher) => watcher.replace(set),
@@ -366,6 +391,27 @@ impl Agent {
         self.signals.stop_requested()
     }
 
+    /// When the next periodic job is due: how long a loop may block in its source
+    /// ([`Source::next_batch_until`]) before it must call [`Agent::housekeeping`].
+    pub fn next_due(&self) -> Instant {
+        self.timers
+            .next_due()
+            .unwrap_or_else(|| Instant::now() + METRICS_EVERY)
+    }
+
+    /// Makes SIGTERM/SIGINT (and SIGHUP, SIGUSR1) also wake a source blocked in its wait
+    /// ([`Source::waker`]), while the guard is kept; nothing without signal handlers or a
+    /// waker.
+    pub fn wake_on_signals(&self, waker: Option<Waker>) -> Result<SignalWake, AgentError> {
+        match waker {
+            Some(waker) => self
+                .signals
+                .wake_on_signal(&waker)
+                .map_err(AgentError::Signals),
+            None => Ok(SignalWake::default()),
+        }
+    }
+
     /// Runs `events` through `engine`, delivering alerts to the outputs.
     pub fn process(&mut self, engine: &mut Engine, events: &[Event]) {
         let start = Instant::now();
@@ -377,10 +423,11 @@ impl Agent {
     }
 
     /// Between batches: SIGUSR1 reopens the outputs, SIGHUP or a change of a watched file
-    /// ([`Agent::watch_files`]) reloads configuration and rules through `reload` (returning
-    /// the new configuration; errors keep the running one), and
-    /// the stats file and metrics snapshots are written when due (`source` gives the source's
-    /// counters; it is only asked then, since reading them may cost a system call).
+    /// ([`Agent::watch_files`], looked at when its timer is due) reloads configuration and
+    /// rules through `reload` (returning the new configuration; errors keep the running one),
+    /// and the metrics, the stats file and metrics snapshots are updated when their timers are
+    /// due (`source` gives the source's counters; it is only asked then, since reading them
+    /// may cost a system call). Cheap when nothing is due: a clock read.
     pub fn housekeeping(
         &mut self,
         engine: &mut Engine,
@@ -392,10 +439,10 @@ impl Agent {
             self.outputs.reopen();
         }
         let mut reloaded = None;
-        let changed = self
-            .watcher
-            .as_mut()
-            .is_some_and(|w| w.poll(Instant::now()));
+        let now = Instant::now();
+        let due = self.timers.take_due(now);
+        let changed =
+            due.contains(Job::ConfigFiles) && self.watcher.as_mut().is_some_and(|w| w.check(now));
         // SIGHUP first: it is consumed even when files changed too (one reload for both).
         let cause = match (self.signals.take_reload(), changed) {
             (true, _) => Some("SIGHUP"),
@@ -448,10 +495,13 @@ impl Agent {
             // failed reload keeps watching the same set (the fix comes as another change).
             self.rewatch();
         }
-        if self.tick.due() {
+        if [Job::Metrics, Job::StatsFile, Job::Snapshot]
+            .into_iter()
+            .any(|job| due.contains(job))
+        {
             let c = counts(engine, &source(), self.eval);
             self.tick
-                .run(&c, &mut self.outputs, now_ns())
+                .run(&c, &mut self.outputs, now_ns(), due)
                 .map_err(AgentError::WriteStats)?;
         }
         Ok(reloaded)
@@ -459,18 +509,20 @@ impl Agent {
 
     /// Runs `source` through `engine` until it ends or a stop is requested: each batch is
     /// evaluated, then [`Agent::housekeeping`] runs (also after an empty batch, which a
-    /// source that waits returns now and then). The snapshot must already be loaded; a late
-    /// one ([`Source::late_snapshot`]) is loaded before the events that follow it.
+    /// source that waits returns when the next timer is due or a signal woke it). The
+    /// snapshot must already be loaded; a late one ([`Source::late_snapshot`]) is loaded
+    /// before the events that follow it.
     pub fn drive(
         &mut self,
         engine: &mut Engine,
         source: &mut dyn Source,
         reload: &mut Reload<'_>,
     ) -> Result<(), AgentError> {
+        let _wake = self.wake_on_signals(source.waker())?;
         let mut batch = Vec::with_capacity(1024);
         loop {
             batch.clear();
-            let more = source.next_batch(&mut batch, 1024)?;
+            let more = source.next_batch_until(&mut batch, 1024, self.next_due())?;
             if let Some(snapshot) = source.late_snapshot() {
                 engine.load_snapshot(&snapshot);
             }
@@ -886,5 +938,114 @@ mod tests {
             .unwrap();
         agent.finish(&engine, &source.stats(), false).unwrap();
         assert_eq!(scratch.alerted(), ["Kill by init"]);
+    }
+
+    /// A source with nothing to deliver that blocks until the deadline it is given, as the
+    /// eBPF source does on an idle host, for `calls` calls; it keeps the deadlines.
+    struct IdleSource {
+        deadlines: Vec<Instant>,
+        calls: usize,
+    }
+
+    impl Source for IdleSource {
+        fn snapshot(&mut self) -> Result<Snapshot, SourceError> {
+            Ok(Snapshot::default())
+        }
+        fn next_batch(&mut self, _out: &mut Vec<Event>, _max: usize) -> Result<bool, SourceError> {
+            panic!("a loop with timers passes its deadline (next_batch_until)")
+        }
+        fn next_batch_until(
+            &mut self,
+            _out: &mut Vec<Event>,
+            _max: usize,
+            deadline: Instant,
+        ) -> Result<bool, SourceError> {
+            self.deadlines.push(deadline);
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            self.calls -= 1;
+            Ok(self.calls > 0)
+        }
+        fn stats(&self) -> SourceStats {
+            SourceStats::default()
+        }
+    }
+
+    #[test]
+    fn an_idle_drive_blocks_until_the_next_timer_and_each_job_keeps_its_schedule() {
+        let scratch = Scratch::new("idle");
+        let stats = scratch.0.join("stats.jsonl");
+        let mut engine = engine(rules(1));
+        let every = Duration::from_millis(200);
+        let mut agent = Agent::start(
+            scratch.config(),
+            "host",
+            &flags(Some((&stats, every))),
+            &mut engine,
+        )
+        .unwrap();
+        let mut source = IdleSource {
+            deadlines: Vec::new(),
+            calls: 6,
+        };
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload)
+            .unwrap();
+        // The metrics are due at once; then the stats file's 200 ms and the metrics' 1 s fall
+        // on one grid from the start: every wait ends on a grid point, never more than the
+        // metrics' second later.
+        let d = &source.deadlines;
+        assert_eq!(d.len(), 6);
+        for pair in d.windows(2) {
+            let step = pair[1] - pair[0];
+            assert!(
+                step > Duration::ZERO && step <= Duration::from_secs(1),
+                "{step:?}"
+            );
+        }
+        for later in &d[1..] {
+            let since = (*later - d[0]).as_nanos();
+            assert_eq!(since % every.as_nanos(), 0, "{since} ns: off the grid");
+        }
+        // Every wait after the first ended at a stats point: a line each, and the last one.
+        assert_eq!(
+            agent
+                .metrics()
+                .get(vigil_output::metrics::names::N_EVTS, &[]),
+            0.0,
+            "the metrics were published"
+        );
+        agent.finish(&engine, &source.stats(), false).unwrap();
+        let lines = std::fs::read_to_string(&stats).unwrap().lines().count();
+        assert_eq!(lines, 6, "5 on the timer, 1 at the end");
+    }
+
+    #[test]
+    fn a_busy_drive_does_not_run_the_jobs_more_often() {
+        let scratch = Scratch::new("busy");
+        let stats = scratch.0.join("stats.jsonl");
+        let mut engine = engine(rules(1));
+        let every = Duration::from_millis(200);
+        let mut agent = Agent::start(
+            scratch.config(),
+            "host",
+            &flags(Some((&stats, every))),
+            &mut engine,
+        )
+        .unwrap();
+        // A batch (and a housekeeping call) per event.
+        let mut source = ScriptedSource::new(Snapshot::default(), (1..=3000).map(kill).collect())
+            .with_batch_limit(1);
+        let start = Instant::now();
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload)
+            .unwrap();
+        let periods = (start.elapsed().as_nanos() / every.as_nanos()) as usize;
+        agent.finish(&engine, &source.stats(), false).unwrap();
+        let lines = std::fs::read_to_string(&stats).unwrap().lines().count();
+        assert!(
+            lines <= periods + 2,
+            "{lines} stats lines in {periods} periods of 3000 batches"
+        );
+        assert_eq!(engine.stats().processed, 3000);
     }
 }

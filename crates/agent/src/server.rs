@@ -7,7 +7,7 @@
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -178,8 +178,9 @@ impl AgentServer {
             address: address.clone(),
             source,
         };
+        // Blocking: the serving thread sleeps in accept until a client (or the stop's own
+        // connection, `halt`) comes; it wakes for nothing else.
         let listener = TcpListener::bind(&address).map_err(bind_err)?;
-        listener.set_nonblocking(true).map_err(bind_err)?;
         let addr = listener.local_addr().map_err(bind_err)?;
         let routes = Routes {
             healthz: config.k8s_healthz_endpoint.clone(),
@@ -215,8 +216,20 @@ impl AgentServer {
 
     fn halt(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        // The thread blocks in accept: a connection of our own wakes it to see the flag. If
+        // even that cannot connect, the thread is left to end with the process.
+        let mut target = self.addr;
+        if target.ip().is_unspecified() {
+            target.set_ip(match target {
+                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        if TcpStream::connect_timeout(&target, Duration::from_secs(1)).is_ok() {
+            let _ = thread.join();
         }
     }
 }
@@ -228,15 +241,16 @@ impl Drop for AgentServer {
 }
 
 fn serve(listener: TcpListener, routes: Routes, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::SeqCst) {
-        match listener.accept() {
+    loop {
+        let accepted = listener.accept();
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        match accepted {
             Ok((stream, _)) => {
                 if let Err(e) = handle(stream, &routes) {
                     log::debug!("webserver: {e}");
                 }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => {
                 log::warn!("webserver: accept failed: {e}");

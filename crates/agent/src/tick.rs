@@ -1,8 +1,8 @@
-//! The agent's periodic housekeeping, called by the event loop between batches: copies the
-//! engine's and source's counters into the metrics registry, writes Falco's stats file line
-//! when its interval is due, samples CPU and memory, checks the drop alert, and emits Falco's
-//! periodic metrics snapshot (`metrics.enabled`: the internal alert `Falco internal: metrics
-//! snapshot` with `output_rule`, and/or its JSON line in `output_file`).
+//! The agent's periodic housekeeping, run when its timers are due ([`crate::timers`]): copies
+//! the engine's and source's counters into the metrics registry, writes Falco's stats file
+//! line, samples CPU and memory, checks the drop alert, and emits Falco's periodic metrics
+//! snapshot (`metrics.enabled`: the internal alert `Falco internal: metrics snapshot` with
+//! `output_rule`, and/or its JSON line in `output_file`).
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -15,6 +15,8 @@ use vigil_output::metrics::{self, names};
 use vigil_output::stats::{Counts, StatsFile};
 use vigil_output::{Alert, JsonOptions, Metrics, Outputs};
 use vigil_rules::Ruleset;
+
+use crate::timers::{Due, Job};
 
 /// Rule name of Falco's periodic metrics alert.
 pub const METRICS_RULE: &str = "Falco internal: metrics snapshot";
@@ -79,12 +81,10 @@ pub fn seed_rule_counters(metrics: &Metrics, ruleset: &Ruleset) {
     }
 }
 
-/// Housekeeping state.
+/// Housekeeping state. When each part runs is the timers' business ([`Tick::run`]).
 pub struct Tick {
     metrics: Metrics,
-    stats: Option<(StatsFile, Duration, Instant)>,
-    housekeeping: Duration,
-    last: Instant,
+    stats: Option<(StatsFile, Duration)>,
     snapshots: Option<Snapshots>,
     started: Instant,
 }
@@ -100,23 +100,16 @@ struct Snapshots {
 }
 
 impl Tick {
-    /// `stats_file`: Falco's `-s FILE` with `--stats-interval` (the first line is written one
-    /// interval after start, then every interval, and a last one by [`Tick::finish`]).
+    /// `stats_file`: Falco's `-s FILE` with `--stats-interval` (a line every interval, when
+    /// the timers say so, and a last one by [`Tick::finish`]).
     pub fn new(metrics: &Metrics, stats_file: Option<(&Path, Duration)>) -> io::Result<Tick> {
         let stats = match stats_file {
-            Some((path, every)) => Some((StatsFile::create(path)?, every, Instant::now())),
+            Some((path, every)) => Some((StatsFile::create(path)?, every)),
             None => None,
         };
-        let housekeeping = Duration::from_millis(250);
-        let now = Instant::now();
         let tick = Tick {
             metrics: metrics.clone(),
             stats,
-            housekeeping,
-            // Due at the first call: the counters are published with the first event (a
-            // traced workload may go idle right after it, and nothing calls again until its
-            // next event).
-            last: now.checked_sub(housekeeping).unwrap_or(now),
             snapshots: None,
             started: Instant::now(),
         };
@@ -368,41 +361,34 @@ impl Tick {
         Ok(())
     }
 
-    /// Whether [`Tick::run`] has anything to do now (cheap; call it every batch).
-    pub fn due(&self) -> bool {
-        let now = Instant::now();
-        now.duration_since(self.last) >= self.housekeeping
-            || self
-                .snapshots
-                .as_ref()
-                .is_some_and(|s| now.duration_since(s.last) >= s.config.interval)
-            || self
-                .stats
-                .as_ref()
-                .is_some_and(|(_, every, last)| now.duration_since(*last) >= *every)
+    /// The stats file's interval (`--stats-interval`), when there is one: the period of
+    /// [`Job::StatsFile`].
+    pub fn stats_interval(&self) -> Option<Duration> {
+        self.stats.as_ref().map(|(_, every)| *every)
     }
 
-    /// Updates metrics, the stats file and the metrics snapshot (when due) and the drop alert.
+    /// `metrics.interval` while snapshots are on: the period of [`Job::Snapshot`].
+    pub fn snapshot_interval(&self) -> Option<Duration> {
+        self.snapshots.as_ref().map(|s| s.config.interval)
+    }
+
+    /// Updates metrics and the drop alert; writes the stats file line and the metrics
+    /// snapshot when `due` holds their jobs.
     pub fn run(
         &mut self,
         counts: &TickCounts,
         outputs: &mut Outputs,
         now_ns: u64,
+        due: Due,
     ) -> io::Result<()> {
-        self.last = Instant::now();
         self.publish(counts);
         outputs.check_drops(counts.dropped_total(), now_ns);
-        if self
-            .snapshots
-            .as_ref()
-            .is_some_and(|s| s.last.elapsed() >= s.config.interval)
-        {
+        if due.contains(Job::Snapshot) && self.snapshots.is_some() {
             let hostname = outputs.hostname().to_owned();
             self.emit_snapshot(counts, outputs, now_ns, &hostname)?;
         }
-        if let Some((file, every, last)) = self.stats.as_mut() {
-            if last.elapsed() >= *every {
-                *last = Instant::now();
+        if let Some((file, _)) = self.stats.as_mut() {
+            if due.contains(Job::StatsFile) {
                 file.write(stats_counts(counts))?;
             }
         }
@@ -419,7 +405,7 @@ impl Tick {
     ) -> io::Result<()> {
         self.publish(counts);
         outputs.final_drops(counts.dropped_total(), now_ns);
-        if let Some((file, _, _)) = self.stats.as_mut() {
+        if let Some((file, _)) = self.stats.as_mut() {
             file.write(stats_counts(counts))?;
         }
         Ok(())
@@ -532,7 +518,7 @@ mod tests {
         let metrics = Metrics::new();
         let mut outputs = Outputs::with_sinks(Default::default(), Vec::new(), &metrics).unwrap();
         let mut tick = Tick::new(&metrics, Some((&path, Duration::ZERO))).unwrap();
-        assert!(tick.due());
+        assert_eq!(tick.stats_interval(), Some(Duration::ZERO));
         // Before any event: every drop series, at 0.
         for (dir, drop) in metrics::BUFFER_DROP_KINDS {
             assert!(
@@ -573,7 +559,17 @@ mod tests {
             container_lookup_seconds: 0.25,
             container_lookup_max_seconds: 0.125,
         };
-        tick.run(&counts, &mut outputs, 0).unwrap();
+        // Metrics only: no stats line yet.
+        tick.run(&counts, &mut outputs, 0, Due::default().with(Job::Metrics))
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "", "not due");
+        tick.run(
+            &counts,
+            &mut outputs,
+            0,
+            Due::default().with(Job::StatsFile),
+        )
+        .unwrap();
         tick.finish(&counts, &mut outputs, 0).unwrap();
         assert_eq!(metrics.get(names::N_EVTS, &[]), 10.0);
         assert_eq!(metrics.get(names::N_DROPS, &[]), 10.0);
@@ -736,9 +732,17 @@ mod tests {
             threads: 4,
             ..TickCounts::default()
         };
+        assert_eq!(tick.snapshot_interval(), Some(Duration::from_nanos(1)));
+        tick.run(&counts, &mut outputs, 0, Due::default().with(Job::Metrics))
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "",
+            "a snapshot only when its timer is due"
+        );
         std::thread::sleep(Duration::from_millis(1));
-        assert!(tick.due());
-        tick.run(&counts, &mut outputs, 0).unwrap();
+        tick.run(&counts, &mut outputs, 0, Due::default().with(Job::Snapshot))
+            .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(v["rule"], METRICS_RULE);

@@ -6,6 +6,8 @@
 //! - [`execrate`]: `/bin/true` at fixed exec rates; CPU of named processes and of the workload.
 //! - [`capacity`]: a watched-syscall ramp under a CPU budget until the agent drops events.
 //! - [`genbench`]: Falco event-generator's `bench` method over `vigil generate` actions.
+//! - [`idle`]: an agent's CPU and wakeups per second on a host with nothing for it to do.
+//! - [`latency`]: the time from a syscall to its alert on the agent's stdout, at fixed rates.
 //! - [`report`]: Markdown + JSON reports and the charts; [`plots`]: a report's SVG plots, drawn
 //!   from its `report.json` alone; [`system`]: machine facts and `/proc` readers.
 //!
@@ -34,6 +36,8 @@ pub mod busy;
 pub mod capacity;
 pub mod execrate;
 pub mod genbench;
+pub mod idle;
+pub mod latency;
 pub mod overhead;
 pub mod plots;
 pub mod report;

@@ -18,6 +18,8 @@ pub fn from_report(report: &Value, dir: &Path) -> Result<Vec<PathBuf>, BenchErro
         Some("capacity") => capacity(report, dir),
         Some("exec-rate") => exec_rate(report, dir),
         Some("generate-bench") => generate_bench(report, dir),
+        Some("idle") => crate::idle::plots(report, dir),
+        Some("latency") => crate::latency::plots(report, dir),
         Some(other) => Err(invalid(format!("unknown bench `{other}`"))),
         None => Err(invalid("no `bench` name".into())),
     }

@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use vigil_event::{Event, Snapshot};
 
@@ -15,11 +16,13 @@ mod follow;
 mod interest;
 mod replay;
 mod scripted;
+mod wake;
 
 pub use follow::FollowSource;
 pub use interest::{ArgIn, InterestSet};
 pub use replay::ReplaySource;
 pub use scripted::ScriptedSource;
+pub use wake::{WakeReceiver, Waker};
 
 /// A stream of events with the process-table snapshot they start from.
 ///
@@ -33,6 +36,26 @@ pub trait Source {
     /// Appends the next batch of events (at most `max`) to `out`. `Ok(true)`: more may follow;
     /// `Ok(false)`: end of stream (`out` may still have received a last batch).
     fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, SourceError>;
+
+    /// [`Source::next_batch`] for a caller with work of its own due at `deadline` (its next
+    /// timer): a source that blocks until events come returns by then, with an empty batch if
+    /// none came, or earlier when its [`Source::waker`] is woken. The default is
+    /// [`Source::next_batch`] (sources that wait briefly or not at all).
+    fn next_batch_until(
+        &mut self,
+        out: &mut Vec<Event>,
+        max: usize,
+        deadline: Instant,
+    ) -> Result<bool, SourceError> {
+        let _ = deadline;
+        self.next_batch(out, max)
+    }
+
+    /// A handle that ends a wait in [`Source::next_batch_until`] early (a stop signal, from
+    /// a handler or another thread); `None` for sources that never wait long.
+    fn waker(&self) -> Option<Waker> {
+        None
+    }
 
     /// Counters: events delivered, events lost before delivery by reason.
     fn stats(&self) -> SourceStats;

@@ -35,6 +35,17 @@ pub enum BenchCommand {
         after_help = "Example:\n  vigil bench exec-rate --rates 100,400,1600 --watch-proc vigil --watch-proc auditd"
     )]
     ExecRate(ExecRateArgs),
+    /// An agent's CPU and wakeups per second on an idle host, per thread, from /proc.
+    #[command(
+        after_help = "Examples:\n  vigil bench idle --duration 60s\n          vigil bench idle --agent watch --agent '/tmp/vigil-main watch' --ready-line 'vigil: watching' --rounds 2"
+    )]
+    Idle(IdleArgs),
+    /// Time from a syscall to its alert on the agent's stdout, at fixed event rates.
+    #[command(
+        after_help = "Examples:\n  vigil bench latency --rates 10,100,1000 --duration 10s\n          vigil bench latency --watch-args '-r /etc/falco/falco_rules.yaml' --agent watch \
+        --agent '/tmp/vigil-main watch -r $VIGIL_BENCH_TRIGGER_RULES' --ready-line 'vigil: watching'"
+    )]
+    Latency(LatencyArgs),
     /// Ramp a watched-syscall load until the agent drops events, per CPU budget.
     #[command(
         after_help = "Example:\n  vigil bench capacity --cpus 0.5,1,2 --start 100000 --step x1.5 --duration 60"
@@ -141,12 +152,14 @@ pub struct ExecRateArgs {
           default_values = ["vigil", "auditd", "kauditd", "laurel", "falco"])]
     watch_proc: Vec<String>,
     /// The agent of the "on" phase: watch, run, run:FILE[,FILE], none, or a command.
+    /// Repeatable: each agent runs every rate, one agent after the other in the order given
+    /// (reports in OUT/1-…, OUT/2-…); put auditd last (it leaves the kernel's audit on).
     #[arg(
         long,
         default_value = "watch",
         value_name = "watch|run|run:RULES|none|CMD"
     )]
-    agent: String,
+    agent: Vec<String>,
     /// A prefix for the workload in the "on" phase.
     #[arg(long, value_name = "PREFIX", allow_hyphen_values = true)]
     wrap: Option<String>,
@@ -157,6 +170,50 @@ pub struct ExecRateArgs {
     #[arg(long, value_name = "CPUS")]
     pin: Option<String>,
     /// Report directory (default target/bench/exec-rate-<timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    agent_args: AgentArgs,
+}
+
+#[derive(Args)]
+pub struct IdleArgs {
+    /// An agent to measure: watch, watch:ARGS, or a command started in the background
+    /// (repeatable: interleaved in each round; default: watch).
+    #[arg(long, value_name = "watch|watch:ARGS|CMD")]
+    agent: Vec<String>,
+    /// The measured window.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    duration: Duration,
+    /// How long each agent runs before the window opens.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    settle: Duration,
+    /// Rounds over every agent.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Report directory (default target/bench/idle-<timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    agent_args: AgentArgs,
+}
+
+#[derive(Args)]
+pub struct LatencyArgs {
+    /// An agent to measure: watch, watch:ARGS, or a command whose rules include
+    /// `$VIGIL_BENCH_TRIGGER_RULES` (repeatable: one after the other; default: watch).
+    #[arg(long, value_name = "watch|watch:ARGS|CMD")]
+    agent: Vec<String>,
+    /// Alert-worthy events per second.
+    #[arg(long, default_value = "10,100,1000", value_delimiter = ',')]
+    rates: Vec<f64>,
+    /// How long each rate lasts.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// How long the agent runs before the first rate.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    settle: Duration,
+    /// Report directory (default target/bench/latency-<timestamp>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     #[command(flatten)]
@@ -307,6 +364,8 @@ pub fn run(command: BenchCommand) -> Result<ExitCode> {
         BenchCommand::Overhead(args) => overhead(args),
         BenchCommand::ExecRate(args) => exec_rate(args),
         BenchCommand::Capacity(args) => capacity(args),
+        BenchCommand::Idle(args) => idle(args),
+        BenchCommand::Latency(args) => latency(args),
         BenchCommand::Report(args) => report(args),
         BenchCommand::Worker(args) => worker(args),
     }
@@ -434,29 +493,134 @@ fn exec_rate(args: ExecRateArgs) -> Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir("exec-rate"));
-    let scratch = scratch();
-    let opts = ExecRateOptions {
-        rates: args.rates,
+    let several = args.agent.len() > 1;
+    let mut failures = 0;
+    let mut last = out.clone();
+    for (i, agent) in args.agent.iter().enumerate() {
+        let spec = AgentSpec::parse(agent, &args.agent_args.rules);
+        // One report per agent, in the order given, when there are several.
+        let dir = if several {
+            out.join(format!("{}-{}", i + 1, slug(&spec.label())))
+        } else {
+            out.clone()
+        };
+        if several {
+            progress(&format!(
+                "agent {} of {}: {}",
+                i + 1,
+                args.agent.len(),
+                spec.label()
+            ));
+        }
+        let scratch = scratch();
+        let opts = ExecRateOptions {
+            rates: args.rates.clone(),
+            duration: args.duration,
+            watch_procs: args.watch_proc.clone(),
+            agent: spec,
+            wrap: args.wrap.as_deref().map(split_words).unwrap_or_default(),
+            program: args.program.clone(),
+            workers: WorkerLaunch {
+                exe: exe.clone(),
+                pin: args.pin.clone(),
+                scratch: scratch.clone(),
+            },
+            launch: args.agent_args.launch(&exe, &dir),
+            out: dir.clone(),
+        };
+        let result = vigil_bench::execrate::run(&opts, &mut progress);
+        vigil_bench::overhead::clean_scratch(&scratch);
+        failures += result?
+            .iter()
+            .map(|(_, off, on)| usize::from(off.error.is_some()) + usize::from(on.error.is_some()))
+            .sum::<usize>();
+        if several && i + 1 < args.agent.len() {
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                dir.join("report.md").display()
+            )?;
+        }
+        last = dir;
+    }
+    finish(&last, failures)
+}
+
+/// A directory-name form of an agent's label: letters, digits, `-`, at most 40 bytes.
+fn slug(label: &str) -> String {
+    let mut out = String::new();
+    for c in label.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+        if out.len() >= 40 {
+            break;
+        }
+    }
+    out.trim_matches('-').to_owned()
+}
+
+/// `--agent` values for the idle and latency benches: background agents only.
+fn background_agents(values: &[String], rules: &[PathBuf]) -> Result<Vec<AgentSpec>> {
+    let values = if values.is_empty() {
+        vec!["watch".to_owned()]
+    } else {
+        values.to_vec()
+    };
+    values
+        .iter()
+        .map(|text| {
+            let spec = AgentSpec::parse(text, rules);
+            if spec.is_background() {
+                Ok(spec)
+            } else {
+                Err(InvalidInput(format!(
+                    "--agent `{text}`: a background agent is needed (watch, watch:ARGS or a command)"
+                ))
+                .into())
+            }
+        })
+        .collect()
+}
+
+fn idle(args: IdleArgs) -> Result<ExitCode> {
+    let exe = exe()?;
+    let agents = background_agents(&args.agent, &args.agent_args.rules)?;
+    let out = args.out.clone().unwrap_or_else(|| default_out_dir("idle"));
+    let opts = vigil_bench::idle::IdleOptions {
+        agents,
         duration: args.duration,
-        watch_procs: args.watch_proc,
-        agent: AgentSpec::parse(&args.agent, &args.agent_args.rules),
-        wrap: args.wrap.as_deref().map(split_words).unwrap_or_default(),
-        program: args.program,
-        workers: WorkerLaunch {
-            exe: exe.clone(),
-            pin: args.pin,
-            scratch: scratch.clone(),
-        },
+        settle: args.settle,
+        rounds: args.rounds.max(1),
         launch: args.agent_args.launch(&exe, &out),
         out: out.clone(),
     };
-    let result = vigil_bench::execrate::run(&opts, &mut progress);
-    vigil_bench::overhead::clean_scratch(&scratch);
-    let failures = result?
-        .iter()
-        .map(|(_, off, on)| usize::from(off.error.is_some()) + usize::from(on.error.is_some()))
-        .sum();
-    finish(&out, failures)
+    let runs = vigil_bench::idle::run(&opts, &mut progress)?;
+    finish(&out, runs.iter().filter(|r| r.error.is_some()).count())
+}
+
+fn latency(args: LatencyArgs) -> Result<ExitCode> {
+    let exe = exe()?;
+    if args.rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err(InvalidInput("--rates must be positive numbers".into()).into());
+    }
+    let agents = background_agents(&args.agent, &args.agent_args.rules)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir("latency"));
+    let opts = vigil_bench::latency::LatencyOptions {
+        agents,
+        rates: args.rates,
+        duration: args.duration,
+        settle: args.settle,
+        launch: args.agent_args.launch(&exe, &out),
+        out: out.clone(),
+    };
+    let results = vigil_bench::latency::run(&opts, &mut progress)?;
+    finish(&out, results.iter().filter(|r| r.error.is_some()).count())
 }
 
 fn capacity(args: CapacityArgs) -> Result<ExitCode> {
@@ -614,6 +778,27 @@ pub fn generate_bench(args: GenerateBenchArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_agents_get_directories_named_after_them_and_idle_needs_background_ones() {
+        assert_eq!(slug("vigil watch"), "vigil-watch");
+        assert_eq!(
+            slug("`/work/x/scripts/bench-auditd.sh`"),
+            "work-x-scripts-bench-auditd-sh"
+        );
+        assert!(slug(&"a".repeat(100)).len() <= 40);
+        let agents = background_agents(&[], &[]).unwrap();
+        assert_eq!(
+            agents,
+            [AgentSpec::Watch { args: Vec::new() }],
+            "watch by default"
+        );
+        assert!(
+            background_agents(&["run".into()], &[]).is_err(),
+            "run has no process"
+        );
+        assert!(background_agents(&["none".into()], &[]).is_err());
+    }
 
     #[test]
     fn report_draws_a_published_runs_plots_and_refuses_what_is_not_a_report() {

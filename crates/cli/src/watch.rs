@@ -265,12 +265,15 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     }
 
     let started = Instant::now();
+    let end = duration.map(|d| started + d);
     let mut batch: Vec<Event> = Vec::with_capacity(4096);
     let mut draining = false;
+    // A stop signal ends the source's wait on the rings at once.
+    let _wake = agent.wake_on_signals(source.waker())?;
     let result = (|| -> Result<()> {
         loop {
             batch.clear();
-            if agent.stop_requested() || duration.is_some_and(|d| started.elapsed() >= d) {
+            if agent.stop_requested() || end.is_some_and(|end| Instant::now() >= end) {
                 // The end: whatever the kernel committed or the reordering holds back is
                 // processed too, so the last events before the signal are not lost.
                 if draining {
@@ -279,8 +282,10 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
                 draining = true;
                 source.drain(&mut batch).context("eBPF capture failed")?;
             } else {
+                // Blocks until events come, the agent's next timer, or the end of `-M`.
+                let until = end.map_or(agent.next_due(), |end| end.min(agent.next_due()));
                 source
-                    .next_batch(&mut batch, 4096)
+                    .next_batch_until(&mut batch, 4096, until)
                     .context("eBPF capture failed")?;
             }
             if let Some(cap) = capture.as_mut() {

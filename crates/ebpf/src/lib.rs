@@ -24,8 +24,8 @@
 //! `sched_process_exec` (argv, env, cwd, exe path, cgroup, credentials, tty,
 //! writable/overlay-upper/memfd flags, read from the task), thread exits from `sched_process_exit`.
 //! One ring buffer per CPU (array of maps; each record carries the CPU it was written on in the
-//! upper half of its header's `len` word, `Event::cpu`, Falco's `evt.cpu`), written with
-//! `BPF_RB_NO_WAKEUP` and polled every millisecond; kernel drop counters per CPU and reason. Failed
+//! upper half of its header's `len` word, `Event::cpu`, Falco's `evt.cpu`), read by a reader that
+//! blocks on them (below, *Wakeups*); kernel drop counters per CPU and reason. Failed
 //! calls nothing can use are filtered out at exit (`skip_failed` per syscall,
 //! `BpfOptions::failed_unused`: `vigil watch` passes the event types no enabled rule may match a
 //! failure of, none while `-w` writes a capture, again on reload; the driver keeps
@@ -41,6 +41,27 @@
 //! `/proc` for it; the driver knows nothing of the state engine), and merges the per-CPU streams in
 //! time order (2 ms reorder window; the queue is bounded at 16,384 events, beyond which the rings
 //! are left to fill and overload shows as counted `buffer_full` drops, not memory growth).
+//!
+//! # Wakeups
+//!
+//! [`Source::next_batch_until`] blocks in `epoll_wait` on every CPU's ring buffer
+//! (edge-triggered: a ring is reported when the kernel wakes the reader, not whenever it holds
+//! a record) and a [`Waker`] socket ([`Source::waker`]: a stop signal's handler writes to it),
+//! until the kernel wakes it, the caller's deadline (its next timer),
+//! or [`BpfOptions::max_wait`] (1 s: the longest a record may sit unread). The kernel decides
+//! per record (`wake_reason` in `bpf/vigil.bpf.c`): a record *alert-worthy* — its event type is
+//! one an enabled rule watches (the rules' interest set, [`BpfOptions::interest`]; a rule on
+//! `procexit` makes exits alert-worthy) — wakes the reader (`BPF_RB_FORCE_WAKEUP`); so does any
+//! record once its CPU's ring holds [`BpfOptions::wake_bytes`] (512 KiB of the 4 MiB ring); the
+//! types only the state engine needs (`close`, `dup`, credentials…) are written with
+//! `BPF_RB_NO_WAKEUP` below that and are read with the next wakeup. And no CPU wakes the reader
+//! twice within half the reorder window (1 ms): after a wakeup the reader holds what it read for
+//! the reorder window and, when the window of the oldest held event ends, it reads every ring
+//! again (its wait is bounded by that time, so a held event never waits for an unrelated
+//! wakeup), which picks up every record committed in the gap. Idle, only alert-worthy records
+//! wake the agent (two wakeups each: the record, the end of its window); under load a CPU costs
+//! at most one wakeup per millisecond, however many records it writes. `drain` reads everything
+//! whatever the wakeups.
 //!
 //! # Kernel differences
 //!
@@ -59,10 +80,13 @@
 //! kernels under qemu (`scripts/kernels/`, README's *Supported kernels*).
 
 use std::collections::VecDeque;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use vigil_capture::{DropReason, InterestSet, Source, SourceError, SourceStats};
+use vigil_capture::{
+    DropReason, InterestSet, Source, SourceError, SourceStats, WakeReceiver, Waker,
+};
 use vigil_event::{Event, Snapshot};
 
 mod decode;
@@ -71,7 +95,7 @@ mod sys;
 
 pub use decode::Decoder;
 pub use spec::{driver_interest, STATE_NEEDS, STATE_USES_FAILED};
-pub use sys::{fexit_target, Floor, Hook, KernelDrops, OLDEST_KERNEL};
+pub use sys::{fexit_target, Floor, Hook, KernelDrops, KernelWakeups, OLDEST_KERNEL};
 
 /// Why the eBPF driver cannot run or go on.
 #[derive(Debug, thiserror::Error)]
@@ -126,8 +150,18 @@ pub struct BpfOptions {
     /// types whose failures the state engine learns from ([`STATE_USES_FAILED`]). Empty (the
     /// default): every failed call is delivered.
     pub failed_unused: InterestSet,
-    /// How long [`Source::next_batch`] waits for events before returning an empty batch.
+    /// The longest [`Source::next_batch`] (and [`Source::next_batch_until`], whatever its
+    /// deadline) blocks before it returns, with an empty batch if nothing came: the bound on
+    /// how long a record written without a wakeup stays unread.
     pub max_wait: Duration,
+    /// Bytes waiting in a CPU's ring at which the kernel wakes the reader for a record of any
+    /// type (below it, only the types the rules watch wake it). Default: an eighth of the
+    /// ring; `u64::MAX`: only the rules' types.
+    pub wake_bytes: u64,
+    /// How long an event is held back so that the records of other CPUs stamped before it
+    /// are merged in first (default 2 ms); a CPU that woke the reader does not wake it again
+    /// for half of it.
+    pub reorder_window: Duration,
     /// Capture watched syscalls that have no tracepoint of their own on this kernel through
     /// the `raw_syscalls` tracepoints. Off by default: such a syscall is not implemented by
     /// the kernel (it always fails with `ENOSYS`), and while the fallback is attached every
@@ -147,7 +181,9 @@ impl Default for BpfOptions {
         BpfOptions {
             interest: InterestSet::new(),
             failed_unused: InterestSet::new(),
-            max_wait: Duration::from_millis(5),
+            max_wait: Duration::from_secs(1),
+            wake_bytes: u64::from(sys::RING_BYTES / 8),
+            reorder_window: Duration::from_nanos(REORDER_WINDOW_NS),
             raw_fallback: false,
             hook: None,
             floor: Floor::default(),
@@ -156,12 +192,19 @@ impl Default for BpfOptions {
 }
 
 /// How long an event is held back so that events committed on other CPUs (each CPU has its
-/// ring) can be merged in timestamp order before it.
+/// ring) can be merged in timestamp order before it (the default of
+/// [`BpfOptions::reorder_window`]).
 const REORDER_WINDOW_NS: u64 = 2_000_000;
 /// Syscall numbers the kernel's `fallback_nrs` map can hold.
 const FALLBACK_NR_LIMIT: u16 = 512;
-/// Sleep between polls of empty ring buffers.
-const POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// After a CPU woke the reader, how long its records do not wake it again: they are read
+/// when the reorder window of the record that woke it ends (`bpf/vigil.bpf.c`, `wake_reason`).
+/// Half the window: a record written in the gap must be committed before the window of the
+/// record that woke the reader ends (a record takes microseconds to write; the other half is
+/// the margin).
+fn wake_gap_ns(reorder_window_ns: u64) -> u64 {
+    reorder_window_ns / 2
+}
 /// Most decoded events held in user space. Past it the kernel's rings are left alone until
 /// the consumer catches up (the rings are the buffer, so memory stays bounded), and the
 /// oldest events are delivered even when younger than the reorder window.
@@ -229,6 +272,12 @@ pub struct BpfSource {
     failed_unused: InterestSet,
     /// The watched syscalls whose failed calls are filtered out in the kernel.
     filtered: Vec<&'static str>,
+    /// [`BpfOptions::reorder_window`].
+    reorder_window_ns: u64,
+    /// Blocks on the rings and `wake_rx`.
+    waiter: sys::Waiter,
+    waker: Waker,
+    wake_rx: WakeReceiver,
 }
 
 impl BpfSource {
@@ -253,8 +302,26 @@ impl BpfSource {
             });
         }
         // Loads the programs for `hook` and attaches them to the interest set.
+        let reorder_window_ns =
+            u64::try_from(options.reorder_window.as_nanos()).unwrap_or(u64::MAX);
+        let wake = sys::WakeTuning {
+            bytes: options.wake_bytes,
+            gap_ns: wake_gap_ns(reorder_window_ns),
+        };
         let start = |hook, save_log, hook_fallback| -> Result<BpfSource, EbpfError> {
-            let bpf = sys::Bpf::load(tgid, sys::Tracefs::open()?, hook, options.floor, save_log)?;
+            let bpf = sys::Bpf::load(
+                tgid,
+                sys::Tracefs::open()?,
+                hook,
+                options.floor,
+                wake,
+                save_log,
+            )?;
+            let (waker, wake_rx) = Waker::pair().map_err(|e| EbpfError::Load {
+                what: "create the wake-up socket",
+                message: e.to_string(),
+            })?;
+            let waiter = bpf.waiter(wake_rx.as_fd())?;
             let mut source = BpfSource {
                 bpf,
                 decoder: Decoder::new(sys::boot_to_wall_offset()),
@@ -272,6 +339,10 @@ impl BpfSource {
                 hook_fallback,
                 failed_unused: options.failed_unused.clone(),
                 filtered: Vec::new(),
+                reorder_window_ns,
+                waiter,
+                waker,
+                wake_rx,
             };
             source.attach(&options.interest)?;
             Ok(source)
@@ -326,6 +397,7 @@ impl BpfSource {
         }
         self.bpf.set_syscalls(&wanted)?;
         self.bpf.set_fallback(&fallback)?;
+        self.bpf.set_wake_types(&wake_keys(interest))?;
         Ok(())
     }
 
@@ -411,6 +483,12 @@ impl BpfSource {
         self.bpf.drops().filtered_failed
     }
 
+    /// How often the kernel woke the reader since the start, by reason (crate docs,
+    /// *Wakeups*).
+    pub fn wakeups(&self) -> KernelWakeups {
+        self.bpf.wakeups()
+    }
+
     /// The kernel's drop counters per CPU (index = CPU number): records lost because that
     /// CPU's ring was full or the per-thread stash was full, arguments that could not be read
     /// (and failed calls filtered out, which are not losses).
@@ -435,14 +513,43 @@ impl BpfSource {
         Ok(())
     }
 
+    /// How long until the oldest held event's reorder window ends (it may be delivered after
+    /// a pull then); `None` when nothing is held.
+    fn reorder_due(&self) -> Option<Duration> {
+        let front = self.held.front()?;
+        let due = front
+            .ts
+            .saturating_sub(self.decoder.boot_offset)
+            .saturating_add(self.reorder_window_ns);
+        Some(Duration::from_nanos(due.saturating_sub(sys::boot_now())))
+    }
+
     /// How many held events to deliver: those a reorder window older than the last pull
     /// (anything older has been pulled, so nothing can come before them any more), and, at
     /// [`HELD_LIMIT`], the oldest ones regardless of age (at least one, so a full queue
     /// always drains).
     fn ready(&self) -> usize {
         let pulled = self.pulled_at.saturating_add(self.decoder.boot_offset);
-        deliverable(&self.held, pulled.saturating_sub(REORDER_WINDOW_NS))
+        deliverable(&self.held, pulled.saturating_sub(self.reorder_window_ns))
     }
+}
+
+/// The `wake_types` keys of the event types in `interest` (the rules'): the kernel's syscall
+/// numbers, and `procexit`'s key.
+fn wake_keys(interest: &InterestSet) -> Vec<u32> {
+    let mut keys: Vec<u32> = interest
+        .iter()
+        .filter_map(|etype| {
+            if etype.name() == "procexit" {
+                return Some(sys::WAKE_KEY_PROCEXIT);
+            }
+            let nr = vigil_event::arch::native_nr(etype.spec().nr?)?;
+            (u32::from(nr) < sys::WAKE_KEY_PROCEXIT).then_some(u32::from(nr))
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
 }
 
 /// How many of `held` (sorted by time) to deliver: those stamped at or before `watermark`,
@@ -491,13 +598,25 @@ impl Source for BpfSource {
         Ok(self.snapshot.clone())
     }
 
-    /// Waits at most `max_wait` for events; never ends on its own (`Ok(true)`).
+    /// Blocks at most [`BpfOptions::max_wait`] for events; never ends on its own (`Ok(true)`).
     fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, SourceError> {
-        let deadline = Instant::now() + self.max_wait;
+        self.next_batch_until(out, max, Instant::now() + self.max_wait)
+    }
+
+    /// Blocks on the rings until events may be delivered, `deadline` (at most
+    /// [`BpfOptions::max_wait`] away), or a [`Source::waker`] wakes it; never ends on its own.
+    fn next_batch_until(
+        &mut self,
+        out: &mut Vec<Event>,
+        max: usize,
+        deadline: Instant,
+    ) -> Result<bool, SourceError> {
+        let failed = |e: EbpfError| SourceError::driver("ebpf", e.to_string());
+        let deadline = deadline.min(Instant::now() + self.max_wait);
+        let mut woken = false;
         loop {
             if self.held.len() < HELD_LIMIT {
-                self.pull()
-                    .map_err(|e| SourceError::driver("ebpf", e.to_string()))?;
+                self.pull().map_err(failed)?;
             }
             let ready = self.ready().min(max);
             if ready > 0 {
@@ -505,11 +624,25 @@ impl Source for BpfSource {
                 self.delivered += ready as u64;
                 return Ok(true);
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if woken || now >= deadline {
                 return Ok(true);
             }
-            std::thread::sleep(POLL_INTERVAL);
+            // Until the oldest held event may go (its window ends whether or not the kernel
+            // wakes us again), the deadline, or a wakeup.
+            let wait = match self.reorder_due() {
+                Some(due) => due.min(deadline - now),
+                None => deadline - now,
+            };
+            if self.waiter.wait(wait).map_err(failed)?.extra {
+                self.wake_rx.clear();
+                woken = true;
+            }
         }
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        Some(self.waker.clone())
     }
 
     fn stats(&self) -> SourceStats {
@@ -649,9 +782,29 @@ mod tests {
     }
 
     #[test]
-    fn default_options_wait_briefly() {
+    fn default_options_bound_the_wait_and_wake_below_the_ring_size() {
         let o = BpfOptions::default();
-        assert!(o.max_wait <= Duration::from_millis(10));
+        assert!(o.max_wait <= Duration::from_secs(1));
+        assert!(o.wake_bytes < u64::from(sys::RING_BYTES));
+        assert_eq!(o.reorder_window, Duration::from_millis(2));
+        assert_eq!(wake_gap_ns(2_000_000), 1_000_000, "half the window");
         assert!(o.interest.is_empty());
+    }
+
+    #[test]
+    fn wake_keys_are_the_rules_types_and_procexit() {
+        let set: InterestSet = ["openat", "execve", "procexit"]
+            .iter()
+            .map(|n| vigil_event::table::by_name(n).expect(n))
+            .collect();
+        let keys = wake_keys(&set);
+        let native = |name: &str| {
+            let nr = vigil_event::table::by_name(name).and_then(|t| t.spec().nr);
+            u32::from(vigil_event::arch::native_nr(nr.expect(name)).expect(name))
+        };
+        let mut expected = vec![native("openat"), native("execve"), sys::WAKE_KEY_PROCEXIT];
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
+        assert!(wake_keys(&InterestSet::new()).is_empty());
     }
 }

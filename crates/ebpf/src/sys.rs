@@ -1,13 +1,14 @@
 //! Everything that touches the kernel: the generated skeleton, map set-up, tracepoint
-//! attachment, ring-buffer consumption and the clocks. The only module allowed `unsafe`
-//! (the skeleton's generated code and `clock_gettime`).
+//! attachment, ring-buffer consumption, the wait on the rings (`Waiter`, epoll) and the clocks.
+//! The only module allowed `unsafe` (the skeleton's generated code, `epoll_*` and
+//! `clock_gettime`).
 #![allow(unsafe_code)]
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -335,6 +336,18 @@ pub fn fexit_target(tracepoint_name: &str) -> String {
 /// Bytes of each per-CPU ring buffer (the kernel-side inner map template's size).
 pub const RING_BYTES: u32 = 1 << 22;
 
+/// The `wake_types` key of `procexit` (the others are syscall numbers).
+pub const WAKE_KEY_PROCEXIT: u32 = 512;
+
+/// When the kernel wakes the reader (`wake_reason` in `bpf/vigil.bpf.c`), set before load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WakeTuning {
+    /// Bytes waiting in a CPU's ring at which a record of any type wakes the reader.
+    pub bytes: u64,
+    /// After a wakeup, how long a CPU writes without waking the reader again.
+    pub gap_ns: u64,
+}
+
 /// Drop counters kept by the kernel side, per reason (summed over CPUs), the count of
 /// failed calls filtered out by design (not a loss) and the count of records committed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -349,6 +362,15 @@ pub struct KernelDrops {
     /// Records committed to the ring buffers (every kind, floor records included): what user
     /// space can consume, so `consumed + still in the rings == submitted`.
     pub submitted: u64,
+}
+
+/// The wakeups the kernel gave the reader (`wake_reason` in `bpf/vigil.bpf.c`), by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelWakeups {
+    /// For a record of a type an enabled rule watches.
+    pub watched: u64,
+    /// Because a ring held `BpfOptions::wake_bytes`.
+    pub filled: u64,
 }
 
 /// The loaded programs, their maps and links, and the ring buffers.
@@ -369,7 +391,9 @@ pub struct Bpf {
     fallback: Vec<u16>,
     _lifecycle_links: Vec<Link>,
     ring: RingBuffer<'static>,
-    _rings: Vec<MapHandle>,
+    rings: Vec<MapHandle>,
+    /// The keys of `wake_types` set to 1 now.
+    wake_keys: Vec<u32>,
     skel: VigilSkel<'static>,
     /// Raw records consumed but not yet decoded: `[u32 length][bytes]…`.
     raw: Rc<RefCell<Vec<u8>>>,
@@ -393,6 +417,7 @@ impl Bpf {
         tracefs: Tracefs,
         hook: Hook,
         floor: Floor,
+        wake: WakeTuning,
         save_log: bool,
     ) -> Result<Bpf, EbpfError> {
         let ncpus = libbpf_rs::num_possible_cpus().map_err(load_err("count CPUs"))?;
@@ -413,6 +438,8 @@ impl Bpf {
                 Hook::Exit => 3,
             };
             rodata.floor_mode = floor.code();
+            rodata.wake_bytes = wake.bytes;
+            rodata.wake_gap_ns = wake.gap_ns;
         }
         let vmlinux = if hook == Hook::Fexit {
             Some(libbpf_rs::btf::Btf::from_vmlinux().map_err(load_err("read the kernel's BTF"))?)
@@ -534,7 +561,8 @@ impl Bpf {
             fallback: Vec::new(),
             _lifecycle_links: lifecycle,
             ring,
-            _rings: rings,
+            rings,
+            wake_keys: Vec::new(),
             skel,
             raw,
             tracefs,
@@ -823,6 +851,67 @@ impl Bpf {
         Ok(())
     }
 
+    /// Makes exactly the records of `keys` (syscall numbers, [`WAKE_KEY_PROCEXIT`]) wake the
+    /// reader (`wake_types`).
+    pub fn set_wake_types(&mut self, keys: &[u32]) -> Result<(), EbpfError> {
+        let set = |key: u32, on: bool| {
+            self.skel
+                .maps
+                .wake_types
+                .update(&key.to_ne_bytes(), &[u8::from(on)], MapFlags::ANY)
+                .map_err(load_err("fill the wakeup map"))
+        };
+        for &key in self.wake_keys.iter().filter(|k| !keys.contains(k)) {
+            set(key, false)?;
+        }
+        for &key in keys.iter().filter(|k| !self.wake_keys.contains(k)) {
+            set(key, true)?;
+        }
+        self.wake_keys = keys.to_vec();
+        Ok(())
+    }
+
+    /// An epoll set over every CPU's ring buffer and `extra` (a [`vigil_capture::WakeReceiver`]),
+    /// to block on until the kernel wakes the reader (`wake_reason`) or `extra` is readable.
+    pub fn waiter(&self, extra: BorrowedFd<'_>) -> Result<Waiter, EbpfError> {
+        let fail = |e: std::io::Error| EbpfError::Load {
+            what: "set up the wait on the ring buffers",
+            message: e.to_string(),
+        };
+        // SAFETY: epoll_create1 takes flags only; the result is a new descriptor or -1.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(fail(std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        // The rings edge-triggered: a ring is reported only when the kernel wakes the reader.
+        // Level-triggered, a ring once reported would be reported again by every wait that
+        // finds a record in it (written since, without a wakeup): on a busy host the reader
+        // would never sleep. The wake socket level-triggered: it is emptied before a wait.
+        let fds = self
+            .rings
+            .iter()
+            .map(|r| (r.as_fd().as_raw_fd(), libc::EPOLLIN | libc::EPOLLET))
+            .enumerate()
+            .map(|(i, (fd, events))| (fd, events, i as u64))
+            .chain([(extra.as_raw_fd(), libc::EPOLLIN, Waiter::EXTRA)]);
+        for (fd, events, data) in fds {
+            let mut event = libc::epoll_event {
+                events: events as u32,
+                u64: data,
+            };
+            // SAFETY: both descriptors are open (the rings live as long as `self`, `extra` is
+            // borrowed); `event` is a valid epoll_event the call only reads.
+            let rc =
+                unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) };
+            if rc != 0 {
+                return Err(fail(std::io::Error::last_os_error()));
+            }
+        }
+        Ok(Waiter { epoll })
+    }
+
     /// The syscall numbers whose tracepoints are attached.
     pub fn attached(&self) -> Vec<u16> {
         self.syscall_links.keys().copied().collect()
@@ -857,6 +946,31 @@ impl Bpf {
             drops.submitted += cpu.submitted;
         }
         drops
+    }
+
+    /// The wakeups the kernel gave the reader, by reason, summed over CPUs (`wake_states`).
+    pub fn wakeups(&self) -> KernelWakeups {
+        let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .wake_states
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        else {
+            return KernelWakeups::default();
+        };
+        let mut total = KernelWakeups::default();
+        for value in &per_cpu {
+            let n = |i: usize| {
+                value
+                    .get(i * 8..i * 8 + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_ne_bytes)
+            };
+            // struct wake_state: last, watched, filled.
+            total.watched += n(1);
+            total.filled += n(2);
+        }
+        total
     }
 
     /// The kernel-side drop counters of each CPU.
@@ -1219,6 +1333,62 @@ fn detach_all(links: Vec<Link>) {
             scope.spawn(move || drop(link));
         }
     });
+}
+
+/// An epoll set over the ring buffers and a wake descriptor ([`Bpf::waiter`]). The rings are
+/// edge-triggered: a wait ends when the kernel wakes the reader, never for a record written
+/// without a wakeup (unlike libbpf's level-triggered `ring_buffer__poll`, where such records
+/// keep a ring reported once it was).
+pub struct Waiter {
+    epoll: OwnedFd,
+}
+
+/// What ended a [`Waiter::wait`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Woken {
+    /// The kernel woke the reader: some ring has records.
+    pub rings: bool,
+    /// The extra descriptor is readable.
+    pub extra: bool,
+}
+
+impl Waiter {
+    const EXTRA: u64 = u64::MAX;
+
+    /// Blocks until the kernel wakes the reader, the extra descriptor becomes readable, a
+    /// signal interrupts, or `timeout` (rounded up to the millisecond) has passed.
+    pub fn wait(&self, timeout: std::time::Duration) -> Result<Woken, EbpfError> {
+        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        // SAFETY: `events` is writable for the 8 entries the call is told of.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as i32,
+                ms,
+            )
+        };
+        let mut woken = Woken::default();
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                return Ok(woken);
+            }
+            return Err(EbpfError::Poll {
+                code: e.raw_os_error().unwrap_or(0).unsigned_abs(),
+            });
+        }
+        for event in &events[..n as usize] {
+            let data = event.u64;
+            if data == Self::EXTRA {
+                woken.extra = true;
+            } else {
+                woken.rings = true;
+            }
+        }
+        Ok(woken)
+    }
 }
 
 /// `CLOCK_REALTIME - CLOCK_BOOTTIME` in nanoseconds: added to `bpf_ktime_get_boot_ns()` it

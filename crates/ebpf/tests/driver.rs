@@ -46,13 +46,6 @@ fn open_filtering(
     hook: Option<Hook>,
     failed_unused: &[&str],
 ) -> Option<BpfSource> {
-    if let Err(e) = vigil_ebpf::check_support() {
-        if std::env::var("VIGIL_TEST_STRICT").as_deref() == Ok("1") {
-            panic!("VIGIL_TEST_STRICT=1 and the eBPF driver cannot run: {e}");
-        }
-        eprintln!("skipping live eBPF test: {e}");
-        return None;
-    }
     let options = BpfOptions {
         interest: types(interest),
         failed_unused: types(failed_unused),
@@ -60,6 +53,19 @@ fn open_filtering(
         hook,
         ..BpfOptions::default()
     };
+    open_options(options)
+}
+
+/// Opens with `options` (`None` after printing why when the live tests cannot run here).
+fn open_options(options: BpfOptions) -> Option<BpfSource> {
+    if let Err(e) = vigil_ebpf::check_support() {
+        if std::env::var("VIGIL_TEST_STRICT").as_deref() == Ok("1") {
+            panic!("VIGIL_TEST_STRICT=1 and the eBPF driver cannot run: {e}");
+        }
+        eprintln!("skipping live eBPF test: {e}");
+        return None;
+    }
+    let hook = options.hook;
     // The start snapshot as `vigil watch` reads it (this process left out).
     let start = || {
         vigil_procfs::read_snapshot(
@@ -859,4 +865,259 @@ fn failed_calls_filtered(hook: Option<Hook>) {
             .any(|(n, r)| n == present.as_bytes() && *r >= 0),
         "{opens:?}"
     );
+}
+
+// Wakeups (crate docs, "Wakeups"). The reader blocks on the rings; the kernel wakes it for a
+// record of a type the rules watch, or when a ring holds `wake_bytes`; the rest is read with
+// the next wakeup or at `max_wait`. These tests watch `rmdir` alone (a syscall of its own on
+// x86-64, which the busy hosts the tests run on hardly make), so that only what a test does
+// wakes its reader, and give `max_wait` far beyond the liveness bound they assert: a record
+// read at `max_wait` instead of through its wakeup fails them.
+
+/// Options of the wakeup tests: `rmdir` watched, `max_wait`, `wake_bytes`.
+fn wake_options(max_wait: Duration, wake_bytes: u64) -> BpfOptions {
+    BpfOptions {
+        interest: types(&["rmdir"]),
+        max_wait,
+        wake_bytes,
+        ..BpfOptions::default()
+    }
+}
+
+/// What a reader blocked for a minute must still deliver within this: a record left to the
+/// timeout (or a held one left to the next wakeup) takes the minute.
+const LIVENESS: Duration = Duration::from_secs(5);
+
+#[test]
+fn the_waker_ends_a_wait_at_once() {
+    let Some(mut source) = open_options(wake_options(Duration::from_secs(60), u64::MAX)) else {
+        return;
+    };
+    let waker = source.waker().expect("the eBPF source has a waker");
+    let wake = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        waker.wake();
+    });
+    let start = Instant::now();
+    let mut batch = Vec::new();
+    source
+        .next_batch_until(&mut batch, 4096, start + Duration::from_secs(60))
+        .expect("next_batch_until");
+    let took = start.elapsed();
+    wake.join().expect("the waking thread");
+    assert!(
+        took < LIVENESS,
+        "a wait for a minute was woken after {took:?}"
+    );
+}
+
+/// The wakeup tests that watch `rmdir`, a syscall of its own on x86-64 only (arm64 has only
+/// `unlinkat`, which every `rm` makes).
+#[cfg(target_arch = "x86_64")]
+mod wakeups {
+    use super::*;
+
+    /// A new empty directory under the temporary directory (removed by the test's child).
+    fn temp_dir_path(tag: &str) -> String {
+        let path = format!("{}.dir", temp_path(tag));
+        std::fs::create_dir(&path).expect("create the test directory");
+        path
+    }
+
+    /// Reads batches (each call blocking up to `until`) until `wanted` has seen one it wants;
+    /// when that happened, `None` if `until` passed first.
+    fn wait_for(
+        source: &mut BpfSource,
+        until: Instant,
+        mut wanted: impl FnMut(&Event) -> bool,
+    ) -> Option<Instant> {
+        let mut batch = Vec::new();
+        while Instant::now() < until {
+            batch.clear();
+            source
+                .next_batch_until(&mut batch, 4096, until)
+                .expect("next_batch_until");
+            if batch.iter().any(&mut wanted) {
+                return Some(Instant::now());
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_watched_event_wakes_the_reader_and_is_delivered_after_its_reorder_window() {
+        // Nothing but an alert-worthy record wakes this reader: no size threshold, and a minute
+        // of timeout. A reorder window of 500 ms (default 2 ms): the reader runs within it of
+        // the wakeup even on a loaded machine, so the record is held when first read and must
+        // leave when its window ends, not at the next wakeup.
+        let options = BpfOptions {
+            reorder_window: Duration::from_millis(500),
+            ..wake_options(Duration::from_secs(60), u64::MAX)
+        };
+        let Some(mut source) = open_options(options) else {
+            return;
+        };
+        let dir = temp_dir_path("wake");
+        // Empty rings: the record cannot meet one the busy host filled meanwhile.
+        source.drain(&mut Vec::new()).expect("drain");
+        // The rmdir comes while the reader waits (a record already written when the reader
+        // looks is read without any wakeup).
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 0.3; exec rmdir \"$0\"", &dir])
+            .spawn()
+            .expect("run rmdir");
+        let start = Instant::now();
+        let woken = source.wakeups();
+        let pid = i64::from(child.id());
+        let arrived = wait_for(&mut source, start + Duration::from_secs(60), |e| {
+            e.pid == pid && name_of(e) == "rmdir"
+        });
+        let status = child.wait().expect("wait for rmdir");
+        assert!(status.success(), "rmdir {dir}: {status}");
+        let took = arrived.map(|t| t - start);
+        assert!(
+            took.is_some_and(|t| t < LIVENESS),
+            "the rmdir of {dir} arrived after {took:?} (a reader waiting for its minute's timeout, \
+             or an event held for the reorder window until another wakeup)"
+        );
+        // The kernel woke the reader for it. (On a busy host the reader also reads every
+        // reorder window while it holds other processes' events, and would find the record
+        // without a wakeup: the count tells.)
+        let now = source.wakeups();
+        assert!(
+            now.watched > woken.watched,
+            "no wakeup for a watched type: {woken:?} → {now:?}"
+        );
+    }
+
+    #[test]
+    fn an_event_of_a_type_no_rule_watches_is_read_at_the_latest_at_max_wait() {
+        // `execve` and `procexit` are the state's, not the rules': they never wake the reader
+        // here. They are read at `max_wait` (1 s), which ends the minute's wait asked for.
+        let Some(mut source) = open_options(wake_options(Duration::from_secs(1), u64::MAX)) else {
+            return;
+        };
+        source.drain(&mut Vec::new()).expect("drain");
+        // The exit comes while the reader waits.
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 0.3; exec /bin/true"])
+            .spawn()
+            .expect("run /bin/true");
+        let start = Instant::now();
+        let pid = i64::from(child.id());
+        let arrived = wait_for(&mut source, start + Duration::from_secs(60), |e| {
+            e.pid == pid && name_of(e) == "procexit"
+        });
+        assert!(child.wait().expect("wait for /bin/true").success());
+        let took = arrived.map(|t| t - start);
+        assert!(
+            took.is_some_and(|t| t < LIVENESS),
+            "the exit of /bin/true arrived after {took:?}: max_wait did not bound the wait"
+        );
+    }
+
+    const BURST_ENV: &str = "VIGIL_EBPF_TEST_BURST";
+    /// The burst: `BURST_CHUNKS` × `BURST_CHUNK` descriptor duplicates of stdin (an `fcntl` and
+    /// a `close` record each, ~88 bytes a record in the ring: 7 MB on one CPU, whose ring holds
+    /// 4 MiB), with a pause after each chunk (~1.7 MB/s) so that a reader woken at the threshold
+    /// keeps up on a machine loaded with builds (the ring's headroom then covers two seconds
+    /// without the reader).
+    const BURST_CHUNKS: u64 = 400;
+    const BURST_CHUNK: u64 = 100;
+    /// `F_DUPFD_CLOEXEC`: how `try_clone_to_owned` duplicates.
+    const F_DUPFD_CLOEXEC: u64 = 1030;
+
+    /// Runs in the burst test's child: the burst, then `rmdir` of the directory named in
+    /// `BURST_ENV`.
+    #[test]
+    fn burst_child_actions() {
+        let Ok(dir) = std::env::var(BURST_ENV) else {
+            return;
+        };
+        use std::os::fd::AsFd;
+        let stdin = std::io::stdin();
+        for _ in 0..BURST_CHUNKS {
+            for _ in 0..BURST_CHUNK {
+                drop(stdin.as_fd().try_clone_to_owned().expect("dup stdin"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::fs::remove_dir(&dir).expect("rmdir");
+    }
+
+    #[test]
+    fn a_burst_of_unwatched_types_beyond_the_ring_is_fully_delivered() {
+        // No rule watches fcntl or close: below the threshold they wake nobody. The burst holds
+        // more than a ring, so it is delivered whole only if the reader reads it as it comes:
+        // the kernel wakes it at the threshold (the timeout is a minute away). A reorder window
+        // of 1 s: the reader, which reads every window while it holds other processes'
+        // events, leaves the ring to fill past the threshold in between (~1.7 MB/s), but not
+        // past its size. The rmdir at its end is watched.
+        let options = BpfOptions {
+            reorder_window: Duration::from_secs(1),
+            ..wake_options(Duration::from_secs(60), BpfOptions::default().wake_bytes)
+        };
+        let Some(mut source) = open_options(options) else {
+            return;
+        };
+        let woken = source.wakeups();
+        let dir = temp_dir_path("burst");
+        let exe = std::env::current_exe().expect("test binary path");
+        // On one CPU: the burst fills one ring.
+        let mut child = Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(exe)
+            .args([
+                "--exact",
+                "wakeups::burst_child_actions",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(BURST_ENV, &dir)
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn the burst child");
+        let pid = i64::from(child.id());
+        let (mut dups, mut closes, mut done) = (0u64, 0u64, false);
+        let until = Instant::now() + Duration::from_secs(60);
+        let mut batch = Vec::new();
+        while !done && Instant::now() < until {
+            batch.clear();
+            source
+                .next_batch_until(&mut batch, 4096, until)
+                .expect("next_batch_until");
+            for e in batch.iter().filter(|e| e.pid == pid) {
+                match name_of(e) {
+                    "fcntl"
+                        if e.param_by_name("fd") == &Param::Int(0)
+                            && e.param_by_name("cmd") == &Param::Uint(F_DUPFD_CLOEXEC) =>
+                    {
+                        dups += 1
+                    }
+                    "close" => closes += 1,
+                    // Delivered in time order: every record of the burst came before it.
+                    "rmdir" => done = true,
+                    _ => {}
+                }
+            }
+        }
+        let status = child.wait().expect("wait for the burst child");
+        assert!(status.success(), "burst child: {status}");
+        let stats = source.stats();
+        assert!(done, "the rmdir after the burst was not delivered");
+        assert_eq!(
+            dups,
+            BURST_CHUNKS * BURST_CHUNK,
+            "every duplicate of the burst is delivered ({closes} closes; source: {stats:?})"
+        );
+        assert!(
+            closes >= BURST_CHUNKS * BURST_CHUNK,
+            "every close of the burst is delivered ({closes})"
+        );
+        let now = source.wakeups();
+        assert!(
+            now.filled > woken.filled,
+            "no wakeup at the threshold: {woken:?} → {now:?}"
+        );
+    }
 }
