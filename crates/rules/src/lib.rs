@@ -65,7 +65,10 @@ pub mod testcatalog;
 mod testutil;
 
 pub use diag::{Diagnostic, Severity};
-pub use loader::{FileStats, LoadOptions, LoadResult, RulesLoader, ENGINE_VERSION};
+pub use loader::{
+    engine_compatible_with, version_text, FileStats, LoadOptions, LoadResult, RulesLoader,
+    ENGINE_VERSION,
+};
 pub use priority::Priority;
 pub use ruleset::{
     InterestTypes, Rule, RuleMatching, Ruleset, Selection, SelectionEntry, SelectionTarget,

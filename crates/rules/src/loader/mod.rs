@@ -32,11 +32,17 @@ use text::{SourceFile, Texts};
 use vigil_fields::Catalog;
 use yaml::Pos;
 
-pub use collect::parse_version;
+pub use collect::{engine_compatible_with, parse_version, version_text};
 
-/// The Falco engine version whose rules language Vigil implements. Files with a higher
-/// `required_engine_version` are refused with `E_ENGINE_VERSION`.
-pub const ENGINE_VERSION: (u64, u64, u64) = (0, 57, 0);
+/// The version of the Falco engine whose rules language Vigil implements (Falco's
+/// `FALCO_ENGINE_VERSION`, `falco_engine_version.h`): the one place it is kept. A file whose
+/// `required_engine_version` this does not satisfy ([`engine_compatible_with`]) is refused with
+/// `E_ENGINE_VERSION`; `/versions`, `vigil --version` and `--support` report it.
+///
+/// Raise it only together with what that Falco engine added to the language:
+/// `tests/loader/engine_version.rs` holds one probe per engine version Vigil claims and fails
+/// when the newest probe is not this version or when a probe does not hold.
+pub const ENGINE_VERSION: (u64, u64, u64) = (0, 62, 0);
 
 /// The compiler's code for a field the catalog does not know (drives `skip-if-unknown-filter`).
 const UNKNOWN_FIELD: &str = "E_UNKNOWN_FIELD";
