@@ -294,12 +294,6 @@ pub fn fields(json: bool, names_only: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The rules engine version Vigil matches (`required_engine_version` it accepts).
-fn engine_version() -> String {
-    let (major, minor, patch) = vigil_rules::ENGINE_VERSION;
-    format!("{major}.{minor}.{patch}")
-}
-
 /// Falco `-l RULE`: the rule's name and description (JSON with `json_output`).
 pub fn describe(selection: &RulesSelection, name: &str) -> Result<ExitCode> {
     let config = selection.config.load()?;
@@ -345,9 +339,10 @@ pub fn support(selection: &RulesSelection) -> Result<ExitCode> {
             .unwrap_or_default()
     };
     let cmdline: Vec<String> = std::env::args().collect();
+    let versions = vigil_agent::Versions::current();
     let report = serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "engine_info": { "engine_version": engine_version() },
+        "version": versions.falco_version,
+        "engine_info": versions.to_json(),
         "system_info": {
             "sysname": read("ostype"),
             "nodename": host_name(),
@@ -357,9 +352,10 @@ pub fn support(selection: &RulesSelection) -> Result<ExitCode> {
         },
         "cmdline": cmdline.join(" "),
         "config": config.to_yaml(),
+        // Falco's shape: each file's text under `variants` (one variant per file).
         "rules_files": files
             .iter()
-            .map(|f| serde_json::json!({ "name": f.name, "content": f.text }))
+            .map(|f| serde_json::json!({ "name": f.name, "variants": [{ "content": f.text }] }))
             .collect::<Vec<_>>(),
     });
     let mut out = io::stdout().lock();
@@ -383,9 +379,17 @@ pub fn dry_run(selection: &RulesSelection) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Falco's `--version`: one line, as scripts read it (`--support` has the rules engine
-/// version too).
-pub fn version() -> Result<ExitCode> {
-    println!("vigil {}", env!("CARGO_PKG_VERSION"));
+/// Falco's `--version`: its version block, or with `json_output` the object `/versions`
+/// serves (`vigil_agent::Versions`).
+pub fn version(config: &ConfigArgs) -> Result<ExitCode> {
+    let json = config.load()?.json_output;
+    let versions = vigil_agent::Versions::current();
+    let mut out = io::stdout().lock();
+    if json {
+        writeln!(out, "{}", versions.to_json())?;
+    } else {
+        out.write_all(versions.text_block().as_bytes())?;
+    }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -195,7 +195,7 @@ fn main() -> ExitCode {
 /// Runs what a Falco command line asks for.
 fn falco(command: FalcoCommand) -> anyhow::Result<ExitCode> {
     match command {
-        FalcoCommand::Version => inspect::version(),
+        FalcoCommand::Version(config) => inspect::version(&config),
         FalcoCommand::Support(selection) => inspect::support(&selection),
         FalcoCommand::Validate(paths) => inspect::validate(&paths),
         FalcoCommand::Fields { names_only } => inspect::fields(false, names_only),

@@ -639,9 +639,13 @@ fn falco_command_line_without_a_subcommand() {
         .as_str()
         .is_some_and(|c| c.contains("buffered_outputs: false")));
     assert_eq!(support["rules_files"][0]["name"], rules.as_str());
-    assert!(support["rules_files"][0]["content"]
+    assert!(support["rules_files"][0]["variants"][0]["content"]
         .as_str()
         .is_some_and(|c| c.contains("- rule: Read sensitive file untrusted")));
+    // `engine_info` is the object `/versions` serves, as in Falco, and `version` its
+    // `falco_version`.
+    assert_falco_version_keys(&support["engine_info"]);
+    assert_eq!(support["version"], support["engine_info"]["falco_version"]);
 
     // --dry-run: loads configuration and rules, captures nothing.
     assert_eq!(vigil(&["--dry-run", "-r", &rules]).status.code(), Some(0));
@@ -701,14 +705,63 @@ fn falco_command_line_without_a_subcommand() {
         "{no_network:?}"
     );
 
-    // --version (Falco's `-V` means validate, so there is no short form).
+    // --version (Falco's `-V` means validate, so there is no short form): Falco's block,
+    // and with json_output the `/versions` object.
     let out = vigil(&["--version"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let block = text(&out.stdout);
     assert!(
-        text(&out.stdout).starts_with("vigil "),
-        "{}",
-        text(&out.stdout)
+        block.starts_with(&format!(
+            "Falco version: {}\nLibs version:  ",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{block}"
     );
+    let engine = block
+        .lines()
+        .find_map(|l| l.strip_prefix("Engine:"))
+        .map(str::trim);
+    assert_eq!(
+        engine,
+        Some(vigil_rules::version_text(vigil_rules::ENGINE_VERSION).as_str()),
+        "{block}"
+    );
+    let out = vigil(&["--version", "-o", "json_output=true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let versions: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--version JSON");
+    assert_falco_version_keys(&versions);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Falco 0.44.1's version keys (`versions_info::as_json`), exactly, with the engine version
+/// Vigil implements.
+fn assert_falco_version_keys(versions: &serde_json::Value) {
+    let mut keys: Vec<&str> = versions
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {versions}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "default_driver_version",
+            "driver_api_version",
+            "driver_schema_version",
+            "engine_version",
+            "engine_version_semver",
+            "falco_version",
+            "libs_version",
+            "plugin_api_version",
+            "plugin_versions",
+        ],
+        "{versions}"
+    );
+    assert_eq!(
+        versions["engine_version_semver"],
+        vigil_rules::version_text(vigil_rules::ENGINE_VERSION)
+    );
 }
 
 /// `evt.cpu` has the capture's value where the event records one and none (`<NA>`) where it
