@@ -1056,7 +1056,18 @@ impl<'c> Compiler<'c> {
                     }
                     CmpOp::Regex => {
                         let lit = single();
-                        let pattern = String::from_utf8_lossy(&lit.bytes()).into_owned();
+                        // The value the pattern meets has each invalid sequence replaced by
+                        // U+FFFD (`Test::Regex`); a pattern that is not UTF-8 (a `\xHH` above
+                        // `\x7f`) is refused, as RE2 refuses it in libsinsp.
+                        let Ok(pattern) = String::from_utf8(lit.bytes().into_owned()) else {
+                            return Err(vec![err(
+                                "E_BAD_VALUE",
+                                "bad regex: the pattern is not valid UTF-8 (a regex sees \
+                                 invalid bytes as U+FFFD: match that character or `.`)"
+                                    .to_owned(),
+                                lit.span,
+                            )]);
+                        };
                         let re = regex::RegexBuilder::new(&format!(r"\A(?:{pattern})\z"))
                             .size_limit(1 << 22)
                             .build()
