@@ -42,7 +42,7 @@ pub use collect::{engine_compatible_with, parse_version, version_text};
 /// Raise it only together with what that Falco engine added to the language:
 /// `tests/loader/engine_version.rs` holds one probe per engine version Vigil claims and fails
 /// when the newest probe is not this version or when a probe does not hold.
-pub const ENGINE_VERSION: (u64, u64, u64) = (0, 62, 0);
+pub const ENGINE_VERSION: (u64, u64, u64) = (0, 63, 0);
 
 /// The compiler's code for a field the catalog does not know (drives `skip-if-unknown-filter`).
 const UNKNOWN_FIELD: &str = "E_UNKNOWN_FIELD";

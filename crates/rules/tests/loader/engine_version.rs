@@ -5,7 +5,8 @@
 //! claiming a version whose probe does not hold, fails here.
 //!
 //! Falco's versions are in `userspace/engine/falco_engine_version.h` (falco 0.42.0: 0.57.0,
-//! 0.43.0: 0.58.0, 0.44.0 and 0.44.1: 0.62.0); the messages are Falco's
+//! 0.43.0: 0.58.0, 0.44.0 and 0.44.1: 0.62.0, 65273dae on the way to 0.45: 0.63.0); the
+//! messages are Falco's
 //! (`rule_loader_collector.cpp`, `rule_loader_reader.cpp`).
 
 use std::borrow::Cow;
@@ -59,6 +60,15 @@ const STEPS: &[Step] = &[
                     and proc.name != allof (sshd, login)",
         matches: || open_of(b"cat", b"/etc/shadow"),
         misses: || open_of(b"login", b"/etc/shadow"),
+    },
+    Step {
+        version: (0, 63, 0),
+        what: "Falco 0.45 (falco 65273dae, \"improve invalid UTF-8 sequence handling\"): \
+               conditions compare raw bytes (`\\xHH` matches an invalid byte), `regex` sees \
+               each invalid sequence as U+FFFD",
+        condition: r#"evt.type = openat and fd.name contains "\xff" and fd.name regex "/tmp/a.""#,
+        matches: || open_of(b"cat", b"/tmp/a\xff"),
+        misses: || open_of(b"cat", "/tmp/a\u{fffd}".as_bytes()),
     },
 ];
 

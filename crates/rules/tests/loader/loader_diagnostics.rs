@@ -178,11 +178,11 @@ fn override_shape_errors() {
 fn engine_version() {
     check(
         &[("f.yaml", "- required_engine_version: 0.99.0\n")],
-        "E_ENGINE_VERSION: Rules require engine version 0.99.0, but engine version is 0.62.0 @ 1:28",
+        "E_ENGINE_VERSION: Rules require engine version 0.99.0, but engine version is 0.63.0 @ 1:28",
     );
     check(
         &[("f.yaml", "- required_engine_version: 1.0.0\n")],
-        "E_ENGINE_VERSION: Rules require engine version 1.0.0, but engine version is 0.62.0 @ 1:28",
+        "E_ENGINE_VERSION: Rules require engine version 1.0.0, but engine version is 0.63.0 @ 1:28",
     );
     check(
         &[("f.yaml", "- required_engine_version: banana\n")],
@@ -192,7 +192,7 @@ fn engine_version() {
     check(
         &[(
             "f.yaml",
-            "- required_engine_version: 10\n- required_engine_version: 0.62.0\n- required_plugin_versions:\n    - name: container\n      version: 0.4.0\n",
+            "- required_engine_version: 10\n- required_engine_version: 0.63.0\n- required_plugin_versions:\n    - name: container\n      version: 0.4.0\n",
         )],
         "",
     );
