@@ -52,11 +52,18 @@ const UNKNOWN_FIELD: &str = "E_UNKNOWN_FIELD";
 pub struct LoadOptions {
     /// Report `W_UNUSED_MACRO` / `W_UNUSED_LIST` (default on, as Falco).
     pub warn_unused: bool,
+    /// Keep the text of every comparison of the conditions ([`Ruleset::condition_text`]),
+    /// so a profile can name the costliest ones (`vigil rules profile`); off for the agent,
+    /// which never prints them.
+    pub condition_texts: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { warn_unused: true }
+        LoadOptions {
+            warn_unused: true,
+            condition_texts: false,
+        }
     }
 }
 
@@ -273,7 +280,16 @@ impl RulesLoader {
         // Problems from lists resolved last (cycles found while expanding) are already in.
         let diagnostics = rep.diags;
         let ok = !diagnostics.iter().any(Diagnostic::is_error);
-        let ruleset = ok.then(|| Ruleset::new(rules, compiler.finish(), catalog.n_event_types()));
+        let texts = if opts.condition_texts {
+            compiler.leaf_texts()
+        } else {
+            Default::default()
+        };
+        let ruleset = ok.then(|| {
+            let mut ruleset = Ruleset::new(rules, compiler.finish(), catalog.n_event_types());
+            ruleset.set_condition_texts(texts);
+            ruleset
+        });
         LoadResult {
             ruleset,
             diagnostics,
