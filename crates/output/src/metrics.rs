@@ -110,6 +110,8 @@ pub mod names {
     pub const SOURCE_QUEUE_DROPS: &str = "vigil_source_queue_drops_total";
     pub const SOURCE_FILTERED_FAILED: &str = "vigil_source_filtered_failed_total";
     pub const EVAL_SECONDS: &str = "vigil_rule_evaluation_seconds_total";
+    pub const RULE_EVAL_SECONDS: &str = "vigil_rule_eval_seconds_total";
+    pub const RULE_EVALUATIONS: &str = "vigil_rule_evaluations_total";
     pub const CONTAINER_LOOKUPS: &str = "vigil_container_lookups_total";
     pub const CONTAINER_LOOKUP_MISSES: &str = "vigil_container_lookup_misses_total";
     pub const CONTAINER_LOOKUP_SECONDS: &str = "vigil_container_lookup_seconds_total";
@@ -251,6 +253,18 @@ pub const FAMILIES: &[(&str, Kind, Category, &str)] = &[
         "Failed system calls the eBPF driver filtered out because no rule and no state update can use them (filtering, not drops: in neither n_evts nor n_drops).",
     ),
     (names::EVAL_SECONDS, Counter, Base, "Time spent updating state and evaluating rules."),
+    (
+        names::RULE_EVALUATIONS,
+        Counter,
+        Rules,
+        "Evaluations of each enabled rule's condition (label rule), exact; restarts at a reload.",
+    ),
+    (
+        names::RULE_EVAL_SECONDS,
+        Counter,
+        Rules,
+        "Time spent evaluating each enabled rule's condition (label rule), estimated from a sample of timed events; restarts at a reload.",
+    ),
     (names::OUTPUT_QUEUE_DEPTH, Gauge, Base, "Alerts waiting in memory, per output."),
     (names::OUTPUT_SPOOL_BYTES, Gauge, Base, "Bytes of alerts waiting on disk, per output."),
     (names::OUTPUT_DELIVERED, Counter, Base, "Alerts delivered, per output."),
