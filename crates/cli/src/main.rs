@@ -117,6 +117,12 @@ enum RulesCommand {
         #[arg(long)]
         explain_run: bool,
     },
+    /// Replay a capture and print the rules, and the comparisons in them, that cost the
+    /// most evaluation time.
+    #[command(
+        after_help = "Every event is timed (twice: rules, then the comparisons in them).\nExample:\n  vigil rules profile capture.vcap -r /etc/falco/falco_rules.yaml --top 5"
+    )]
+    Profile(inspect::ProfileArgs),
 }
 
 #[derive(Subcommand)]
@@ -168,6 +174,7 @@ fn main() -> ExitCode {
             json,
             explain_run: true,
         })) => inspect::explain_run(&selection, json),
+        Some(Command::Rules(RulesCommand::Profile(args))) => inspect::profile(&args),
         Some(Command::Capture(CaptureCommand::Convert { input, output, to })) => {
             inspect::convert(&input, &output, to)
         }

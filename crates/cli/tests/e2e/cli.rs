@@ -827,3 +827,90 @@ fn evt_cpu_replays_the_recorded_cpu_and_thread_cpu_never_matches() {
     assert_eq!(alerts, ["A cpu=1 fd=3", "B cpu=<NA> fd=4"], "{stdout}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// `vigil rules profile CAPTURE`: the rule whose condition costs the most on the capture comes
+/// first, with its costliest comparison named under it; `--json` has every rule's exact
+/// evaluation count; a capture that cannot be read is invalid input.
+#[test]
+fn rules_profile_ranks_the_costliest_rule_and_condition() {
+    use vigil_event::codec::Capture;
+    use vigil_event::{table, Event, Param, Snapshot, ThreadInfo};
+    let _host = host::shared();
+    let dir = scratch("rules-profile");
+    let etype = table::by_name("openat").expect("openat");
+    let capture = Capture {
+        snapshot: Snapshot {
+            threads: vec![ThreadInfo {
+                tid: 7,
+                pid: 7,
+                comm: b"cat".to_vec(),
+                ..ThreadInfo::default()
+            }],
+            ..Snapshot::default()
+        },
+        events: (0..3000u64)
+            .map(|n| Event {
+                num: n + 1,
+                ts: 1_700_000_000_000_000_000 + n,
+                tid: 7,
+                pid: 7,
+                etype,
+                res: 3,
+                params: vec![
+                    Param::Int(-100),
+                    Param::Bytes(format!("/var/lib/app/cache/x{n}/aabbccaabbcc").into_bytes()),
+                    Param::Uint(0),
+                ],
+                truncated: 0,
+                cpu: None,
+            })
+            .collect(),
+    };
+    let path = dir.join("opens.vcap");
+    capture
+        .write_binary(fs::File::create(&path).expect("create capture"))
+        .expect("write capture");
+    let rules = write(
+        &dir,
+        "rules.yaml",
+        "- rule: Cheap check\n  desc: d\n  condition: evt.type = openat and proc.name = nothing\n  output: o\n  priority: INFO\n\
+         - rule: Costly check\n  desc: d\n  condition: evt.type = openat and fd.name regex '(/[a-z]+)*/x[0-9]+/(a|b|c)*q' and proc.name = nothing\n  output: o\n  priority: INFO\n\
+         - rule: Never evaluated\n  desc: d\n  condition: evt.type = execve\n  output: o\n  priority: INFO\n",
+    );
+    let (path, rules) = (path.display().to_string(), rules.display().to_string());
+    let out = vigil(&["rules", "profile", &path, "-r", &rules, "--top", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    let lines: Vec<&str> = report.lines().collect();
+    assert!(
+        lines[0].starts_with("3000 events, 3 rules evaluated 6000 times"),
+        "{report}"
+    );
+    assert!(lines[2].ends_with("  Costly check"), "{report}");
+    assert!(lines[3].contains("fd.name regex"), "{report}");
+    assert!(
+        lines.iter().any(|l| l.ends_with("  Cheap check")),
+        "{report}"
+    );
+    assert_eq!(lines.last(), Some(&"… 1 more rules"), "{report}");
+
+    let out = vigil(&["rules", "profile", &path, "-r", &rules, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("profile JSON");
+    let evaluations = |rule: &str| {
+        json["rules"]
+            .as_array()
+            .and_then(|rules| rules.iter().find(|r| r["rule"] == rule))
+            .map(|r| r["evaluations"].clone())
+            .unwrap_or_else(|| panic!("no {rule}: {json}"))
+    };
+    assert_eq!(evaluations("Costly check"), 3000);
+    assert_eq!(evaluations("Cheap check"), 3000);
+    assert_eq!(evaluations("Never evaluated"), 0);
+    assert_eq!(json["rules"][0]["rule"], "Costly check", "{json}");
+
+    let missing = dir.join("missing.vcap").display().to_string();
+    let out = vigil(&["rules", "profile", &missing, "-r", &rules]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let _ = fs::remove_dir_all(&dir);
+}
