@@ -49,6 +49,7 @@ fn main() {
         .collect();
     let snapshot = corpus::snapshot();
     let mut alerts = 0u64;
+    let mut evaluations = 0u64;
     let mut busy = std::time::Duration::ZERO;
     for _ in 0..passes {
         let ruleset = if no_rules {
@@ -64,12 +65,16 @@ fn main() {
         let start = Instant::now();
         alerts += run_pass(&mut engine, &events);
         busy += start.elapsed();
+        if let Some(costs) = engine.rule_costs() {
+            evaluations += engine.ruleset().rule_evaluations(costs).iter().sum::<u64>();
+        }
     }
     let total = (events.len() * passes) as f64;
     if stride.is_some() {
         println!(
-            "one clock read: {} ns (median of back-to-back reads)",
-            vigil_engine::profile::clock_read_nanos()
+            "one clock read: {} ns (median of back-to-back reads); {:.2} rule evaluations per event",
+            vigil_engine::profile::clock_read_nanos(),
+            evaluations as f64 / total
         );
     }
     println!(
