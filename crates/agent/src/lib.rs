@@ -14,9 +14,10 @@
 //! # The parts
 //!
 //! The long-running parts every live command shares: `AgentServer` (std::net HTTP server for
-//! `/healthz` and `/metrics`, loopback by default; HTTPS only with `webserver.ssl_enabled`, rustls
-//! with the certificate and key of Falco's one-file `ssl_certificate`; a bad certificate stops the
-//! agent with exit code 1; `AgentServer::bind` takes the socket before the agent drops its
+//! `/healthz`, `/versions` — `Versions`, Falco's version object, also what `--version` and
+//! `--support` print — and `/metrics`, loopback by default; HTTPS only with
+//! `webserver.ssl_enabled`, rustls with the certificate and key of Falco's one-file
+//! `ssl_certificate`; a bad certificate stops the agent with exit code 1; `AgentServer::bind` takes the socket before the agent drops its
 //! privileges, `BoundServer::serve` starts the serving thread after), `bpf` (Falco's
 //! `metrics.libbpf_stats_enabled`: run count and run time of each BPF program the process holds,
 //! from `/proc/self/fdinfo`, into `/metrics` at each scrape and into the metrics snapshot; the
@@ -46,6 +47,7 @@ pub mod server;
 pub mod signals;
 pub mod tick;
 pub mod timers;
+pub mod versions;
 
 pub use append::{AppendError, Appender};
 pub use filewatch::{ConfigWatcher, WatchSet, WatchSources};
@@ -54,3 +56,4 @@ pub use server::{AgentServer, BoundServer, ServerError};
 pub use signals::{SignalWake, Signals};
 pub use tick::{Tick, TickCounts};
 pub use timers::{Job, Timers};
+pub use versions::Versions;

@@ -114,6 +114,8 @@ pub struct AgentFlags<'a> {
 pub struct Agent {
     metrics: Metrics,
     outputs: Outputs,
+    /// The web server serves `/metrics` (decides the per-rule cost accounting).
+    serves_metrics: bool,
     _server: Option<AgentServer>,
     tick: Tick,
     /// When the metrics, stats file, snapshot and file checks are due.
@@ -191,7 +193,19 @@ pub fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCoun
         container_lookup_misses: state.container_lookups.misses,
         container_lookup_seconds: state.container_lookups.total_ns as f64 / 1e9,
         container_lookup_max_seconds: state.container_lookups.max_ns as f64 / 1e9,
+        rule_costs: crate::tick::rule_costs(engine),
     }
+}
+
+/// Events per timed one in the per-rule cost accounting (`vigil_rule_eval_seconds_total`):
+/// chosen so that accounting stays within 2% of evaluation time (BENCHMARKS.md, "Per-rule
+/// cost accounting").
+pub const RULE_COST_STRIDE: u32 = 256;
+
+/// Whether the engine accounts for per-rule costs: only when something shows them — the
+/// agent's web server serves `/metrics` and `config` has Falco's `rules_counters_enabled`.
+fn rule_cost_stride(serves_metrics: bool, config: &Config) -> Option<u32> {
+    (serves_metrics && config.metrics.rules_counters_enabled).then_some(RULE_COST_STRIDE)
 }
 
 /// `events in 10, processed 8, dropped 2 (buffer_full=2)`: the exit summary's event line.
@@ -280,6 +294,8 @@ impl Agent {
             }
             None => None,
         };
+        let serves_metrics = server.is_some() && config.webserver.prometheus_metrics_enabled;
+        engine.set_rule_costs(rule_cost_stride(serves_metrics, &config));
         let now = Instant::now();
         let mut timers = Timers::new(now);
         // At once: the counters are published with the first event (a traced workload may go
@@ -290,6 +306,7 @@ impl Agent {
         Ok(Agent {
             metrics,
             outputs,
+            serves_metrics,
             _server: server,
             tick,
             timers,
@@ -480,6 +497,7 @@ impl Agent {
                         }
                     };
                     self.metrics.set_flags(self.config.metrics.flags());
+                    engine.set_rule_costs(rule_cost_stride(self.serves_metrics, &self.config));
                     self.tick.seed(&self.outputs, engine.ruleset());
                     (self.notice)(&format!(
                         "{cause}: reloaded configuration and {} rules",
@@ -774,6 +792,144 @@ mod tests {
         );
         let last = std::fs::read_to_string(&stats).expect("the stats file");
         assert!(last.lines().count() >= 1, "a last stats line: {last:?}");
+    }
+
+    /// Rules on `kill` whose names are user text: a quote, a backslash, a newline, UTF-8.
+    const COSTED_RULES: &str = "\
+- rule: \"never \\\"quoted\\\", a=b \\\\ back\\nslash\"
+  desc: d
+  condition: evt.type = kill and proc.name = nothing
+  output: o
+  priority: WARNING
+- rule: Kill é
+  desc: d
+  condition: evt.type = kill
+  output: kill
+  priority: WARNING
+- rule: After the match
+  desc: d
+  condition: evt.type = kill
+  output: after
+  priority: WARNING
+";
+
+    /// Runs five kills through an agent whose configuration has `options` on top of the
+    /// test configuration's; returns the `/metrics` exposition and whether the engine
+    /// accounted for rule costs.
+    fn costed_run(name: &str, live: bool, options: &[&str]) -> (String, bool) {
+        let scratch = Scratch::new(name);
+        let mut config = scratch.config();
+        for option in options {
+            config.apply_override(option).expect(option);
+        }
+        let result = vigil_engine::load_rules(
+            &[RulesText {
+                name: "rules.yaml".into(),
+                text: COSTED_RULES.into(),
+            }],
+            &Default::default(),
+        );
+        let mut engine = engine(result.ruleset.expect("the rules load"));
+        let mut agent_flags = flags(None);
+        agent_flags.live = live;
+        let mut agent = Agent::start(config, "host", &agent_flags, &mut engine).unwrap();
+        let accounted = engine.rule_costs().is_some();
+        let mut source = ScriptedSource::new(Snapshot::default(), (1..=5).map(kill).collect());
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload)
+            .unwrap();
+        let metrics = agent.metrics().clone();
+        agent.finish(&engine, &source.stats(), false).unwrap();
+        (metrics.render(), accounted)
+    }
+
+    /// The first rule's name.
+    const HOSTILE: &str = "never \"quoted\", a=b \\ back\nslash";
+
+    const SERVE_METRICS: [&str; 3] = [
+        "webserver.enabled=true",
+        "webserver.listen_port=0",
+        "webserver.prometheus_metrics_enabled=true",
+    ];
+
+    /// The samples of `metric` with one label `rule`, read from a Prometheus text exposition
+    /// as the format defines it (a quoted value; `\\`, `\"` and `\n` escaped), so a rule name
+    /// holding `,`, `=`, quotes or a newline comes back whole.
+    fn rule_samples(text: &str, metric: &str) -> Vec<(String, f64)> {
+        let prefix = format!("{metric}{{rule=\"");
+        text.lines()
+            .filter_map(|line| line.strip_prefix(&prefix))
+            .map(|rest| {
+                let mut name = String::new();
+                let mut chars = rest.chars();
+                loop {
+                    match chars.next().expect("a closing quote") {
+                        '"' => break,
+                        '\\' => match chars.next().expect("an escaped character") {
+                            'n' => name.push('\n'),
+                            c @ ('\\' | '"') => name.push(c),
+                            c => panic!("`\\{c}` is not an escape of the text format: {rest}"),
+                        },
+                        c => name.push(c),
+                    }
+                }
+                let value = chars.as_str().strip_prefix("} ").expect("`} VALUE`");
+                (name, value.parse().expect("a number"))
+            })
+            .collect()
+    }
+
+    /// `/metrics` has each enabled rule's evaluations (exact: under `rule_matching: first`
+    /// the rule after the one that matches is never evaluated) and evaluation time, its name
+    /// escaped as Prometheus text wants it, so a parser gets the rule's name back.
+    #[test]
+    fn metrics_carry_each_rules_evaluations_and_time() {
+        let (text, accounted) = costed_run("rule-costs", true, &SERVE_METRICS);
+        assert!(accounted, "accounting on when /metrics is served");
+        let mut evaluations = rule_samples(&text, vigil_output::metrics::names::RULE_EVALUATIONS);
+        evaluations.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            evaluations,
+            [
+                ("After the match".to_owned(), 0.0),
+                ("Kill é".to_owned(), 5.0),
+                (HOSTILE.to_owned(), 5.0),
+            ],
+            "{text}"
+        );
+        let seconds = rule_samples(&text, vigil_output::metrics::names::RULE_EVAL_SECONDS);
+        assert_eq!(seconds.len(), 3, "{text}");
+        // Timed: one event in RULE_COST_STRIDE on average (five events may have none); never
+        // evaluated, never timed.
+        assert!(seconds.iter().all(|(_, s)| *s >= 0.0));
+        assert!(seconds.contains(&("After the match".to_owned(), 0.0)));
+        assert!(
+            text.contains(
+                r#"vigil_rule_evaluations_total{rule="never \"quoted\", a=b \\ back\nslash"} 5"#
+            ),
+            "{text}"
+        );
+        // The whole exposition still parses.
+        let lines = text.lines().map(|l| Ok(l.to_owned()));
+        prometheus_parse::Scrape::parse(lines).expect("valid exposition");
+    }
+
+    /// Nothing shows the costs without `/metrics` or with Falco's `rules_counters_enabled`
+    /// off: no accounting then.
+    #[test]
+    fn rule_costs_are_accounted_only_when_metrics_show_them() {
+        let (text, accounted) = costed_run("rule-costs-replay", false, &SERVE_METRICS);
+        assert!(!accounted, "not live: no web server");
+        // The series exist from the start (seeded at 0) and stay there.
+        let evaluations = rule_samples(&text, vigil_output::metrics::names::RULE_EVALUATIONS);
+        assert_eq!(evaluations.len(), 3, "{text}");
+        assert!(evaluations.iter().all(|(_, n)| *n == 0.0), "{text}");
+        let mut off = SERVE_METRICS.to_vec();
+        off.push("metrics.rules_counters_enabled=false");
+        let (_, accounted) = costed_run("rule-costs-off", true, &off);
+        assert!(!accounted, "rules_counters_enabled: false");
+        let (_, accounted) = costed_run("rule-costs-no-prometheus", true, &SERVE_METRICS[..2]);
+        assert!(!accounted, "prometheus_metrics_enabled: false");
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! The embedded web server (Falco's `webserver`): `/healthz` (or `k8s_healthz_endpoint`) and,
-//! with `prometheus_metrics_enabled`, `/metrics` in Prometheus text format. A tiny HTTP/1.1
+//! The embedded web server (Falco's `webserver`): `/healthz` (or `k8s_healthz_endpoint`),
+//! `/versions` (Falco's version object, [`crate::versions`]: what falcoctl asks before it
+//! installs a rules artifact) and, with `prometheus_metrics_enabled`, `/metrics` in Prometheus
+//! text format. A tiny HTTP/1.1
 //! server on `std::net`: GET only, one short request per connection. With `ssl_enabled` it
 //! speaks HTTPS only (rustls), with the certificate chain and private key of
 //! `ssl_certificate` (Falco's format: one PEM file holding both). Vigil binds `127.0.0.1` by
@@ -51,6 +53,8 @@ pub struct AgentServer {
 
 struct Routes {
     healthz: String,
+    /// The `/versions` body, built once (as Falco does).
+    versions: String,
     metrics: Option<Metrics>,
     tls: Option<Arc<ServerConfig>>,
     /// `metrics.libbpf_stats_enabled`: refresh the BPF program series on each scrape.
@@ -184,6 +188,7 @@ impl AgentServer {
         let addr = listener.local_addr().map_err(bind_err)?;
         let routes = Routes {
             healthz: config.k8s_healthz_endpoint.clone(),
+            versions: crate::versions::Versions::current().to_json().to_string(),
             metrics: config.prometheus_metrics_enabled.then(|| metrics.clone()),
             tls,
             bpf_stats,
@@ -314,6 +319,8 @@ fn respond<S: Read + Write>(stream: &mut S, routes: &Routes) -> std::io::Result<
             "application/json",
             "{\"status\": \"ok\"}".to_owned(),
         )
+    } else if path == "/versions" {
+        ("200 OK", "application/json", routes.versions.clone())
     } else if let (Some(metrics), "/metrics") = (&routes.metrics, path) {
         metrics.sample_process();
         if routes.bpf_stats {
@@ -395,6 +402,44 @@ mod tests {
             "sampled at each scrape"
         );
         assert_eq!(get(server.addr(), "/nope").0, "HTTP/1.1 404 Not Found");
+        server.stop();
+    }
+
+    /// `/versions` is served with or without metrics (as in Falco), with exactly Falco
+    /// 0.44.1's keys (`versions_info::as_json`) and the engine version rules are checked
+    /// against.
+    #[test]
+    fn serves_falcos_versions_object() {
+        let metrics = Metrics::new();
+        let server = AgentServer::start(&config(false), &metrics, false).unwrap();
+        let (status, body) = get(server.addr(), "/versions");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        let mut keys: Vec<&str> = json
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "default_driver_version",
+                "driver_api_version",
+                "driver_schema_version",
+                "engine_version",
+                "engine_version_semver",
+                "falco_version",
+                "libs_version",
+                "plugin_api_version",
+                "plugin_versions",
+            ]
+        );
+        assert_eq!(
+            json["engine_version_semver"],
+            vigil_rules::version_text(vigil_rules::ENGINE_VERSION)
+        );
         server.stop();
     }
 

@@ -47,6 +47,37 @@ pub struct TickCounts {
     pub container_lookup_misses: u64,
     pub container_lookup_seconds: f64,
     pub container_lookup_max_seconds: f64,
+    /// Per enabled rule, when the engine accounts for them: evaluations and seconds spent.
+    pub rule_costs: Vec<RuleCost>,
+}
+
+/// One rule's evaluation cost so far (`vigil_rule_evaluations_total`,
+/// `vigil_rule_eval_seconds_total`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuleCost {
+    pub rule: String,
+    pub evaluations: u64,
+    pub seconds: f64,
+}
+
+/// The per-rule costs of `engine`'s enabled rules; empty when it does not account for them.
+pub fn rule_costs(engine: &vigil_engine::Engine) -> Vec<RuleCost> {
+    let Some(costs) = engine.rule_costs() else {
+        return Vec::new();
+    };
+    let ruleset = engine.ruleset();
+    let evaluations = ruleset.rule_evaluations(costs);
+    ruleset
+        .rules()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| ruleset.is_enabled(*i))
+        .map(|(i, rule)| RuleCost {
+            rule: rule.name.clone(),
+            evaluations: evaluations.get(i).copied().unwrap_or(0),
+            seconds: costs.nanos().get(i).copied().unwrap_or(0) as f64 / 1e9,
+        })
+        .collect()
 }
 
 impl TickCounts {
@@ -70,7 +101,8 @@ impl TickCounts {
 }
 
 /// Zero-valued `falcosecurity_falco_rules_matches_total` series for every enabled rule of
-/// `ruleset` (a rule's first match then moves its series from 0 rather than creating it).
+/// `ruleset` (a rule's first match then moves its series from 0 rather than creating it), and
+/// the per-rule cost series likewise (shown when the engine accounts for them).
 pub fn seed_rule_counters(metrics: &Metrics, ruleset: &Ruleset) {
     for rule in ruleset.rules().iter().filter(|r| r.enabled) {
         metrics.add_labels(
@@ -78,6 +110,13 @@ pub fn seed_rule_counters(metrics: &Metrics, ruleset: &Ruleset) {
             metrics::rule_labels(&rule.name, rule.priority.as_str(), &rule.source, &rule.tags),
             0.0,
         );
+    }
+    for (i, rule) in ruleset.rules().iter().enumerate() {
+        if ruleset.is_enabled(i) {
+            let labels = [("rule", rule.name.as_str())];
+            metrics.add(names::RULE_EVALUATIONS, &labels, 0.0);
+            metrics.add(names::RULE_EVAL_SECONDS, &labels, 0.0);
+        }
     }
 }
 
@@ -481,6 +520,11 @@ impl Tick {
             counts.container_lookup_max_seconds,
         );
         m.set(names::EVAL_SECONDS, &[], counts.eval_seconds);
+        for cost in &counts.rule_costs {
+            let labels = [("rule", cost.rule.as_str())];
+            m.set(names::RULE_EVALUATIONS, &labels, cost.evaluations as f64);
+            m.set(names::RULE_EVAL_SECONDS, &labels, cost.seconds);
+        }
         m.set(
             names::OUTPUTS_QUEUE_DROPS,
             &[],
@@ -558,6 +602,7 @@ mod tests {
             container_lookup_misses: 1,
             container_lookup_seconds: 0.25,
             container_lookup_max_seconds: 0.125,
+            rule_costs: Vec::new(),
         };
         // Metrics only: no stats line yet.
         tick.run(&counts, &mut outputs, 0, Due::default().with(Job::Metrics))

@@ -63,15 +63,17 @@ pub struct FalcoArgs {
     pub unbuffered: bool,
     #[command(flatten)]
     pub stats_file: StatsFileArgs,
-    /// Print the version and exit.
+    /// Print Falco's version block (Vigil's version, the Falco engine version whose rules
+    /// language it implements, its driver) and exit; one JSON object with
+    /// `-o json_output=true` (Falco `--version`).
     #[arg(long)]
     pub version: bool,
 }
 
 /// What a Falco command line asks for, in Vigil's terms.
 pub enum FalcoCommand {
-    /// `--version`.
-    Version,
+    /// `--version`: the configuration decides text or JSON.
+    Version(crate::selection::ConfigArgs),
     /// `--support`.
     Support(RulesSelection),
     /// `-V FILE…`: as `vigil rules validate`.
@@ -97,7 +99,7 @@ pub enum FalcoCommand {
 /// that is given wins, in Falco's order).
 pub fn translate(mut args: FalcoArgs) -> Result<FalcoCommand, InvalidInput> {
     if args.version {
-        return Ok(FalcoCommand::Version);
+        return Ok(FalcoCommand::Version(args.selection.config));
     }
     if args.unbuffered {
         args.selection

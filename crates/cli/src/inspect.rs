@@ -1,5 +1,6 @@
 //! The commands that inspect and exit: `rules validate`, `rules list` (and `--explain-run`),
-//! `fields`, `config show`, `capture convert`, and Falco's `-l RULE` and `--support`.
+//! `rules profile`, `fields`, `config show`, `capture convert`, and Falco's `-l RULE`,
+//! `--support` and `--version`.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -16,7 +17,8 @@ use crate::live::host_name;
 use crate::run::fold_as_here;
 use crate::run_reload::RunningFilter;
 use crate::selection::{
-    error_count, load_selection, print_diagnostics, ConfigArgs, RulesSelection,
+    error_count, load_selection, load_selection_with, print_diagnostics, system_state_config,
+    ConfigArgs, RulesSelection,
 };
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -294,12 +296,6 @@ pub fn fields(json: bool, names_only: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The rules engine version Vigil matches (`required_engine_version` it accepts).
-fn engine_version() -> String {
-    let (major, minor, patch) = vigil_rules::ENGINE_VERSION;
-    format!("{major}.{minor}.{patch}")
-}
-
 /// Falco `-l RULE`: the rule's name and description (JSON with `json_output`).
 pub fn describe(selection: &RulesSelection, name: &str) -> Result<ExitCode> {
     let config = selection.config.load()?;
@@ -345,9 +341,10 @@ pub fn support(selection: &RulesSelection) -> Result<ExitCode> {
             .unwrap_or_default()
     };
     let cmdline: Vec<String> = std::env::args().collect();
+    let versions = vigil_agent::Versions::current();
     let report = serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "engine_info": { "engine_version": engine_version() },
+        "version": versions.falco_version,
+        "engine_info": versions.to_json(),
         "system_info": {
             "sysname": read("ostype"),
             "nodename": host_name(),
@@ -357,9 +354,10 @@ pub fn support(selection: &RulesSelection) -> Result<ExitCode> {
         },
         "cmdline": cmdline.join(" "),
         "config": config.to_yaml(),
+        // Falco's shape: each file's text under `variants` (one variant per file).
         "rules_files": files
             .iter()
-            .map(|f| serde_json::json!({ "name": f.name, "content": f.text }))
+            .map(|f| serde_json::json!({ "name": f.name, "variants": [{ "content": f.text }] }))
             .collect::<Vec<_>>(),
     });
     let mut out = io::stdout().lock();
@@ -383,9 +381,86 @@ pub fn dry_run(selection: &RulesSelection) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Falco's `--version`: one line, as scripts read it (`--support` has the rules engine
-/// version too).
-pub fn version() -> Result<ExitCode> {
-    println!("vigil {}", env!("CARGO_PKG_VERSION"));
+/// Falco's `--version`: its version block, or with `json_output` the object `/versions`
+/// serves (`vigil_agent::Versions`).
+pub fn version(config: &ConfigArgs) -> Result<ExitCode> {
+    let json = config.load()?.json_output;
+    let versions = vigil_agent::Versions::current();
+    let mut out = io::stdout().lock();
+    if json {
+        writeln!(out, "{}", versions.to_json())?;
+    } else {
+        out.write_all(versions.text_block().as_bytes())?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vigil rules profile`'s flags.
+#[derive(clap::Args)]
+pub struct ProfileArgs {
+    /// The capture (binary or JSON lines).
+    capture: PathBuf,
+    #[command(flatten)]
+    selection: RulesSelection,
+    /// How many rules to print, costliest first.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    /// How many comparisons to print under each rule, costliest first.
+    #[arg(long, default_value_t = 3)]
+    conditions: usize,
+    /// Print one JSON object (every rule, every comparison) instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `vigil rules profile CAPTURE`: the capture replayed with every rule evaluation timed
+/// (`vigil_engine::profile`).
+pub fn profile(args: &ProfileArgs) -> Result<ExitCode> {
+    let config = args.selection.config.load()?;
+    let options = LoadOptions {
+        condition_texts: true,
+        ..LoadOptions::default()
+    };
+    let mut ruleset = load_selection_with(&args.selection, &config, &options)?;
+    ruleset.set_rule_matching(config.rule_matching);
+    let path = &args.capture;
+    let open = || {
+        vigil_capture::ReplaySource::open(path)
+            .map(|s| Box::new(s) as Box<dyn vigil_capture::Source>)
+    };
+    let hostname = host_name();
+    let state = || system_state_config(&hostname);
+    let profile = vigil_engine::profile::profile(ruleset, &open, &state)
+        .map_err(|e| InvalidInput(format!("{}: {e}", path.display())))?;
+    let mut out = io::stdout().lock();
+    if args.json {
+        let rules: Vec<serde_json::Value> = profile
+            .rules
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "rule": r.rule,
+                    "evaluations": r.evaluations,
+                    "nanos": r.nanos,
+                    "conditions": r.conditions.iter().map(|c| serde_json::json!({
+                        "condition": c.text,
+                        "evaluations": c.evaluations,
+                        "nanos": c.nanos,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let report = serde_json::json!({
+            "capture": path.display().to_string(),
+            "events": profile.events,
+            "clock_read_nanos": profile.clock_nanos,
+            "rules": rules,
+        });
+        writeln!(out, "{report}")?;
+    } else {
+        out.write_all(profile.to_text(args.top, args.conditions).as_bytes())?;
+    }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -118,6 +118,12 @@ enum RulesCommand {
         #[arg(long)]
         explain_run: bool,
     },
+    /// Replay a capture and print the rules, and the comparisons in them, that cost the
+    /// most evaluation time.
+    #[command(
+        after_help = "Every event is timed (twice: rules, then the comparisons in them).\nExample:\n  vigil rules profile capture.vcap -r /etc/falco/falco_rules.yaml --top 5"
+    )]
+    Profile(inspect::ProfileArgs),
 }
 
 #[derive(Subcommand)]
@@ -169,6 +175,7 @@ fn main() -> ExitCode {
             json,
             explain_run: true,
         })) => inspect::explain_run(&selection, json),
+        Some(Command::Rules(RulesCommand::Profile(args))) => inspect::profile(&args),
         Some(Command::Capture(CaptureCommand::Convert { input, output, to })) => {
             inspect::convert(&input, &output, to)
         }
@@ -196,7 +203,7 @@ fn main() -> ExitCode {
 /// Runs what a Falco command line asks for.
 fn falco(command: FalcoCommand) -> anyhow::Result<ExitCode> {
     match command {
-        FalcoCommand::Version => inspect::version(),
+        FalcoCommand::Version(config) => inspect::version(&config),
         FalcoCommand::Support(selection) => inspect::support(&selection),
         FalcoCommand::Validate(paths) => inspect::validate(&paths),
         FalcoCommand::Fields { names_only } => inspect::fields(false, names_only),

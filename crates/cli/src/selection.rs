@@ -160,6 +160,15 @@ pub fn error_count(result: &LoadResult) -> usize {
 /// Loads the selection's rules — `-r` paths, else the configuration's `rules_files`, else the
 /// embedded default — failing with exit code 2 on errors.
 pub fn load_selection(selection: &RulesSelection, config: &Config) -> Result<Ruleset> {
+    load_selection_with(selection, config, &LoadOptions::default())
+}
+
+/// [`load_selection`] with loader options (`rules profile` keeps the conditions' texts).
+pub fn load_selection_with(
+    selection: &RulesSelection,
+    config: &Config,
+    options: &LoadOptions,
+) -> Result<Ruleset> {
     let paths = if selection.rules.is_empty() {
         &config.rules_files
     } else {
@@ -175,7 +184,7 @@ pub fn load_selection(selection: &RulesSelection, config: &Config) -> Result<Rul
             .ok_or_else(|| InvalidInput(format!("unknown priority `{text}`")))?,
         None => config.priority,
     };
-    let result = vigil_engine::load_rules(&files, &LoadOptions::default());
+    let result = vigil_engine::load_rules(&files, options);
     print_diagnostics(&result.diagnostics);
     let errors = error_count(&result);
     match result.ruleset {

@@ -124,6 +124,14 @@ fn bench_pipeline(c: &mut Criterion) {
     group.finish();
 }
 
+/// This thread's time on a CPU so far, in ns (the first field of `/proc/thread-self/schedstat`).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .expect("/proc/thread-self/schedstat is readable")
+}
+
 /// Live user tables whose host files hold the snapshot's users and groups.
 fn live_users(snapshot: &vigil_event::Snapshot) -> LiveUsers {
     let text = |s: &[u8]| String::from_utf8_lossy(s).into_owned();
@@ -155,5 +163,113 @@ fn live_users(snapshot: &vigil_event::Snapshot) -> LiveUsers {
     )
 }
 
-criterion_group!(benches, bench_load, bench_pipeline);
+/// Per-rule cost accounting (issue 31: `/metrics`' per-rule series) against none, in one run,
+/// on the events Falco's stable rules watch: the state alone (to tell evaluation time from
+/// the state's), the rules without accounting, and with accounting at several clock strides.
+/// Accounting overhead = (on − off) / (off − state only).
+fn bench_rule_costs(c: &mut Criterion) {
+    let Some(files) = upstream(&["falco_rules.yaml"]) else {
+        return;
+    };
+    let snapshot = corpus::snapshot();
+    let load = || {
+        load_rules(&files, &LoadOptions::default())
+            .ruleset
+            .expect("benchmark rules load")
+    };
+    let interest = load().event_types();
+    let events: Vec<_> = corpus::events(200_000)
+        .into_iter()
+        .filter(|e| interest.contains(e.etype.0))
+        .collect();
+    let mut group = c.benchmark_group("rule cost accounting, stable rules, watched types");
+    group.sample_size(20);
+    group.throughput(Throughput::Elements(events.len() as u64));
+    // (name, rules, accounting stride)
+    let cases: [(&str, bool, Option<u32>); 5] = [
+        ("state only", false, None),
+        ("accounting off", true, None),
+        ("accounting on, stride 16", true, Some(16)),
+        ("accounting on, stride 64", true, Some(64)),
+        ("accounting on, stride 256", true, Some(256)),
+    ];
+    let engine_for = |rules: bool, stride: Option<u32>| {
+        let ruleset = if rules {
+            load()
+        } else {
+            load_rules(&[], &LoadOptions::default())
+                .ruleset
+                .expect("no rules load")
+        };
+        let mut engine = Engine::new(ruleset, StateConfig::default(), "bench".into());
+        engine.load_snapshot(&snapshot);
+        engine.set_rule_costs(stride);
+        engine
+    };
+    let run = |mut engine: Engine| {
+        let mut alerts = 0u64;
+        for event in &events {
+            engine.process(event, &mut |_| alerts += 1);
+        }
+        black_box((alerts, engine.rule_costs().map(|c| c.nanos().len())))
+    };
+    for (name, rules, stride) in cases {
+        group.bench_function(name, |b| {
+            b.iter_batched(|| engine_for(rules, stride), run, BatchSize::PerIteration)
+        });
+    }
+    group.finish();
+
+    // The same variants measured in rounds, each round running every variant once in a
+    // rotating order, so a machine whose load drifts (other builds) weighs on all of them
+    // alike; the overhead is the median over rounds of each round's own ratio. Timed in the
+    // thread's own CPU time (`/proc/thread-self/schedstat`, ns), which leaves out the time
+    // the thread waited for a CPU that other work held.
+    // Only when this group is asked for (no filter, or one it matches).
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if filter.is_some_and(|f| !"rule cost accounting".contains(f.as_str())) {
+        return;
+    }
+    let rounds: usize = std::env::var("VIGIL_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(31);
+    let mut times = vec![Vec::with_capacity(rounds); cases.len()];
+    for round in 0..rounds {
+        for k in 0..cases.len() {
+            let v = (round + k) % cases.len();
+            let (_, rules, stride) = cases[v];
+            let engine = engine_for(rules, stride);
+            let start = thread_cpu_ns();
+            run(engine);
+            times[v].push((thread_cpu_ns() - start) as f64 / 1e9);
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let per_event = |t: f64| t * 1e9 / events.len() as f64;
+    eprintln!(
+        "rule cost accounting, interleaved: {rounds} rounds × {} events (median thread CPU \
+         ns/event; overhead = median over rounds of (on − off) / (off − state only))",
+        events.len()
+    );
+    for (v, (name, _, _)) in cases.iter().enumerate() {
+        let overhead = if v >= 2 {
+            let ratios: Vec<f64> = (0..rounds)
+                .map(|r| (times[v][r] - times[1][r]) / (times[1][r] - times[0][r]))
+                .collect();
+            format!("  overhead {:+.2}% of evaluation", median(ratios) * 100.0)
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "  {name:<28} {:>8.1} ns/event{overhead}",
+            per_event(median(times[v].clone()))
+        );
+    }
+}
+
+criterion_group!(benches, bench_load, bench_pipeline, bench_rule_costs);
 criterion_main!(benches);

@@ -1,5 +1,7 @@
 //! Processes the benchmark corpus N times through state + rules, for instruction counting:
-//! `perf stat -e instructions:u taskset -c 1 corpus_loop [passes] [watched|full]`.
+//! `perf stat -e instructions:u taskset -c 1 corpus_loop [passes] [watched|full] [OPTION]`,
+//! OPTION `costs=N` (per-rule cost accounting on, one event in N timed) or `norules` (the
+//! state alone, the baseline evaluation time is measured against).
 //! Mirrors the `pipeline` benchmark's "upstream stable" cases (a fresh engine per pass, the
 //! snapshot loaded), without criterion's sampling, so that instruction counts of two runs with
 //! different pass counts differ by exactly the per-pass work. Without a PMU (VMs), count
@@ -30,6 +32,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let passes: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10);
     let watched_only = args.next().as_deref() != Some("full");
+    let option = args.next().unwrap_or_default();
+    let stride: Option<u32> = option.strip_prefix("costs=").and_then(|n| n.parse().ok());
+    let no_rules = option == "norules";
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/falco-rules");
     let files = read_rules_paths(&[dir.join("falco_rules.yaml")]).expect("upstream rules");
     let load = || {
@@ -44,15 +49,34 @@ fn main() {
         .collect();
     let snapshot = corpus::snapshot();
     let mut alerts = 0u64;
+    let mut evaluations = 0u64;
     let mut busy = std::time::Duration::ZERO;
     for _ in 0..passes {
-        let mut engine = Engine::new(load(), StateConfig::default(), "bench".into());
+        let ruleset = if no_rules {
+            load_rules(&[], &LoadOptions::default())
+                .ruleset
+                .expect("no rules load")
+        } else {
+            load()
+        };
+        let mut engine = Engine::new(ruleset, StateConfig::default(), "bench".into());
         engine.load_snapshot(&snapshot);
+        engine.set_rule_costs(stride);
         let start = Instant::now();
         alerts += run_pass(&mut engine, &events);
         busy += start.elapsed();
+        if let Some(costs) = engine.rule_costs() {
+            evaluations += engine.ruleset().rule_evaluations(costs).iter().sum::<u64>();
+        }
     }
     let total = (events.len() * passes) as f64;
+    if stride.is_some() {
+        println!(
+            "one clock read: {} ns (median of back-to-back reads); {:.2} rule evaluations per event",
+            vigil_engine::profile::clock_read_nanos(),
+            evaluations as f64 / total
+        );
+    }
     println!(
         "{} events x {passes} passes, {alerts} alerts, {:.3} M events/s ({:.1} ns/event)",
         events.len(),

@@ -32,6 +32,7 @@ use vigil_capture::{Source, SourceError};
 use vigil_event::{Event, Param, ParamKind, Snapshot};
 use vigil_output::Alert;
 use vigil_rules::eval::EvalCtx;
+use vigil_rules::ruleset::RuleCosts;
 use vigil_rules::{LoadOptions, LoadResult, RulesLoader, Ruleset};
 use vigil_state::{State, StateConfig};
 
@@ -40,6 +41,7 @@ use vigil_state::{State, StateConfig};
 #[cfg(any(test, feature = "test-support"))]
 pub mod corpus;
 pub mod kernel_filter;
+pub mod profile;
 
 pub use kernel_filter::{
     fold_workload_constants, is_workload_constant, EnforceSelection, FilterError, KernelFilter,
@@ -208,6 +210,8 @@ pub struct Engine {
     matches: Vec<usize>,
     hostname: String,
     stats: EngineStats,
+    /// Per-rule evaluation accounting (`/metrics`, `vigil rules profile`), when on.
+    costs: Option<RuleCosts>,
 }
 
 impl Engine {
@@ -226,7 +230,27 @@ impl Engine {
                 alerts_by_rule,
                 ..EngineStats::default()
             },
+            costs: None,
         }
+    }
+
+    /// Turns per-rule cost accounting on, timing one event in `stride` on average
+    /// ([`RuleCosts`]: every evaluation counted, a sample timed), or off (`None`). A reload
+    /// ([`Engine::set_ruleset`]) restarts it for the new rules with the same stride.
+    pub fn set_rule_costs(&mut self, stride: Option<u32>) {
+        self.costs = stride.map(|s| self.ruleset.new_costs(s));
+    }
+
+    /// Installs accounting made by the current ruleset (`Ruleset::new_costs`, e.g. with
+    /// conditions for a profile).
+    pub fn set_rule_costs_to(&mut self, costs: RuleCosts) {
+        self.costs = Some(costs);
+    }
+
+    /// The per-rule accounting, when on (read it with `Ruleset::rule_evaluations` and
+    /// `RuleCosts::nanos` of [`Engine::ruleset`]).
+    pub fn rule_costs(&self) -> Option<&RuleCosts> {
+        self.costs.as_ref()
     }
 
     /// Seeds the process table (capture start, or a `/proc` bootstrap). A non-empty snapshot
@@ -243,6 +267,7 @@ impl Engine {
     pub fn set_ruleset(&mut self, ruleset: Ruleset) {
         self.ctx = ruleset.new_ctx();
         self.stats.alerts_by_rule = vec![0; ruleset.rules().len()];
+        self.costs = self.costs.as_ref().map(|c| ruleset.new_costs(c.stride()));
         self.ruleset = ruleset;
     }
 
@@ -253,6 +278,11 @@ impl Engine {
 
     pub fn ruleset(&self) -> &Ruleset {
         &self.ruleset
+    }
+
+    /// The rules, taken back (the state and counters are dropped).
+    pub fn into_ruleset(self) -> Ruleset {
+        self.ruleset
     }
 
     pub fn state(&self) -> &State {
@@ -284,8 +314,15 @@ impl Engine {
         let view = self.state.view(event);
         // One evaluation event: the templates below reuse the values the rules extracted.
         let mut ctx = self.ctx.event();
-        self.ruleset
-            .evaluate_event(&view, &mut ctx, &mut self.matches);
+        match self.costs.as_mut() {
+            Some(costs) => {
+                self.ruleset
+                    .evaluate_event_costed(&view, &mut ctx, &mut self.matches, costs)
+            }
+            None => self
+                .ruleset
+                .evaluate_event(&view, &mut ctx, &mut self.matches),
+        }
         if let Some(index) = also.filter(|i| !self.matches.contains(i)) {
             self.matches.push(index);
         }

@@ -313,9 +313,47 @@ mod tests {
         assert_eq!(keys, ["hostname", "priority", "rule", "source", "time"]);
     }
 
+    /// Falco 0.45 (falco 65273dae, `formats.cpp`) sanitizes `output_fields` with libs'
+    /// `utf8::sanitize`: the cases of libs `sinsp_utils.ut.cpp` `utf8_sanitize`. Valid
+    /// UTF-8, C0 controls, DEL, C1 (U+0085) and non-characters are kept (JSON escapes the
+    /// controls); each maximal invalid subpart becomes one U+FFFD.
     #[test]
-    fn non_utf8_field_values_are_lossy_strings() {
-        let value = Value::Str(Cow::Owned(vec![b'a', 0xff, b'b']));
-        assert_eq!(value_json(&value), Json::String("a\u{fffd}b".into()));
+    fn non_utf8_field_values_are_sanitized_like_libs() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"", ""),
+            (b"hello world", "hello world"),
+            ("\u{1f600}".as_bytes(), "\u{1f600}"),
+            (
+                "\u{8bf6}\u{6bd4}\u{897f}".as_bytes(),
+                "\u{8bf6}\u{6bd4}\u{897f}",
+            ),
+            (b"foo\x01\x1fxyz", "foo\u{1}\u{1f}xyz"),
+            (b"foo\x7fxyz", "foo\u{7f}xyz"),
+            (b"foo\xc2\x85xyz", "foo\u{85}xyz"),
+            (b"foo\xff\xfexyz", "foo\u{fffd}\u{fffd}xyz"),
+            (b"\xc3\xa9\xff", "\u{e9}\u{fffd}"),
+            (b"\x80xyz", "\u{fffd}xyz"),
+            (b"foo\xff", "foo\u{fffd}"),
+            (b"\x80\xff\xfe", "\u{fffd}\u{fffd}\u{fffd}"),
+            (b"\xef\xb7\x90", "\u{fdd0}"),
+            (b"\xef\xbf\xbf", "\u{ffff}"),
+            (b"\xf0\x9f\xbf\xbe", "\u{1fffe}"),
+            (b"\xe1\x80x", "\u{fffd}x"),
+            (b"hello\xe1\x80", "hello\u{fffd}"),
+            (b"\xed\xa0\x80", "\u{fffd}\u{fffd}\u{fffd}"),
+            (b"\xe0\x9f\xbf", "\u{fffd}\u{fffd}\u{fffd}"),
+        ];
+        for (raw, want) in cases {
+            let value = Value::Str(Cow::Owned(raw.to_vec()));
+            assert_eq!(
+                value_json(&value),
+                Json::String((*want).into()),
+                "{}",
+                raw.escape_ascii()
+            );
+        }
+        // JSON escapes what must be escaped, so the line stays one valid line.
+        let line = Json::String("a\u{1}\nb".into()).to_string();
+        assert_eq!(line, r#""a\u0001\nb""#);
     }
 }

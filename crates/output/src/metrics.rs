@@ -111,6 +111,8 @@ pub mod names {
     pub const SOURCE_FILTERED_FAILED: &str = "vigil_source_filtered_failed_total";
     pub const BPF_RECORDS_SUBMITTED: &str = "vigil_bpf_records_submitted_total";
     pub const EVAL_SECONDS: &str = "vigil_rule_evaluation_seconds_total";
+    pub const RULE_EVAL_SECONDS: &str = "vigil_rule_eval_seconds_total";
+    pub const RULE_EVALUATIONS: &str = "vigil_rule_evaluations_total";
     pub const CONTAINER_LOOKUPS: &str = "vigil_container_lookups_total";
     pub const CONTAINER_LOOKUP_MISSES: &str = "vigil_container_lookup_misses_total";
     pub const CONTAINER_LOOKUP_SECONDS: &str = "vigil_container_lookup_seconds_total";
@@ -260,6 +262,18 @@ pub const FAMILIES: &[(&str, Kind, Category, &str)] = &[
         "Records the eBPF programs committed to the ring buffers, counted in the kernel (vigil watch only): n_evts + n_drops_bug + records not yet read, so a record lost unseen on the way shows.",
     ),
     (names::EVAL_SECONDS, Counter, Base, "Time spent updating state and evaluating rules."),
+    (
+        names::RULE_EVALUATIONS,
+        Counter,
+        Rules,
+        "Evaluations of each enabled rule's condition (label rule), exact; restarts at a reload.",
+    ),
+    (
+        names::RULE_EVAL_SECONDS,
+        Counter,
+        Rules,
+        "Time spent evaluating each enabled rule's condition (label rule), estimated from a sample of timed events; restarts at a reload.",
+    ),
     (names::OUTPUT_QUEUE_DEPTH, Gauge, Base, "Alerts waiting in memory, per output."),
     (names::OUTPUT_SPOOL_BYTES, Gauge, Base, "Bytes of alerts waiting on disk, per output."),
     (names::OUTPUT_DELIVERED, Counter, Base, "Alerts delivered, per output."),

@@ -10,7 +10,7 @@ use crate::ast::{
 };
 use crate::diag::CompileError;
 use crate::eval::{
-    CArg, CBase, CMulti, COperand, FieldSlots, Filter, Glob, Node, PathSet, Test, V,
+    CArg, CBase, CMulti, COperand, FieldSlots, Filter, Glob, Node, PathSet, Test, NO_LEAF, V,
 };
 use crate::parser::MAX_DEPTH;
 
@@ -166,7 +166,7 @@ impl<'c> Compiler<'c> {
     fn tests_result(&self, node: &Node) -> bool {
         match node {
             Node::Const(_) | Node::EvtType(_) => false,
-            Node::Exists(op) | Node::Test { lhs: op, .. } => self.is_result_operand(op),
+            Node::Exists { op, .. } | Node::Test { lhs: op, .. } => self.is_result_operand(op),
             Node::Fields { lhs, rhs, .. } => {
                 self.is_result_operand(lhs) || self.is_result_operand(rhs)
             }
@@ -183,7 +183,7 @@ impl<'c> Compiler<'c> {
     fn relax(&self, node: &Node, positive: bool) -> Node {
         match node {
             Node::Const(_) | Node::EvtType(_) => node.clone(),
-            Node::Exists(op) | Node::Test { lhs: op, .. } if self.is_result_operand(op) => {
+            Node::Exists { op, .. } | Node::Test { lhs: op, .. } if self.is_result_operand(op) => {
                 Node::Const(positive)
             }
             Node::Fields { lhs, rhs, .. }
@@ -191,7 +191,7 @@ impl<'c> Compiler<'c> {
             {
                 Node::Const(positive)
             }
-            Node::Exists(_) | Node::Test { .. } | Node::Fields { .. } => node.clone(),
+            Node::Exists { .. } | Node::Test { .. } | Node::Fields { .. } => node.clone(),
             Node::Not(inner) => Node::Not(Box::new(self.relax(inner, !positive))),
             Node::Memo { inner, .. } => self.relax(inner, positive),
             Node::And(items) => Node::And(items.iter().map(|n| self.relax(n, positive)).collect()),
@@ -274,6 +274,15 @@ impl<'c> Compiler<'c> {
         self.slots
     }
 
+    /// The canonical text of every comparison compiled so far, by the id its leaves carry
+    /// (the same text in several rules is one id).
+    pub fn leaf_texts(&self) -> FxHashMap<u32, Box<str>> {
+        self.leaf_keys
+            .iter()
+            .map(|(text, &id)| (id, text.as_str().into()))
+            .collect()
+    }
+
     /// Builds the evaluation tree without recursion (post-order over an explicit work stack),
     /// so trees of any depth are safe here; deeper than [`MAX_TREE_DEPTH`] is `E_DEPTH`.
     fn node(
@@ -321,8 +330,11 @@ impl<'c> Compiler<'c> {
                             work.push(Work::Visit(inner, depth + 1));
                         }
                         leaf => {
-                            done.push(self.leaf(leaf, errors, warnings));
-                            keys.push((self.leaf_key(leaf.to_string()), 1, 1));
+                            let mut node = self.leaf(leaf, errors, warnings);
+                            let key = self.leaf_key(leaf.to_string());
+                            node.set_leaf_id(key);
+                            done.push(node);
+                            keys.push((key, 1, 1));
                         }
                     }
                 }
@@ -398,7 +410,7 @@ impl<'c> Compiler<'c> {
                 Node::Const(false)
             }
             Expr::Exists { lhs, .. } => match self.operand(lhs) {
-                Ok((op, _)) => Node::Exists(op),
+                Ok((op, _)) => Node::Exists { op, id: NO_LEAF },
                 Err(e) => {
                     errors.push(e);
                     Node::Const(false)
@@ -715,6 +727,7 @@ impl<'c> Compiler<'c> {
                     op,
                     rhs: rop,
                     all: op == CmpOp::In && lty.is_list,
+                    id: NO_LEAF,
                 });
             }
             Rhs::Modified(m, items) => {
@@ -790,6 +803,7 @@ impl<'c> Compiler<'c> {
             lhs: lop,
             test,
             all,
+            id: NO_LEAF,
         })
     }
 
@@ -937,6 +951,7 @@ impl<'c> Compiler<'c> {
                 lhs: lop.clone(),
                 test,
                 all: false,
+                id: NO_LEAF,
             });
         }
         let mut tests = Vec::with_capacity(items.len());
@@ -956,6 +971,7 @@ impl<'c> Compiler<'c> {
             lhs: lop.clone(),
             test: Test::Multi(m, tests.into_boxed_slice()),
             all: false,
+            id: NO_LEAF,
         })
     }
 
@@ -1056,7 +1072,18 @@ impl<'c> Compiler<'c> {
                     }
                     CmpOp::Regex => {
                         let lit = single();
-                        let pattern = String::from_utf8_lossy(&lit.bytes()).into_owned();
+                        // The value the pattern meets has each invalid sequence replaced by
+                        // U+FFFD (`Test::Regex`); a pattern that is not UTF-8 (a `\xHH` above
+                        // `\x7f`) is refused, as RE2 refuses it in libsinsp.
+                        let Ok(pattern) = String::from_utf8(lit.bytes().into_owned()) else {
+                            return Err(vec![err(
+                                "E_BAD_VALUE",
+                                "bad regex: the pattern is not valid UTF-8 (a regex sees \
+                                 invalid bytes as U+FFFD: match that character or `.`)"
+                                    .to_owned(),
+                                lit.span,
+                            )]);
+                        };
                         let re = regex::RegexBuilder::new(&format!(r"\A(?:{pattern})\z"))
                             .size_limit(1 << 22)
                             .build()
@@ -1258,6 +1285,7 @@ fn required_numbers(node: &Node, out: &mut Vec<(FieldRef, Box<[i128]>)>) {
             lhs,
             test,
             all: false,
+            ..
         } if lhs.transformers.is_empty() => {
             let values: Box<[i128]> = match test {
                 Test::Num(CmpOp::Eq, v) => Box::new([*v]),
@@ -1298,6 +1326,7 @@ impl FailureFields {
             lhs,
             test,
             all: false,
+            ..
         } = leaf
         else {
             return None;
@@ -1342,7 +1371,7 @@ fn fields_of(node: &Node, out: &mut Vec<FieldRef>) {
     };
     match node {
         Node::Const(_) | Node::EvtType(_) => {}
-        Node::Exists(op) | Node::Test { lhs: op, .. } => add(op),
+        Node::Exists { op, .. } | Node::Test { lhs: op, .. } => add(op),
         Node::Fields { lhs, rhs, .. } => {
             add(lhs);
             add(rhs);
@@ -1406,7 +1435,7 @@ fn event_types(
             }
             acc
         }
-        Node::Exists(_) | Node::Test { .. } | Node::Fields { .. } => match leaf(node) {
+        Node::Exists { .. } | Node::Test { .. } | Node::Fields { .. } => match leaf(node) {
             Some(v) if v == negated => vec![0; words],
             _ => all(),
         },

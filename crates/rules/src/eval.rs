@@ -869,6 +869,16 @@ impl Filter {
         run(&self.code, ex, ctx)
     }
 
+    /// [`Filter::eval`] with each leaf evaluation observed by `probe`.
+    pub(crate) fn eval_probed<'a, P: LeafProbe>(
+        &self,
+        ex: &'a dyn Extract,
+        ctx: &mut EventCtx<'_, 'a>,
+        probe: &mut P,
+    ) -> bool {
+        run_with(&self.code, ex, ctx, probe)
+    }
+
     /// Evaluates the condition on a syscall's entry, before its result exists: `false`
     /// means no result can make the condition true (given the arguments and the state the
     /// event shows), `true` that some result may. Exact when the condition tests no
@@ -920,12 +930,19 @@ pub(crate) enum Node {
     Not(Box<Node>),
     /// The event's type id is in the bit set.
     EvtType(Box<[u64]>),
-    Exists(COperand),
+    /// `id` (in these three leaves): the leaf's structural key, the same for the same
+    /// comparison text in every rule ([`NO_LEAF`] until the compiler sets it); what a
+    /// profile ([`crate::ruleset::RuleCosts`]) names a condition by.
+    Exists {
+        op: COperand,
+        id: u32,
+    },
     /// `lhs OP literal`: `all` for `in` on a list field.
     Test {
         lhs: COperand,
         test: Test,
         all: bool,
+        id: u32,
     },
     /// `lhs OP val(rhs)`: true when any pair of values satisfies `op`; with `all` (`in` on a
     /// list field), every value of `lhs` must be among those of `rhs`.
@@ -934,6 +951,7 @@ pub(crate) enum Node {
         op: CmpOp,
         rhs: COperand,
         all: bool,
+        id: u32,
     },
     /// A subtree whose result is computed at most once per event. The compiler gives the same
     /// slot to structurally identical subtrees across all rules of a ruleset (typically one
@@ -944,13 +962,34 @@ pub(crate) enum Node {
     },
 }
 
+/// The id of a leaf the compiler has not named.
+pub(crate) const NO_LEAF: u32 = u32::MAX;
+
 impl Node {
+    /// Names a leaf (`Exists`, `Test`, `Fields`) by its structural key; other nodes keep none.
+    pub(crate) fn set_leaf_id(&mut self, key: u32) {
+        match self {
+            Node::Exists { id, .. } | Node::Test { id, .. } | Node::Fields { id, .. } => *id = key,
+            _ => {}
+        }
+    }
+
+    /// The structural key of a named leaf.
+    pub(crate) fn leaf_id(&self) -> Option<u32> {
+        match self {
+            Node::Exists { id, .. } | Node::Test { id, .. } | Node::Fields { id, .. } => {
+                (*id != NO_LEAF).then_some(*id)
+            }
+            _ => None,
+        }
+    }
+
     /// A rough relative cost, used to evaluate cheap children of `and`/`or` first.
     pub(crate) fn cost(&self) -> u32 {
         match self {
             Node::Const(_) => 0,
             Node::EvtType(_) => 1,
-            Node::Exists(op) => 2 + op.cost() / 2,
+            Node::Exists { op, .. } => 2 + op.cost() / 2,
             Node::Test { lhs, test, .. } => test.cost() + lhs.cost(),
             Node::Fields { .. } => 8,
             Node::Not(inner) | Node::Memo { inner, .. } => inner.cost(),
@@ -1214,20 +1253,48 @@ fn bit_test(bits: &[u64], id: u16) -> bool {
         .is_some_and(|w| w & (1u64 << (id % 64)) != 0)
 }
 
+/// Watches the leaf evaluations of a condition (a profile's per-condition timing). The plain
+/// evaluator runs with [`NoProbe`], which compiles to the bare call.
+pub(crate) trait LeafProbe {
+    /// Evaluates leaf `node` by calling `eval`, observing it.
+    fn leaf(&mut self, node: &Node, eval: impl FnOnce() -> bool) -> bool;
+}
+
+/// The probe of every ordinary evaluation: nothing observed.
+pub(crate) struct NoProbe;
+
+impl LeafProbe for NoProbe {
+    #[inline(always)]
+    fn leaf(&mut self, _node: &Node, eval: impl FnOnce() -> bool) -> bool {
+        eval()
+    }
+}
+
 /// Runs a lowered condition.
 fn run<'a>(code: &[Op], ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -> bool {
+    run_with(code, ex, ctx, &mut NoProbe)
+}
+
+/// Runs a lowered condition, each leaf evaluated through `probe`.
+#[inline(always)]
+fn run_with<'a, P: LeafProbe>(
+    code: &[Op],
+    ex: &'a dyn Extract,
+    ctx: &mut EventCtx<'_, 'a>,
+    probe: &mut P,
+) -> bool {
     let mut acc = false;
     let mut pc = 0usize;
     while let Some(op) = code.get(pc) {
         pc += 1;
         match op {
             Op::LeafJump { node, when, to } => {
-                acc = eval_leaf(node, ex, ctx);
+                acc = probe.leaf(node, || eval_leaf(node, ex, ctx));
                 if acc == *when {
                     pc = *to as usize;
                 }
             }
-            Op::Leaf(node) => acc = eval_leaf(node, ex, ctx),
+            Op::Leaf(node) => acc = probe.leaf(node, || eval_leaf(node, ex, ctx)),
             Op::JumpIfFalse(t) => {
                 if !acc {
                     pc = *t as usize;
@@ -1274,7 +1341,7 @@ fn fold_node<'a>(
     match node {
         Node::Const(v) => Some(*v),
         Node::EvtType(_) => None,
-        Node::Exists(op) | Node::Test { lhs: op, .. } => {
+        Node::Exists { op, .. } | Node::Test { lhs: op, .. } => {
             operand_const(op).then(|| eval_leaf(node, ex, ctx))
         }
         Node::Fields { lhs, rhs, .. } => {
@@ -1312,14 +1379,14 @@ fn eval_leaf<'a>(node: &Node, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -
     match node {
         Node::Const(v) => *v,
         Node::EvtType(bits) => bit_test(bits, ex.event_type()),
-        Node::Exists(op) => {
+        Node::Exists { op, .. } => {
             if let Some((slot, field)) = op.direct() {
                 return ctx.fetch(ex, slot, field).is_some();
             }
             ctx.begin_temp();
             ctx.load(ex, op).is_some()
         }
-        Node::Test { lhs, test, all } => {
+        Node::Test { lhs, test, all, .. } => {
             if let Some((slot, field)) = lhs.direct() {
                 // The common case: test the extracted values where they are.
                 let Some((start, end)) = ctx.fetch(ex, slot, field) else {
@@ -1342,7 +1409,9 @@ fn eval_leaf<'a>(node: &Node, ex: &'a dyn Extract, ctx: &mut EventCtx<'_, 'a>) -
                 values.any(|v| test.matches(v))
             }
         }
-        Node::Fields { lhs, op, rhs, all } => {
+        Node::Fields {
+            lhs, op, rhs, all, ..
+        } => {
             ctx.begin_temp();
             let Some(l) = ctx.load(ex, lhs) else {
                 return false;

@@ -27,7 +27,9 @@
 //!
 //! # Falco semantics worth knowing
 //!
-//! The language is Falco 0.44's (libs 0.25); what is and is not supported is in
+//! The language is the Falco engine's 0.63.0 ([`ENGINE_VERSION`], the one place it is kept):
+//! Falco 0.44's (libs 0.25) with Falco 0.45's matching model — string operators compare raw
+//! bytes, `regex` sees invalid UTF-8 as U+FFFD; what is and is not supported is in
 //! `docs/rules-language.md`. Operator modifiers (`startswith anyof (…)`, also in exception `comps`)
 //! are `Rhs::Modified` in the AST and `Test::Multi` in the evaluator (`= anyof` compiles to an `in`
 //! set, `evt.type = anyof` stays an event-type bit test). The multivalue transformers (`join`,
@@ -65,7 +67,10 @@ pub mod testcatalog;
 mod testutil;
 
 pub use diag::{Diagnostic, Severity};
-pub use loader::{FileStats, LoadOptions, LoadResult, RulesLoader, ENGINE_VERSION};
+pub use loader::{
+    engine_compatible_with, version_text, FileStats, LoadOptions, LoadResult, RulesLoader,
+    ENGINE_VERSION,
+};
 pub use priority::Priority;
 pub use ruleset::{
     InterestTypes, Rule, RuleMatching, Ruleset, Selection, SelectionEntry, SelectionTarget,

@@ -6,7 +6,11 @@
 //! not allocate once `out` and the [`EvalCtx`] have grown to their working size (owned values
 //! an extractor computes, such as rendered strings, are the extractor's allocations).
 
-use crate::eval::{EvalCtx, EventCtx, FieldSlots, Filter};
+use std::time::Instant;
+
+use rustc_hash::FxHashMap;
+
+use crate::eval::{EvalCtx, EventCtx, FieldSlots, Filter, LeafProbe, Node};
 use crate::priority::Priority;
 use crate::template::Template;
 use vigil_fields::{Extract, FieldRef};
@@ -192,6 +196,129 @@ pub struct Ruleset {
     index: Vec<Vec<u32>>,
     /// Enabled rules with no event type restriction, for event type ids out of range.
     unrestricted: Vec<u32>,
+    /// The text of each comparison by leaf id, when loaded with
+    /// [`crate::LoadOptions::condition_texts`] (empty otherwise).
+    condition_texts: FxHashMap<u32, Box<str>>,
+}
+
+/// What one comparison of one rule cost on the timed events of a [`RuleCosts`] with
+/// conditions ([`RuleCosts::with_conditions`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConditionCost {
+    /// Times it was evaluated (not answered by a memo of another rule or a short circuit).
+    pub evaluations: u64,
+    /// Time spent in those evaluations, field extraction included.
+    pub nanos: u64,
+}
+
+/// Per-rule evaluation accounting: how many times each rule was evaluated, exactly, and an
+/// estimate of the time spent in it, for `/metrics` and `vigil rules profile`.
+///
+/// Built to cost at most a few per cent of evaluation (`BENCHMARKS.md`, "Per-rule cost"):
+/// - **counts without a counter per rule**: one increment per event, on its event type;
+///   a rule's evaluations are the events of the types it is indexed under
+///   ([`Ruleset::rule_evaluations`]), less the ones a match skipped under
+///   `rule_matching: first` (recorded only when a rule matches, which is rare);
+/// - **a sampled clock**: one event in `stride` on average (the gaps drawn at random, so a
+///   periodic workload cannot hide from it) has each of its candidate rules timed with one
+///   clock read per rule; each measurement counts `stride` times, an unbiased estimate of the
+///   total. `stride` 1 times every evaluation (a profile);
+/// - plain `u64`s owned by the single thread that evaluates: no lock, no atomic. Readers get
+///   a copy between batches ([`Ruleset::rule_evaluations`], [`RuleCosts::nanos`]).
+///
+/// Valid for the ruleset that made it ([`Ruleset::new_costs`]) while its selection does not
+/// change.
+#[derive(Clone, Debug)]
+pub struct RuleCosts {
+    /// Events evaluated, per event type id of the index; the last slot for the other ids.
+    events_by_type: Vec<u64>,
+    /// Per rule: evaluations a match made unnecessary (`rule_matching: first`).
+    skipped: Vec<u64>,
+    /// Per rule: estimated nanoseconds of evaluation.
+    nanos: Vec<u64>,
+    stride: u32,
+    /// Events until the next timed one (at least 1).
+    countdown: u32,
+    /// xorshift32 state for the gaps.
+    rng: u32,
+    /// Per (rule, leaf id): what each comparison cost on the timed events.
+    conditions: Option<FxHashMap<(u32, u32), ConditionCost>>,
+}
+
+impl RuleCosts {
+    /// Also times each comparison of the timed events' rules (a profile: the clock reads
+    /// around every comparison make the rules' own times larger, so take those from a run
+    /// without).
+    pub fn with_conditions(mut self) -> RuleCosts {
+        self.conditions = Some(FxHashMap::default());
+        self
+    }
+
+    /// Estimated nanoseconds of evaluation per rule, indexed like [`Ruleset::rules`].
+    pub fn nanos(&self) -> &[u64] {
+        &self.nanos
+    }
+
+    /// The mean number of events per timed one.
+    pub fn stride(&self) -> u32 {
+        self.stride
+    }
+
+    /// What each (rule index, leaf id) cost, when timed with conditions.
+    pub fn conditions(&self) -> impl Iterator<Item = (usize, u32, ConditionCost)> + '_ {
+        self.conditions
+            .iter()
+            .flatten()
+            .map(|(&(rule, leaf), &cost)| (rule as usize, leaf, cost))
+    }
+
+    /// The next gap, uniform in `1..=2*stride-1` (mean `stride`).
+    fn next_gap(&mut self) -> u32 {
+        if self.stride <= 1 {
+            return 1;
+        }
+        // xorshift32 (Marsaglia): cheap, and good enough to break periodic patterns.
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng = x;
+        1 + x % (2 * self.stride - 1)
+    }
+
+    /// Records that `rules` (the candidates after a match) were not evaluated.
+    fn skip(&mut self, rules: &[u32]) {
+        for &r in rules {
+            if let Some(n) = self.skipped.get_mut(r as usize) {
+                *n += 1;
+            }
+        }
+    }
+}
+
+/// Times each comparison of one rule into a profile.
+struct TimedLeaves<'m> {
+    rule: u32,
+    costs: &'m mut FxHashMap<(u32, u32), ConditionCost>,
+}
+
+impl LeafProbe for TimedLeaves<'_> {
+    fn leaf(&mut self, node: &Node, eval: impl FnOnce() -> bool) -> bool {
+        let Some(id) = node.leaf_id() else {
+            return eval();
+        };
+        let start = Instant::now();
+        let hit = eval();
+        let spent = nanos_since(start);
+        let cost = self.costs.entry((self.rule, id)).or_default();
+        cost.evaluations += 1;
+        cost.nanos += spent;
+        hit
+    }
+}
+
+fn nanos_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Ruleset {
@@ -208,9 +335,64 @@ impl Ruleset {
             matching: RuleMatching::First,
             index: Vec::new(),
             unrestricted: Vec::new(),
+            condition_texts: FxHashMap::default(),
         };
         rs.rebuild_index();
         rs
+    }
+
+    pub(crate) fn set_condition_texts(&mut self, texts: FxHashMap<u32, Box<str>>) {
+        self.condition_texts = texts;
+    }
+
+    /// The text of comparison `leaf` (a leaf id of [`RuleCosts::conditions`]), when the
+    /// rules were loaded with [`crate::LoadOptions::condition_texts`].
+    pub fn condition_text(&self, leaf: u32) -> Option<&str> {
+        self.condition_texts.get(&leaf).map(|t| &**t)
+    }
+
+    /// Fresh cost accounting for this ruleset, timing one event in `stride` on average
+    /// (`stride` 0 is taken as 1: every event).
+    pub fn new_costs(&self, stride: u32) -> RuleCosts {
+        let stride = stride.max(1);
+        let mut costs = RuleCosts {
+            events_by_type: vec![0; self.index.len() + 1],
+            skipped: vec![0; self.rules.len()],
+            nanos: vec![0; self.rules.len()],
+            stride,
+            countdown: 1,
+            rng: 0x9e37_79b9,
+            conditions: None,
+        };
+        costs.countdown = costs.next_gap();
+        costs
+    }
+
+    /// How many times each rule was evaluated under `costs` (indexed like
+    /// [`Ruleset::rules`]): the events of every type it is indexed under, less the
+    /// evaluations a match skipped.
+    pub fn rule_evaluations(&self, costs: &RuleCosts) -> Vec<u64> {
+        let mut out = vec![0u64; self.rules.len()];
+        let n_indexed = self.index.len();
+        for (t, &events) in costs.events_by_type.iter().enumerate() {
+            if events == 0 {
+                continue;
+            }
+            let rules = if t < n_indexed {
+                &self.index[t]
+            } else {
+                &self.unrestricted
+            };
+            for &r in rules {
+                if let Some(n) = out.get_mut(r as usize) {
+                    *n += events;
+                }
+            }
+        }
+        for (n, skipped) in out.iter_mut().zip(&costs.skipped) {
+            *n = n.saturating_sub(*skipped);
+        }
+        out
     }
 
     /// Every loaded rule, in load order (indices match [`Ruleset::evaluate`]'s output).
@@ -347,6 +529,80 @@ impl Ruleset {
         }
     }
 
+    /// [`Ruleset::evaluate_event`] with per-rule accounting into `costs` (see [`RuleCosts`]):
+    /// the same matches, in the same order.
+    pub fn evaluate_event_costed<'a>(
+        &self,
+        ex: &'a dyn Extract,
+        ctx: &mut EventCtx<'_, 'a>,
+        out: &mut Vec<usize>,
+        costs: &mut RuleCosts,
+    ) {
+        let event_type = ex.event_type();
+        let slot = usize::from(event_type).min(self.index.len());
+        if let Some(n) = costs.events_by_type.get_mut(slot) {
+            *n += 1;
+        }
+        costs.countdown -= 1;
+        if costs.countdown == 0 {
+            costs.countdown = costs.next_gap();
+            self.evaluate_timed(ex, ctx, out, costs);
+            return;
+        }
+        let candidates = self.candidates(event_type);
+        for (k, &i) in candidates.iter().enumerate() {
+            let i = i as usize;
+            if self.rules[i].filter.eval(ex, ctx) {
+                out.push(i);
+                if self.matching == RuleMatching::First {
+                    costs.skip(&candidates[k + 1..]);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The timed evaluation of one event: one clock read before the candidates and one after
+    /// each, each rule's time weighted by the stride.
+    fn evaluate_timed<'a>(
+        &self,
+        ex: &'a dyn Extract,
+        ctx: &mut EventCtx<'_, 'a>,
+        out: &mut Vec<usize>,
+        costs: &mut RuleCosts,
+    ) {
+        let weight = u64::from(costs.stride);
+        let candidates = self.candidates(ex.event_type());
+        let mut start = Instant::now();
+        for (k, &i) in candidates.iter().enumerate() {
+            let filter = &self.rules[i as usize].filter;
+            let hit = match costs.conditions.as_mut() {
+                None => filter.eval(ex, ctx),
+                Some(map) => filter.eval_probed(
+                    ex,
+                    ctx,
+                    &mut TimedLeaves {
+                        rule: i,
+                        costs: map,
+                    },
+                ),
+            };
+            let now = Instant::now();
+            let spent = u64::try_from(now.duration_since(start).as_nanos()).unwrap_or(u64::MAX);
+            start = now;
+            if let Some(n) = costs.nanos.get_mut(i as usize) {
+                *n = n.saturating_add(spent.saturating_mul(weight));
+            }
+            if hit {
+                out.push(i as usize);
+                if self.matching == RuleMatching::First {
+                    costs.skip(&candidates[k + 1..]);
+                    return;
+                }
+            }
+        }
+    }
+
     /// Disables every enabled rule whose condition can never hold given the fields that are
     /// constant for this capture ([`Filter::fold`]: `is_const`, values from `ex`), so it costs
     /// nothing, in the kernel filter either. Returns the indices of the rules disabled.
@@ -412,6 +668,179 @@ impl Ruleset {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testcatalog::{TestCatalog, TestEvent};
+    use crate::{LoadOptions, RulesLoader};
+
+    fn load(text: &str, options: &LoadOptions) -> Ruleset {
+        let mut loader = RulesLoader::new();
+        loader.add_source("rules.yaml", text);
+        let r = loader.load(&TestCatalog::new(), options);
+        r.ruleset.unwrap_or_else(|| panic!("{:?}", r.diagnostics))
+    }
+
+    const COSTED: &str = "\
+- rule: a
+  desc: d
+  condition: evt.type = openat and proc.name = a
+  output: o
+  priority: INFO
+- rule: b
+  desc: d
+  condition: evt.type in (openat, execve) and proc.name startswith b
+  output: o
+  priority: INFO
+- rule: any open
+  desc: d
+  condition: evt.type = openat and fd.name contains x
+  output: o
+  priority: INFO
+- rule: exec
+  desc: d
+  condition: evt.type = execve
+  output: o
+  priority: INFO
+";
+
+    fn events() -> Vec<TestEvent> {
+        let ev = |ty: &str, name: &str, file: &str| {
+            let mut e = TestEvent::new(ty);
+            e.set("proc.name", name).set("fd.name", file);
+            e
+        };
+        let mut out = Vec::new();
+        for i in 0..50 {
+            out.push(ev("openat", "a", "/x"));
+            out.push(ev("openat", "bee", "/x"));
+            out.push(ev("openat", "z", "/y"));
+            out.push(ev("execve", if i % 2 == 0 { "bee" } else { "z" }, ""));
+            out.push(ev("close", "a", ""));
+        }
+        out
+    }
+
+    /// Runs `events` with accounting; returns the matches and the costs.
+    fn run(rs: &Ruleset, costs: &mut RuleCosts, events: &[TestEvent]) -> Vec<Vec<usize>> {
+        let mut ctx = rs.new_ctx();
+        let mut all = Vec::new();
+        for e in events {
+            let mut out = Vec::new();
+            rs.evaluate_event_costed(e, &mut ctx.event(), &mut out, costs);
+            all.push(out);
+        }
+        all
+    }
+
+    /// The evaluations of each rule counted one by one, as the plain loop makes them.
+    fn counted(rs: &Ruleset, events: &[TestEvent]) -> Vec<u64> {
+        let mut ctx = rs.new_ctx();
+        let mut n = vec![0u64; rs.rules().len()];
+        for e in events {
+            let mut ev = ctx.event();
+            for &i in rs.candidates(e.event_type()) {
+                n[i as usize] += 1;
+                if rs.rules()[i as usize].filter().eval(e, &mut ev)
+                    && rs.matching == RuleMatching::First
+                {
+                    break;
+                }
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn costs_count_every_evaluation_exactly_and_change_no_match() {
+        for matching in [RuleMatching::First, RuleMatching::All] {
+            let mut rs = load(COSTED, &LoadOptions::default());
+            rs.set_rule_matching(matching);
+            let events = events();
+            let mut plain_ctx = rs.new_ctx();
+            let plain: Vec<Vec<usize>> = events
+                .iter()
+                .map(|e| {
+                    let mut out = Vec::new();
+                    rs.evaluate(e, &mut plain_ctx, &mut out);
+                    out
+                })
+                .collect();
+            for stride in [1, 7, 64] {
+                let mut costs = rs.new_costs(stride);
+                assert_eq!(
+                    run(&rs, &mut costs, &events),
+                    plain,
+                    "{matching:?} {stride}"
+                );
+                let evaluations = rs.rule_evaluations(&costs);
+                assert_eq!(evaluations, counted(&rs, &events), "{matching:?} {stride}");
+                // `a` meets every openat; under `first` its 50 matches skip `b` and `any
+                // open`, `b`'s 50 on openat skip `any open`, its 25 on execve skip `exec`.
+                let want = match matching {
+                    RuleMatching::First => [150, 150, 50, 25],
+                    RuleMatching::All => [150, 200, 150, 50],
+                };
+                assert_eq!(evaluations, want, "{matching:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_evaluated_rule_is_timed_with_stride_one_and_a_sample_estimates_it() {
+        let rs = load(COSTED, &LoadOptions::default());
+        let events = events();
+        let mut costs = rs.new_costs(1);
+        run(&rs, &mut costs, &events);
+        let nanos = costs.nanos();
+        assert!(nanos.iter().all(|&n| n > 0), "{nanos:?}");
+        // A rule never evaluated has no time.
+        let mut idle = rs.new_costs(1);
+        let closes: Vec<TestEvent> = (0..10).map(|_| TestEvent::new("close")).collect();
+        run(&rs, &mut idle, &closes);
+        assert!(idle.nanos().iter().all(|&n| n == 0), "{:?}", idle.nanos());
+        assert!(rs.rule_evaluations(&idle).iter().all(|&n| n == 0));
+        // Sampled: fewer timed events, each weighted by the stride.
+        let mut sampled = rs.new_costs(4);
+        let many: Vec<TestEvent> = (0..40).flat_map(|_| events.clone()).collect();
+        run(&rs, &mut sampled, &many);
+        assert_eq!(sampled.stride(), 4);
+        assert!(sampled.nanos().iter().all(|&n| n > 0 && n % 4 == 0));
+    }
+
+    #[test]
+    fn conditions_are_timed_by_their_text() {
+        let rs = load(
+            COSTED,
+            &LoadOptions {
+                condition_texts: true,
+                ..LoadOptions::default()
+            },
+        );
+        let mut costs = rs.new_costs(1).with_conditions();
+        run(&rs, &mut costs, &events());
+        let mut seen: Vec<(String, String, u64)> = costs
+            .conditions()
+            .map(|(rule, leaf, cost)| {
+                (
+                    rs.rules()[rule].name.clone(),
+                    rs.condition_text(leaf).expect("a text").to_owned(),
+                    cost.evaluations,
+                )
+            })
+            .collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                ("a".into(), "proc.name = a".into(), 150),
+                ("any open".into(), "fd.name contains x".into(), 50),
+                ("b".into(), "proc.name startswith b".into(), 150),
+            ]
+        );
+        // Without the option, no text is kept.
+        let bare = load(COSTED, &LoadOptions::default());
+        assert!(costs
+            .conditions()
+            .all(|(_, leaf, _)| bare.condition_text(leaf).is_none()));
+    }
 
     #[test]
     fn wildcards_match_like_falco_selection() {

@@ -1,6 +1,7 @@
 //! Text renderings Falco uses: times, capability sets, connection tuples, event arguments.
 
 use std::fmt::Write;
+use std::io::Write as _;
 
 use vigil_event::{flags, FlagTable, Param, ParamKind, SockAddr, SockTuple};
 
@@ -208,17 +209,22 @@ pub(crate) fn exe_flags(value: u64, out: &mut String) {
 
 /// Appends a parameter value as `evt.arg.NAME` shows it. `user_name`/`group_name` give names
 /// for uid/gid parameters. Returns `false` (nothing appended) for a missing parameter.
+///
+/// Bytes a process chose (paths, strings, argument lists, unix socket paths, user names) are
+/// appended as they are, invalid UTF-8 included: since Falco 0.45 (libs 649ac27, "remove
+/// sanitization enforcement at filterchecks level") conditions compare raw bytes, and outputs
+/// escape what they print.
 pub(crate) fn param<'n>(
     kind: ParamKind,
     value: &Param,
     user_name: impl Fn(u32) -> Option<&'n [u8]>,
     group_name: impl Fn(u32) -> Option<&'n [u8]>,
-    out: &mut String,
+    out: &mut Vec<u8>,
 ) -> bool {
     match (kind, value) {
         (_, Param::None) => return false,
-        (ParamKind::Flags(table), Param::Uint(v)) => flags::render(table, *v, out),
-        (ParamKind::Flags(table), Param::Int(v)) => flags::render(table, *v as u64, out),
+        (ParamKind::Flags(table), Param::Uint(v)) => flags_into(table, *v, out),
+        (ParamKind::Flags(table), Param::Int(v)) => flags_into(table, *v as u64, out),
         (ParamKind::Uid, Param::Uint(v)) => id_name(*v, &user_name, out),
         (ParamKind::Gid, Param::Uint(v)) => id_name(*v, &group_name, out),
         (_, Param::Int(v)) => {
@@ -227,22 +233,22 @@ pub(crate) fn param<'n>(
         (_, Param::Uint(v)) => {
             let _ = write!(out, "{v}");
         }
-        (_, Param::Bytes(b)) => out.push_str(&String::from_utf8_lossy(b)),
+        (_, Param::Bytes(b)) => out.extend_from_slice(b),
         (_, Param::List(items)) => {
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(' ');
+                    out.push(b' ');
                 }
-                out.push_str(&String::from_utf8_lossy(item));
+                out.extend_from_slice(item);
             }
         }
         (_, Param::Addr(addr)) => match addr {
             SockAddr::Inet { ip, port } => {
                 let _ = write!(out, "{ip}:{port}");
             }
-            SockAddr::Unix { path } => out.push_str(&String::from_utf8_lossy(path)),
+            SockAddr::Unix { path } => out.extend_from_slice(path),
             SockAddr::Other { family } => {
-                flags::render(FlagTable::SocketFamily, u64::from(*family), out)
+                flags_into(FlagTable::SocketFamily, u64::from(*family), out)
             }
         },
         (_, Param::Tuple(t)) => match t {
@@ -255,16 +261,23 @@ pub(crate) fn param<'n>(
             } => {
                 let _ = write!(out, "{src_ip}:{src_port}->{dst_ip}:{dst_port}");
             }
-            SockTuple::Unix { path } => out.push_str(&String::from_utf8_lossy(path)),
+            SockTuple::Unix { path } => out.extend_from_slice(path),
         },
     }
     true
 }
 
-fn id_name<'n>(id: u64, name: impl Fn(u32) -> Option<&'n [u8]>, out: &mut String) {
+/// [`flags::render`] into a byte buffer.
+pub(crate) fn flags_into(table: FlagTable, value: u64, out: &mut Vec<u8>) {
+    let mut text = String::new();
+    flags::render(table, value, &mut text);
+    out.extend_from_slice(text.as_bytes());
+}
+
+fn id_name<'n>(id: u64, name: impl Fn(u32) -> Option<&'n [u8]>, out: &mut Vec<u8>) {
     match u32::try_from(id).ok().and_then(name) {
-        Some(n) => out.push_str(&String::from_utf8_lossy(n)),
-        None if id == u64::from(u32::MAX) => out.push_str("-1"),
+        Some(n) => out.extend_from_slice(n),
+        None if id == u64::from(u32::MAX) => out.extend_from_slice(b"-1"),
         None => {
             let _ = write!(out, "{id}");
         }
@@ -338,12 +351,12 @@ mod tests {
     fn params_render() {
         let none = |_: u32| -> Option<&[u8]> { None };
         let root = |u: u32| -> Option<&[u8]> { (u == 0).then_some(&b"root"[..]) };
-        let mut s = String::new();
+        let mut s = Vec::new();
         assert!(param(ParamKind::Uid, &Param::Uint(0), root, none, &mut s));
-        assert_eq!(s, "root");
+        assert_eq!(s, b"root");
         s.clear();
         param(ParamKind::Uid, &Param::Uint(1234), root, none, &mut s);
-        assert_eq!(s, "1234");
+        assert_eq!(s, b"1234");
         s.clear();
         assert!(!param(ParamKind::Int, &Param::None, none, none, &mut s));
         let tuple = Param::Tuple(SockTuple::Inet {
@@ -354,7 +367,7 @@ mod tests {
             dst_port: 10,
         });
         param(ParamKind::SockTuple, &tuple, none, none, &mut s);
-        assert_eq!(s, "1.2.3.4:5->6.7.8.9:10");
+        assert_eq!(s, b"1.2.3.4:5->6.7.8.9:10");
         s.clear();
         param(
             ParamKind::Path,
@@ -363,6 +376,13 @@ mod tests {
             none,
             &mut s,
         );
-        assert_eq!(s, "/tmp/\u{fffd}");
+        // Raw, as libsinsp gives it since Falco 0.45: conditions can match the byte.
+        assert_eq!(s, b"/tmp/\xff");
+        s.clear();
+        let unix = Param::Addr(SockAddr::Unix {
+            path: b"/run/s\xfe".to_vec(),
+        });
+        param(ParamKind::SockAddr, &unix, none, none, &mut s);
+        assert_eq!(s, b"/run/s\xfe");
     }
 }

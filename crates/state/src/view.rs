@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::fmt::Write;
+use std::io::Write as _;
 use std::net::IpAddr;
 
 use vigil_container::{label, SANDBOX_ID_LABEL};
@@ -43,7 +44,11 @@ fn push_nonempty<'b>(out: &mut Out<'b>, bytes: &'b [u8]) -> bool {
 }
 
 fn push_owned<'b>(out: &mut Out<'b>, text: String) -> bool {
-    out.push(Value::Str(Cow::Owned(text.into_bytes())));
+    push_bytes(out, text.into_bytes())
+}
+
+fn push_bytes<'b>(out: &mut Out<'b>, bytes: Vec<u8>) -> bool {
+    out.push(Value::Str(Cow::Owned(bytes)));
     true
 }
 
@@ -396,7 +401,7 @@ impl<'a> EventView<'a> {
                 push_str(out, b)
             }
             _ => {
-                let mut text = String::new();
+                let mut text = Vec::new();
                 let ok = render::param(
                     ps.kind,
                     value,
@@ -404,7 +409,7 @@ impl<'a> EventView<'a> {
                     |g| self.group_name(g),
                     &mut text,
                 );
-                ok && push_owned(out, text)
+                ok && push_bytes(out, text)
             }
         }
     }
@@ -477,9 +482,9 @@ impl<'a> EventView<'a> {
     /// relative paths to absolute ones (`name=../x(/home/alice/x)`),
     /// user and group ids to names (`uid=0(root)`, `-1(<NONE>)`), pids to their thread's name,
     /// negative results to errno names (`res=-2(ENOENT)`).
-    fn evt_args(&self) -> String {
+    fn evt_args(&self) -> Vec<u8> {
         let spec = self.spec();
-        let mut text = String::new();
+        let mut text = Vec::new();
         if !spec.res_name.is_empty() {
             let _ = write!(text, "{}=", spec.res_name);
             let res = Param::Int(self.evt.res);
@@ -501,7 +506,7 @@ impl<'a> EventView<'a> {
                 continue;
             }
             if !text.is_empty() {
-                text.push(' ');
+                text.push(b' ');
             }
             let _ = write!(text, "{}=", ps.name);
             self.render_arg(ps.kind, value, &mut text);
@@ -514,7 +519,9 @@ impl<'a> EventView<'a> {
                 if let Some(p) = path_ref.filter(|_| !raw.is_empty() && raw[0] != b'/') {
                     let resolved = self.resolve(p, raw);
                     if resolved.first() == Some(&b'/') {
-                        let _ = write!(text, "({})", String::from_utf8_lossy(&resolved));
+                        text.push(b'(');
+                        text.extend_from_slice(&resolved);
+                        text.push(b')');
                     }
                 }
             }
@@ -523,7 +530,7 @@ impl<'a> EventView<'a> {
     }
 
     /// One `evt.args` value (see [`EventView::evt_args`]).
-    fn render_arg(&self, kind: ParamKind, value: &Param, out: &mut String) {
+    fn render_arg(&self, kind: ParamKind, value: &Param, out: &mut Vec<u8>) {
         let number = match value {
             Param::Int(v) => Some(*v),
             Param::Uint(v) => Some(*v as i64),
@@ -543,7 +550,7 @@ impl<'a> EventView<'a> {
             ParamKind::Fd => {
                 let _ = write!(out, "{n}");
                 if n == AT_FDCWD {
-                    out.push_str("(AT_FDCWD)");
+                    out.extend_from_slice(b"(AT_FDCWD)");
                 } else if n < 0 {
                     if let Some(name) = flags::errno_name(-n) {
                         let _ = write!(out, "({name})");
@@ -555,17 +562,17 @@ impl<'a> EventView<'a> {
                 {
                     let _ = write!(out, "(<{}", e.obj.ty.typechar());
                     if let Some(c) = e.obj.net.as_ref().and_then(|net| l4proto_char(net.l4proto)) {
-                        out.push(c);
+                        let _ = write!(out, "{c}");
                     }
-                    out.push('>');
-                    out.push_str(&String::from_utf8_lossy(&e.obj.name));
-                    out.push(')');
+                    out.push(b'>');
+                    out.extend_from_slice(&e.obj.name);
+                    out.push(b')');
                 }
             }
             ParamKind::Uid | ParamKind::Gid => {
                 let id = n as u64;
                 if id == u64::from(u32::MAX) {
-                    out.push_str("-1(<NONE>)");
+                    out.extend_from_slice(b"-1(<NONE>)");
                     return;
                 }
                 let _ = write!(out, "{id}(");
@@ -577,10 +584,10 @@ impl<'a> EventView<'a> {
                     }
                 });
                 match name {
-                    Some(name) => out.push_str(&String::from_utf8_lossy(name)),
-                    None => out.push_str("<NA>"),
+                    Some(name) => out.extend_from_slice(name),
+                    None => out.extend_from_slice(b"<NA>"),
                 }
-                out.push(')');
+                out.push(b')');
             }
             ParamKind::Pid => {
                 let _ = write!(out, "{n}");
@@ -592,7 +599,9 @@ impl<'a> EventView<'a> {
                     .map(|p| &p.image.comm)
                     .filter(|c| !c.is_empty());
                 if let Some(comm) = comm {
-                    let _ = write!(out, "({})", String::from_utf8_lossy(comm));
+                    out.push(b'(');
+                    out.extend_from_slice(comm);
+                    out.push(b')');
                 }
             }
             // Falco has no symbols for socket types (`type` of socket/socketpair is a plain
@@ -609,7 +618,7 @@ impl<'a> EventView<'a> {
                 } else {
                     let _ = write!(out, "{v}");
                 }
-                let digits = out[mark..].to_string();
+                let digits = String::from_utf8_lossy(&out[mark..]).into_owned();
                 let mut symbols = String::new();
                 flags::render(table, v, &mut symbols);
                 if symbols != digits && symbols != v.to_string() {
@@ -761,7 +770,7 @@ impl Extract for EventView<'_> {
                 spec.nr.is_some() && push_str(out, spec.name.as_bytes())
             }
             F::EvtCategory => push_str(out, self.info.category.as_bytes()),
-            F::EvtArgs | F::EvtInfo => push_owned(out, self.evt_args()),
+            F::EvtArgs | F::EvtInfo => push_bytes(out, self.evt_args()),
             F::EvtArg => match &field.arg {
                 FieldArg::Key(name) => self.arg_by_name(name, out),
                 FieldArg::Index(0) if !self.spec().res_name.is_empty() => {

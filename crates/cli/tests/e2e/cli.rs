@@ -639,9 +639,13 @@ fn falco_command_line_without_a_subcommand() {
         .as_str()
         .is_some_and(|c| c.contains("buffered_outputs: false")));
     assert_eq!(support["rules_files"][0]["name"], rules.as_str());
-    assert!(support["rules_files"][0]["content"]
+    assert!(support["rules_files"][0]["variants"][0]["content"]
         .as_str()
         .is_some_and(|c| c.contains("- rule: Read sensitive file untrusted")));
+    // `engine_info` is the object `/versions` serves, as in Falco, and `version` its
+    // `falco_version`.
+    assert_falco_version_keys(&support["engine_info"]);
+    assert_eq!(support["version"], support["engine_info"]["falco_version"]);
 
     // --dry-run: loads configuration and rules, captures nothing.
     assert_eq!(vigil(&["--dry-run", "-r", &rules]).status.code(), Some(0));
@@ -701,14 +705,63 @@ fn falco_command_line_without_a_subcommand() {
         "{no_network:?}"
     );
 
-    // --version (Falco's `-V` means validate, so there is no short form).
+    // --version (Falco's `-V` means validate, so there is no short form): Falco's block,
+    // and with json_output the `/versions` object.
     let out = vigil(&["--version"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let block = text(&out.stdout);
     assert!(
-        text(&out.stdout).starts_with("vigil "),
-        "{}",
-        text(&out.stdout)
+        block.starts_with(&format!(
+            "Falco version: {}\nLibs version:  ",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{block}"
     );
+    let engine = block
+        .lines()
+        .find_map(|l| l.strip_prefix("Engine:"))
+        .map(str::trim);
+    assert_eq!(
+        engine,
+        Some(vigil_rules::version_text(vigil_rules::ENGINE_VERSION).as_str()),
+        "{block}"
+    );
+    let out = vigil(&["--version", "-o", "json_output=true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let versions: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--version JSON");
+    assert_falco_version_keys(&versions);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Falco 0.44.1's version keys (`versions_info::as_json`), exactly, with the engine version
+/// Vigil implements.
+fn assert_falco_version_keys(versions: &serde_json::Value) {
+    let mut keys: Vec<&str> = versions
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {versions}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "default_driver_version",
+            "driver_api_version",
+            "driver_schema_version",
+            "engine_version",
+            "engine_version_semver",
+            "falco_version",
+            "libs_version",
+            "plugin_api_version",
+            "plugin_versions",
+        ],
+        "{versions}"
+    );
+    assert_eq!(
+        versions["engine_version_semver"],
+        vigil_rules::version_text(vigil_rules::ENGINE_VERSION)
+    );
 }
 
 /// `evt.cpu` has the capture's value where the event records one and none (`<NA>`) where it
@@ -772,5 +825,92 @@ fn evt_cpu_replays_the_recorded_cpu_and_thread_cpu_never_matches() {
         .filter_map(|l| l.split_once(": Notice ").map(|(_, a)| a))
         .collect();
     assert_eq!(alerts, ["A cpu=1 fd=3", "B cpu=<NA> fd=4"], "{stdout}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `vigil rules profile CAPTURE`: the rule whose condition costs the most on the capture comes
+/// first, with its costliest comparison named under it; `--json` has every rule's exact
+/// evaluation count; a capture that cannot be read is invalid input.
+#[test]
+fn rules_profile_ranks_the_costliest_rule_and_condition() {
+    use vigil_event::codec::Capture;
+    use vigil_event::{table, Event, Param, Snapshot, ThreadInfo};
+    let _host = host::shared();
+    let dir = scratch("rules-profile");
+    let etype = table::by_name("openat").expect("openat");
+    let capture = Capture {
+        snapshot: Snapshot {
+            threads: vec![ThreadInfo {
+                tid: 7,
+                pid: 7,
+                comm: b"cat".to_vec(),
+                ..ThreadInfo::default()
+            }],
+            ..Snapshot::default()
+        },
+        events: (0..3000u64)
+            .map(|n| Event {
+                num: n + 1,
+                ts: 1_700_000_000_000_000_000 + n,
+                tid: 7,
+                pid: 7,
+                etype,
+                res: 3,
+                params: vec![
+                    Param::Int(-100),
+                    Param::Bytes(format!("/var/lib/app/cache/x{n}/aabbccaabbcc").into_bytes()),
+                    Param::Uint(0),
+                ],
+                truncated: 0,
+                cpu: None,
+            })
+            .collect(),
+    };
+    let path = dir.join("opens.vcap");
+    capture
+        .write_binary(fs::File::create(&path).expect("create capture"))
+        .expect("write capture");
+    let rules = write(
+        &dir,
+        "rules.yaml",
+        "- rule: Cheap check\n  desc: d\n  condition: evt.type = openat and proc.name = nothing\n  output: o\n  priority: INFO\n\
+         - rule: Costly check\n  desc: d\n  condition: evt.type = openat and fd.name regex '(/[a-z]+)*/x[0-9]+/(a|b|c)*q' and proc.name = nothing\n  output: o\n  priority: INFO\n\
+         - rule: Never evaluated\n  desc: d\n  condition: evt.type = execve\n  output: o\n  priority: INFO\n",
+    );
+    let (path, rules) = (path.display().to_string(), rules.display().to_string());
+    let out = vigil(&["rules", "profile", &path, "-r", &rules, "--top", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    let lines: Vec<&str> = report.lines().collect();
+    assert!(
+        lines[0].starts_with("3000 events, 3 rules evaluated 6000 times"),
+        "{report}"
+    );
+    assert!(lines[2].ends_with("  Costly check"), "{report}");
+    assert!(lines[3].contains("fd.name regex"), "{report}");
+    assert!(
+        lines.iter().any(|l| l.ends_with("  Cheap check")),
+        "{report}"
+    );
+    assert_eq!(lines.last(), Some(&"… 1 more rules"), "{report}");
+
+    let out = vigil(&["rules", "profile", &path, "-r", &rules, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("profile JSON");
+    let evaluations = |rule: &str| {
+        json["rules"]
+            .as_array()
+            .and_then(|rules| rules.iter().find(|r| r["rule"] == rule))
+            .map(|r| r["evaluations"].clone())
+            .unwrap_or_else(|| panic!("no {rule}: {json}"))
+    };
+    assert_eq!(evaluations("Costly check"), 3000);
+    assert_eq!(evaluations("Cheap check"), 3000);
+    assert_eq!(evaluations("Never evaluated"), 0);
+    assert_eq!(json["rules"][0]["rule"], "Costly check", "{json}");
+
+    let missing = dir.join("missing.vcap").display().to_string();
+    let out = vigil(&["rules", "profile", &missing, "-r", &rules]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let _ = fs::remove_dir_all(&dir);
 }

@@ -27,6 +27,7 @@ mod learn_runc;
 mod live_rules;
 mod outputs;
 mod privileges;
+mod raw_bytes;
 mod receivers;
 mod routine_host;
 mod run;

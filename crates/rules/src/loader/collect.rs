@@ -1086,43 +1086,67 @@ fn check_engine_version(file: usize, item: &Node, rep: &mut Reporter) {
         );
         return;
     };
+    // Falco's reader (`rule_loader_reader.cpp`) and collector (`rule_loader_collector.cpp`):
+    // the text of both messages is Falco's.
     let Some(required) = parse_version(text) else {
         rep.error(
             "E_SCHEMA",
             file,
             node.pos,
             None,
-            format!("Unable to parse engine version '{text}' (expected `MAJOR.MINOR.PATCH` or an integer)"),
+            format!(
+                "Unable to parse engine version '{text}' as a semver string. Expected \"x.y.z\" semver format."
+            ),
         );
         return;
     };
-    if required > ENGINE_VERSION {
-        let (a, b, c) = required;
-        let (x, y, z) = ENGINE_VERSION;
+    if !engine_compatible_with(required) {
         rep.error(
             "E_ENGINE_VERSION",
             file,
             node.pos,
             None,
-            format!("rules require engine version {a}.{b}.{c} but this engine is {x}.{y}.{z}"),
+            format!(
+                "Rules require engine version {}, but engine version is {}",
+                version_text(required),
+                version_text(ENGINE_VERSION)
+            ),
         );
     }
 }
 
-/// `0.57.0` → (0, 57, 0); an integer `N` (old-style engine versions) → (0, N, 0).
+/// `x.y.z`.
+pub fn version_text((major, minor, patch): (u64, u64, u64)) -> String {
+    format!("{major}.{minor}.{patch}")
+}
+
+/// Whether this engine satisfies a file's `required_engine_version`: the same major version
+/// and at least the version required (libsinsp's `sinsp_version::compatible_with`, so a file
+/// requiring `1.0.0` is refused by every `0.x` engine).
+pub fn engine_compatible_with(required: (u64, u64, u64)) -> bool {
+    required.0 == ENGINE_VERSION.0 && ENGINE_VERSION >= required
+}
+
+/// A `required_engine_version` in either of Falco's forms: an integer `N` (the engine
+/// versions before semver, now the minor number: `N` → (0, N, 0)), or `x.y.z`. As Falco reads
+/// it (`sscanf("%u.%u.%u")` after the integer form failed), three numbers are needed and
+/// anything after the third is ignored (`0.26.0-rc1` is 0.26.0; `0.26` is refused).
 pub fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
     let text = text.trim();
-    if let Ok(n) = text.parse::<u64>() {
-        return Some((0, n, 0));
+    if let Ok(n) = text.parse::<u32>() {
+        return Some((0, u64::from(n), 0));
     }
-    let mut parts = text.split('.');
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    let patch = match parts.next() {
-        Some(p) => p.parse().ok()?,
-        None => 0,
-    };
-    parts.next().is_none().then_some((major, minor, patch))
+    let mut rest = text;
+    let mut parts = [0u64; 3];
+    for (i, part) in parts.iter_mut().enumerate() {
+        if i > 0 {
+            rest = rest.strip_prefix('.')?;
+        }
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        *part = u64::from(rest[..digits].parse::<u32>().ok()?);
+        rest = &rest[digits..];
+    }
+    Some((parts[0], parts[1], parts[2]))
 }
 
 /// Accepts `required_plugin_versions` (Vigil has no plugins; the fields plugins provide are
@@ -1490,10 +1514,17 @@ mod tests {
     #[test]
     fn versions_parse_in_both_styles() {
         assert_eq!(parse_version("0.57.0"), Some((0, 57, 0)));
-        assert_eq!(parse_version("0.26"), Some((0, 26, 0)));
         assert_eq!(parse_version("9"), Some((0, 9, 0)));
+        assert_eq!(parse_version(" 26 "), Some((0, 26, 0)));
+        // Three numbers, as libsinsp's `sscanf("%u.%u.%u")`; what follows them is ignored.
+        assert_eq!(parse_version("0.26.0-rc1"), Some((0, 26, 0)));
+        assert_eq!(parse_version("1.2.3.4"), Some((1, 2, 3)));
+        assert_eq!(parse_version("0.26"), None);
         assert_eq!(parse_version("1.x"), None);
-        assert_eq!(parse_version("1.2.3.4"), None);
+        assert_eq!(parse_version("seven"), None);
+        assert_eq!(parse_version("-1"), None);
+        assert_eq!(parse_version(""), None);
+        assert_eq!(parse_version("99999999999"), None);
     }
 
     #[test]

@@ -32,11 +32,17 @@ use text::{SourceFile, Texts};
 use vigil_fields::Catalog;
 use yaml::Pos;
 
-pub use collect::parse_version;
+pub use collect::{engine_compatible_with, parse_version, version_text};
 
-/// The Falco engine version whose rules language Vigil implements. Files with a higher
-/// `required_engine_version` are refused with `E_ENGINE_VERSION`.
-pub const ENGINE_VERSION: (u64, u64, u64) = (0, 57, 0);
+/// The version of the Falco engine whose rules language Vigil implements (Falco's
+/// `FALCO_ENGINE_VERSION`, `falco_engine_version.h`): the one place it is kept. A file whose
+/// `required_engine_version` this does not satisfy ([`engine_compatible_with`]) is refused with
+/// `E_ENGINE_VERSION`; `/versions`, `vigil --version` and `--support` report it.
+///
+/// Raise it only together with what that Falco engine added to the language:
+/// `tests/loader/engine_version.rs` holds one probe per engine version Vigil claims and fails
+/// when the newest probe is not this version or when a probe does not hold.
+pub const ENGINE_VERSION: (u64, u64, u64) = (0, 63, 0);
 
 /// The compiler's code for a field the catalog does not know (drives `skip-if-unknown-filter`).
 const UNKNOWN_FIELD: &str = "E_UNKNOWN_FIELD";
@@ -46,11 +52,18 @@ const UNKNOWN_FIELD: &str = "E_UNKNOWN_FIELD";
 pub struct LoadOptions {
     /// Report `W_UNUSED_MACRO` / `W_UNUSED_LIST` (default on, as Falco).
     pub warn_unused: bool,
+    /// Keep the text of every comparison of the conditions ([`Ruleset::condition_text`]),
+    /// so a profile can name the costliest ones (`vigil rules profile`); off for the agent,
+    /// which never prints them.
+    pub condition_texts: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { warn_unused: true }
+        LoadOptions {
+            warn_unused: true,
+            condition_texts: false,
+        }
     }
 }
 
@@ -267,7 +280,16 @@ impl RulesLoader {
         // Problems from lists resolved last (cycles found while expanding) are already in.
         let diagnostics = rep.diags;
         let ok = !diagnostics.iter().any(Diagnostic::is_error);
-        let ruleset = ok.then(|| Ruleset::new(rules, compiler.finish(), catalog.n_event_types()));
+        let texts = if opts.condition_texts {
+            compiler.leaf_texts()
+        } else {
+            Default::default()
+        };
+        let ruleset = ok.then(|| {
+            let mut ruleset = Ruleset::new(rules, compiler.finish(), catalog.n_event_types());
+            ruleset.set_condition_texts(texts);
+            ruleset
+        });
         LoadResult {
             ruleset,
             diagnostics,

@@ -178,21 +178,21 @@ fn override_shape_errors() {
 fn engine_version() {
     check(
         &[("f.yaml", "- required_engine_version: 0.99.0\n")],
-        "E_ENGINE_VERSION: rules require engine version 0.99.0 but this engine is 0.57.0 @ 1:28",
+        "E_ENGINE_VERSION: Rules require engine version 0.99.0, but engine version is 0.63.0 @ 1:28",
     );
     check(
         &[("f.yaml", "- required_engine_version: 1.0.0\n")],
-        "E_ENGINE_VERSION: rules require engine version 1.0.0 but this engine is 0.57.0 @ 1:28",
+        "E_ENGINE_VERSION: Rules require engine version 1.0.0, but engine version is 0.63.0 @ 1:28",
     );
     check(
         &[("f.yaml", "- required_engine_version: banana\n")],
-        "E_SCHEMA: Unable to parse engine version 'banana' (expected `MAJOR.MINOR.PATCH` or an integer) @ 1:28",
+        "E_SCHEMA: Unable to parse engine version 'banana' as a semver string. Expected \"x.y.z\" semver format. @ 1:28",
     );
     // Old integer versions and lower versions load.
     check(
         &[(
             "f.yaml",
-            "- required_engine_version: 10\n- required_engine_version: 0.57.0\n- required_plugin_versions:\n    - name: container\n      version: 0.4.0\n",
+            "- required_engine_version: 10\n- required_engine_version: 0.63.0\n- required_plugin_versions:\n    - name: container\n      version: 0.4.0\n",
         )],
         "",
     );

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod engine_version;
 mod loader_diagnostics;
 mod loader_semantics;
 mod upstream_cases;

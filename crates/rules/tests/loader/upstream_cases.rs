@@ -1066,3 +1066,111 @@ fn unknown_top_level_items_are_skipped() {
         Some("LOAD_UNKNOWN_ITEM")
     );
 }
+
+// ---- libs userspace/libsinsp/test/filter_escaping.ut.cpp (libs c7f51fe: `\xHH`) ----
+
+/// Whether `condition` holds on an `openat` whose `fd.name` is `name` (any bytes).
+fn holds_on_name(condition: &str, name: &[u8]) -> bool {
+    use std::borrow::Cow;
+    use vigil_fields::Value;
+    let text = format!("- rule: r\n  condition: evt.type = openat and ({condition})\n{TAIL}");
+    let rs = ruleset(&[("rules.yaml", &text)]);
+    let mut ev = event("openat", &[]);
+    ev.set_values("fd.name", vec![Value::Str(Cow::Owned(name.to_vec()))]);
+    !matching(&rs, &ev).is_empty()
+}
+
+/// `hex_escape_decodes_ascii`, `_high_bytes`, `_multiple`, `_consumes_exactly_two_digits`,
+/// `_rejects_truncated`, `_rejects_non_hex`, `escape_str_passes_high_byte_raw` and
+/// `high_byte_roundtrip`: `\xHH` is one byte (either case of hex digit), exactly two digits
+/// follow it, anything else is a syntax error; a string holding a byte above `\x7f` prints
+/// back (as `\xHH`) to the same value.
+#[test]
+fn hex_escapes_are_bytes() {
+    for (condition, name) in [
+        (r#"fd.name = "\x41""#, &b"A"[..]),
+        (r#"fd.name = "\x7f""#, b"\x7f"),
+        (r#"fd.name = "\x01""#, b"\x01"),
+        (r#"fd.name = "\xff""#, b"\xff"),
+        (r#"fd.name = "\x80""#, b"\x80"),
+        (r#"fd.name = "\xAb""#, b"\xab"),
+        (r#"fd.name = "\xff\xfe""#, b"\xff\xfe"),
+        (r#"fd.name = "a\xffb""#, b"a\xffb"),
+        (r#"fd.name = "\x413""#, b"A3"),
+        (r#"fd.name = 'a\xffb'"#, b"a\xffb"),
+    ] {
+        assert!(holds_on_name(condition, name), "{condition}");
+    }
+    for bad in [
+        r#"fd.name = "\x""#,
+        r#"fd.name = "\xf""#,
+        r#"fd.name = "a\xf""#,
+        r#"fd.name = "\xgg""#,
+        r#"fd.name = "\xfg""#,
+        r#"fd.name = "\x g""#,
+        r#"fd.name = "\x-1""#,
+        r#"fd.name = "\x+a""#,
+    ] {
+        assert!(!parses(bad), "{bad}");
+    }
+    let printed = reprint(r#"fd.name = "a \xff""#);
+    assert_eq!(printed, r#"fd.name = "a \xff""#);
+    assert_eq!(reprint(&printed), printed);
+}
+
+// ---- falco 65273dae / libs userspace/libsinsp/test/filterchecks/invalid_utf8.cpp ----
+
+/// falco 65273dae ("improve invalid UTF-8 sequence handling", engine 0.63.0) and libs
+/// `fd_fields_invalid_utf8_match`: string operators compare raw bytes, so `\xHH` matches an
+/// invalid byte (`contains "bar\xFFbaz"`, the commit's example) and `glob`'s `?` is one byte —
+/// also an invalid one, and never a multibyte character. `regex` sees the value with each
+/// invalid sequence replaced by U+FFFD (`regex "bar\u{fffd}baz"` or `"bar.baz"`), and a
+/// pattern that is not UTF-8 (`\xff` in a regex) is refused. `bcontains` takes hexadecimal
+/// digits: `"\x0a\x0b"` is two bytes that are not hex digits, refused, while `0a0b` matches.
+/// The same cases on Vigil's real fields (`fd.directory`, `fs.path.*`, `evt.arg.*`,
+/// `proc.exe`, `proc.cwd` …): `crates/engine/tests/invalid_utf8.rs`.
+#[test]
+fn invalid_utf8_matches_raw_bytes_and_regex_sees_replacements() {
+    let name = b"/p\xff/q\xff";
+    for (condition, want) in [
+        (r#"fd.name = "/p\xff/q\xff""#, true),
+        (r#"fd.name contains "\xff""#, true),
+        (r#"fd.name glob "/p?/q?""#, true),
+        (r#"fd.name in ("/p\xff/q\xff")"#, true),
+        (r#"fd.name endswith "q\xff""#, true),
+        (r#"fd.name startswith "/p\xff""#, true),
+        (r#"fd.name pmatch ("/p\xff")"#, true),
+        (r#"fd.name = anyof ("x", "/p\xff/q\xff")"#, true),
+        (r#"fd.name contains "\xfe""#, false),
+        ("fd.name = \"/p\u{fffd}/q\u{fffd}\"", false),
+        (r#"fd.name regex "/p./q.""#, true),
+        (r#"fd.name regex "/p./q""#, false),
+        ("fd.name regex \"/p\u{fffd}/q\u{fffd}\"", true),
+    ] {
+        assert_eq!(holds_on_name(condition, name), want, "{condition}");
+    }
+    assert!(holds_on_name(
+        r#"fd.name contains "bar\xFFbaz""#,
+        b"/bar\xffbaz"
+    ));
+    assert!(holds_on_name(
+        "fd.name regex \".*bar\u{fffd}baz\"",
+        b"/bar\xffbaz"
+    ));
+    assert!(holds_on_name(
+        r#"fd.name regex ".*bar.baz""#,
+        b"/bar\xffbaz"
+    ));
+    // `?` is one byte: a two-byte character needs `??`.
+    assert!(!holds_on_name(r#"fd.name glob "/?""#, "/é".as_bytes()));
+    assert!(holds_on_name(r#"fd.name glob "/??""#, "/é".as_bytes()));
+    // Non-printable but valid sequences are matched as they are (C0, DEL, C1 U+0085).
+    assert!(holds_on_name(
+        r#"fd.name = "a\x01\x7f\xc2\x85""#,
+        b"a\x01\x7f\xc2\x85"
+    ));
+    assert!(!compiles(r#"fd.name regex "\xff""#));
+    assert!(compiles(r#"fd.name regex "\x41""#));
+    assert!(!compiles(r#"evt.buffer bcontains "\x0a\x0b""#));
+    assert!(holds_on_buffer("evt.buffer bcontains 0a0b", b"x\n\x0by"));
+}
