@@ -2,7 +2,7 @@
 //!
 //! Set-up runs with the privileges the agent was started with (loading BPF programs, reading
 //! every process's `/proc`, creating the capture); then [`Agent::start`] drops all but
-//! [`vigil_ptrace::privs::WATCH`] (re-attaching tracepoints on SIGHUP, reading `/proc` and
+//! [`vigil_ptrace::privs::watch_keeps`] (re-attaching tracepoints on SIGHUP, reading `/proc` and
 //! container files lazily) and sets `no_new_privs`, before any thread starts. The reasons for
 //! each kept capability are in `vigil_ptrace::privs`.
 
@@ -255,7 +255,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             engine: "modern_bpf",
             // Everything that needed more is done: programs loaded, snapshot read, capture
             // open; the stats and metrics files and the web server come before the drop.
-            privileges: Some(vigil_ptrace::privs::WATCH),
+            privileges: Some(&vigil_ptrace::privs::watch_keeps()),
             notice,
         },
         &mut engine,
