@@ -2,7 +2,7 @@
 //!
 //! Set-up runs with the privileges the agent was started with (loading BPF programs, reading
 //! every process's `/proc`, creating the capture); then [`Agent::start`] drops all but
-//! [`vigil_ptrace::privs::WATCH`] (re-attaching tracepoints on SIGHUP, reading `/proc` and
+//! [`vigil_ptrace::privs::watch_keeps`] (re-attaching tracepoints on SIGHUP, reading `/proc` and
 //! container files lazily) and sets `no_new_privs`, before any thread starts. The reasons for
 //! each kept capability are in `vigil_ptrace::privs`.
 
@@ -181,6 +181,8 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let mut snapshot = source
         .snapshot()
         .context("cannot read the start snapshot")?;
+    // Before the drop: what this process could read other processes' /proc entries with.
+    let start_caps = vigil_state::procfs::own_status().map_or(0, |s| s.cap_eff);
     // Live: container names, images and labels come from the runtimes' state on this host;
     // those of the containers already running go into the snapshot (and a capture's replay).
     let mut runtime_dirs = vigil_container::RuntimeDirs::system();
@@ -203,10 +205,11 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let mut engine = Engine::new(ruleset, state_config, hostname.clone());
     engine.load_snapshot(&snapshot);
     init_logging();
+    let keep = vigil_ptrace::privs::watch_keeps();
     let flags = AgentFlags {
         // Everything that needed more is done: programs loaded, snapshot read, capture
         // open; the stats and metrics files and the web server come before the drop.
-        privileges: Some(vigil_ptrace::privs::WATCH),
+        privileges: Some(&keep),
         ..agent_flags(&args.live.stats_file, "modern_bpf", true)
     };
     let mut agent = Agent::start(config, &hostname, &flags, &mut engine)?;
@@ -252,6 +255,17 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     if !source.unsupported().is_empty() {
         degraded.push(unsupported_text(&source, args.raw_fallback));
     }
+    if args.verbose {
+        eprintln!(
+            "vigil: start snapshot: {} processes, {} threads, {} descriptors; {} reads of \
+             /proc refused",
+            snapshot_stats.processes,
+            snapshot_stats.threads,
+            snapshot_stats.fds,
+            snapshot_stats.permission_denied
+        );
+    }
+    degraded.extend(snapshot_denials_text(&snapshot_stats, start_caps));
     if !degraded.is_empty() {
         eprintln!(
             "vigil: warning: {}{}",
@@ -338,6 +352,45 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The start-up warning when reads of other processes' `/proc` entries (`exe`, `cwd`,
+/// `environ`, `fd`) were refused while the start snapshot was read (`stats`; the effective
+/// capabilities `cap_eff` at the time): the processes already running keep those fields
+/// unknown. The kernel allows them for another user's process, or one holding capabilities
+/// this one lacks, only with `CAP_SYS_PTRACE` (`ptrace_may_access`) and, for the 0500 `fd`
+/// directories, `CAP_DAC_READ_SEARCH`; with both, something else refused (a security module:
+/// AppArmor's container profiles let a process read only processes of the same profile; or
+/// a process this kernel protects even from them, as PID 1 of this project's VMs).
+fn snapshot_denials_text(stats: &vigil_state::SnapshotStats, cap_eff: u64) -> Option<String> {
+    const CAP_DAC_READ_SEARCH: u32 = 2;
+    const CAP_SYS_PTRACE: u32 = 19;
+    if stats.permission_denied == 0 {
+        return None;
+    }
+    let missing: Vec<&str> = [
+        (CAP_SYS_PTRACE, "CAP_SYS_PTRACE"),
+        (CAP_DAC_READ_SEARCH, "CAP_DAC_READ_SEARCH"),
+    ]
+    .iter()
+    .filter(|(bit, _)| cap_eff & (1 << bit) == 0)
+    .map(|(_, name)| *name)
+    .collect();
+    let why = if missing.is_empty() {
+        "although CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH are effective: a security module? \
+         AppArmor's container profiles allow reading processes of the same profile only"
+            .to_owned()
+    } else {
+        format!("the agent lacks {}", missing.join(" and "))
+    };
+    Some(format!(
+        "the /proc entries of {} of the {} processes running at start could not all be read \
+         ({} reads refused; {why}): their executable, directory, environment or descriptors \
+         stay unknown",
+        stats.denied_processes,
+        stats.processes + stats.vanished_processes,
+        stats.permission_denied
+    ))
+}
+
 /// The watched syscalls that cannot be captured on this kernel, and why.
 fn unsupported_text(source: &BpfSource, raw_fallback: bool) -> String {
     format!(
@@ -401,6 +454,36 @@ mod tests {
                  priority: WARNING\n"
             ),
         )
+    }
+
+    #[test]
+    fn snapshot_denials_name_the_missing_capabilities() {
+        let stats = vigil_state::SnapshotStats {
+            processes: 40,
+            vanished_processes: 2,
+            permission_denied: 7,
+            denied_processes: 3,
+            ..Default::default()
+        };
+        let none = vigil_state::SnapshotStats {
+            permission_denied: 0,
+            ..stats.clone()
+        };
+        assert_eq!(snapshot_denials_text(&none, 0), None);
+        let both = (1 << 2) | (1 << 19);
+        let text = snapshot_denials_text(&stats, both & !(1 << 19)).expect("a warning");
+        assert!(
+            text.starts_with("the /proc entries of 3 of the 42 processes")
+                && text.contains("(7 reads refused; the agent lacks CAP_SYS_PTRACE)"),
+            "{text}"
+        );
+        let text = snapshot_denials_text(&stats, 0).expect("a warning");
+        assert!(
+            text.contains("lacks CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH"),
+            "{text}"
+        );
+        let text = snapshot_denials_text(&stats, both).expect("a warning");
+        assert!(text.contains("a security module?"), "{text}");
     }
 
     fn names(set: &InterestSet) -> Vec<&'static str> {

@@ -34,7 +34,11 @@
 //! `sys::attach_tracepoint`), the id read from the host's tracefs when one is mounted, else from a
 //! private tracefs instance created with `fsopen`/`fsmount` and mounted nowhere (`sys::Tracefs`):
 //! the agent starts on a host where nobody mounted tracefs and leaves the host's mounts as they
-//! were; the start-up log says which. `spec.rs` says per syscall where each schema parameter comes
+//! were; the start-up log says which. Creating that instance needs `CAP_SYS_ADMIN`; `fexit` needs
+//! no tracefs at all, so without either (a container with `CAP_BPF` and `CAP_PERFMON` only) it
+//! still runs, and where trampolines are refused the error says both. A `bpf()` call refused
+//! outright (a container runtime's seccomp profile) is named as such before the feature probes,
+//! which would take it for a missing kernel feature (`EbpfError::BpfRefused`). `spec.rs` says per syscall where each schema parameter comes
 //! from (and derives the kernel's capture spec from that), `decode.rs` turns records into `Event`s
 //! (untrusted bytes, never panics), `sys.rs` holds the skeleton and every `unsafe`. `BpfSource` (a
 //! `Source`) attaches first, then calls back its caller for the start snapshot (`vigil watch` reads
@@ -112,12 +116,20 @@ pub enum EbpfError {
     )]
     NoBtf,
     #[error(
-        "eBPF capture needs tracefs (syscall tracepoints): none is mounted at \
+        "eBPF capture needs tracefs (syscall tracepoints){}: none is mounted at \
          `/sys/kernel/tracing` or `/sys/kernel/debug/tracing`, and a private instance cannot \
-         be created ({message}); mount it (`mount -t tracefs nodev /sys/kernel/tracing`) or \
-         run the workload under Vigil instead: `vigil run -- CMD`"
+         be created ({message}); mount it (`mount -t tracefs nodev /sys/kernel/tracing`; in a \
+         container, mount the host's `/sys/kernel/tracing` there) or run the workload under \
+         Vigil instead: `vigil run -- CMD`",
+        fexit_refused.as_ref().map(|why| format!(
+            " since BPF trampolines (fexit), which need none, are refused here ({why})"
+        )).unwrap_or_default()
     )]
-    NoTracefs { message: String },
+    NoTracefs {
+        message: String,
+        /// Why `fexit` could not be used, when the exit tracepoints were the fallback.
+        fexit_refused: Option<String>,
+    },
     #[error(
         "eBPF capture needs the {feature} (Linux {since} or later), which this kernel \
          ({release}) lacks; Vigil's eBPF capture supports Linux {oldest} or later. Run the \
@@ -129,6 +141,12 @@ pub enum EbpfError {
         since: &'static str,
         release: String,
     },
+    #[error(
+        "the kernel refused the bpf() system call ({message}) although this process has the \
+         capabilities for it{}",
+        if *seccomp { SECCOMP_HINT } else { " (a security module?)" }
+    )]
+    BpfRefused { message: String, seccomp: bool },
     #[error("cannot {what}: {message}")]
     Load { what: &'static str, message: String },
     #[error("cannot attach the eBPF program to tracepoint `{name}`: {message}")]
@@ -137,6 +155,30 @@ pub enum EbpfError {
     Snapshot(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot read the eBPF ring buffers (error {code})")]
     Poll { code: u32 },
+}
+
+/// Said when a seccomp filter refuses `bpf()` or `perf_event_open()`.
+const SECCOMP_HINT: &str = ": refused by this process's seccomp filter (`Seccomp: 2` in \
+     /proc/self/status). The default profiles of Docker before 23 and containerd before 1.6.9 \
+     allow bpf() and perf_event_open() with CAP_SYS_ADMIN only: run the container with a \
+     profile that allows both (`docker run --security-opt seccomp=unconfined`, Kubernetes \
+     `seccompProfile: {type: Unconfined}`) or a newer runtime";
+
+/// Whether this process runs under a seccomp filter (`Seccomp: 2`, `SECCOMP_MODE_FILTER`).
+fn seccomp_filtered() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() == "2"))
+    })
+}
+
+/// [`SECCOMP_HINT`] for an `EPERM` under a seccomp filter, else nothing.
+fn seccomp_hint(err: &std::io::Error) -> &'static str {
+    if err.raw_os_error() == Some(libc::EPERM) && seccomp_filtered() {
+        SECCOMP_HINT
+    } else {
+        ""
+    }
 }
 
 /// Options of [`BpfSource::open`].
@@ -293,6 +335,12 @@ impl BpfSource {
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         check_support()?;
+        if let Some(err) = sys::bpf_call_refused() {
+            return Err(EbpfError::BpfRefused {
+                message: err.to_string(),
+                seccomp: seccomp_filtered(),
+            });
+        }
         let tgid = std::process::id();
         if let Some(feature) = sys::missing_feature() {
             return Err(EbpfError::Unsupported {
@@ -309,9 +357,12 @@ impl BpfSource {
             gap_ns: wake_gap_ns(reorder_window_ns),
         };
         let start = |hook, save_log, hook_fallback| -> Result<BpfSource, EbpfError> {
+            // `fexit` runs without a tracefs (without the `raw_syscalls` fallback then):
+            // found through neither the host's mount nor a private instance (which needs
+            // CAP_SYS_ADMIN), the other hooks fail here.
             let bpf = sys::Bpf::load(
                 tgid,
-                sys::Tracefs::open()?,
+                sys::Tracefs::open(),
                 hook,
                 options.floor,
                 wake,
@@ -355,7 +406,16 @@ impl BpfSource {
             // reason is reported.
             None => match start(Hook::Fexit, false, None) {
                 Ok(source) => source,
-                Err(e) => start(Hook::Exit, true, Some(e.to_string()))?,
+                Err(e) => {
+                    let why = e.to_string();
+                    start(Hook::Exit, true, Some(why.clone())).map_err(|e| match e {
+                        EbpfError::NoTracefs { message, .. } => EbpfError::NoTracefs {
+                            message,
+                            fexit_refused: Some(why),
+                        },
+                        e => e,
+                    })?
+                }
             },
         };
         source.snapshot = start_snapshot().map_err(|e| EbpfError::Snapshot(e.into()))?;
@@ -363,8 +423,11 @@ impl BpfSource {
     }
 
     fn attach(&mut self, interest: &InterestSet) -> Result<(), EbpfError> {
-        let events = self.bpf.tracefs().events();
-        let raw_ok = events.join("raw_syscalls/sys_enter").is_dir();
+        // Without a tracefs (`fexit` only) there is no `raw_syscalls` fallback.
+        let raw_ok = self
+            .bpf
+            .tracefs()
+            .is_ok_and(|t| t.events().join("raw_syscalls/sys_enter").is_dir());
         let mut wanted = Vec::new();
         let mut fallback = Vec::new();
         self.unsupported.clear();
@@ -418,9 +481,18 @@ impl BpfSource {
     }
 
     /// Where the syscall tracepoints were found: the host's tracefs mount, or (when nobody
-    /// mounted one) a private instance mounted nowhere. For the start-up log.
+    /// mounted one) a private instance mounted nowhere, or (`fexit` only) why there is none.
+    /// For the start-up log.
     pub fn tracefs_origin(&self) -> String {
-        let tracefs = self.bpf.tracefs();
+        let tracefs = match self.bpf.tracefs() {
+            Ok(tracefs) => tracefs,
+            Err(why) => {
+                return format!(
+                    "no tracefs ({why}): not needed by BPF trampolines (fexit); syscalls \
+                     without a function of their own cannot fall back to raw_syscalls"
+                )
+            }
+        };
         if tracefs.is_private() {
             "tracefs is not mounted on this host: using a private instance (nothing mounted)"
                 .to_owned()
@@ -775,10 +847,41 @@ mod tests {
             .to_string()
             .contains("/sys/kernel/btf/vmlinux"));
         assert!(EbpfError::NoTracefs {
-            message: "EPERM".into()
+            message: "EPERM".into(),
+            fexit_refused: None,
         }
         .to_string()
         .contains("vigil run"));
+        let text = EbpfError::NoTracefs {
+            message: "EPERM".into(),
+            fexit_refused: Some("cannot load the BPF programs".into()),
+        }
+        .to_string();
+        assert!(
+            text.contains("(fexit), which need none, are refused here (cannot load the BPF")
+                && text.contains("the host's `/sys/kernel/tracing`"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_refused_bpf_call_names_the_seccomp_filter() {
+        let text = EbpfError::BpfRefused {
+            message: "Operation not permitted (os error 1)".into(),
+            seccomp: true,
+        }
+        .to_string();
+        assert!(
+            text.contains("refused by this process's seccomp filter")
+                && text.contains("seccomp=unconfined"),
+            "{text}"
+        );
+        let text = EbpfError::BpfRefused {
+            message: "Operation not permitted (os error 1)".into(),
+            seccomp: false,
+        }
+        .to_string();
+        assert!(!text.contains("seccomp"), "{text}");
     }
 
     #[test]

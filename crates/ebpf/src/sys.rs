@@ -248,6 +248,34 @@ pub fn missing_feature() -> Option<Feature> {
     missing
 }
 
+/// Why the bpf() system call itself is refused here, when it is: a throw-away array map
+/// (which any kernel with eBPF creates for a process with `CAP_BPF`) cannot be created with
+/// `EPERM` or `ENOSYS`. Called once the capabilities are known to be there, so that a refusal
+/// by a seccomp filter is not taken for a missing kernel feature by the probes that follow.
+pub fn bpf_call_refused() -> Option<std::io::Error> {
+    use libbpf_rs::libbpf_sys as sys;
+    // SAFETY: a null name and null options are allowed (`bpf_map_create`); the fd it
+    // returns is new and closed right away.
+    let fd = unsafe {
+        sys::bpf_map_create(
+            sys::BPF_MAP_TYPE_ARRAY,
+            std::ptr::null(),
+            4,
+            4,
+            1,
+            std::ptr::null(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: `fd` is a new fd that nothing else owns.
+        drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        return None;
+    }
+    // libbpf returns `-errno`.
+    let err = std::io::Error::from_raw_os_error(-fd);
+    matches!(err.raw_os_error(), Some(libc::EPERM | libc::ENOSYS)).then_some(err)
+}
+
 /// libbpf's messages while the object loads (the verifier's log among them): kept, not
 /// printed, so that a refused load is one line on the terminal and the log goes to a file.
 static LOAD_LOG: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
@@ -398,8 +426,10 @@ pub struct Bpf {
     /// Raw records consumed but not yet decoded: `[u32 length][bytes]…`.
     raw: Rc<RefCell<Vec<u8>>>,
     /// Where tracepoint ids are looked up (kept for the life of the capture: a SIGHUP
-    /// re-attaches tracepoints, and a private instance needs no privilege to keep).
-    tracefs: Tracefs,
+    /// re-attaches tracepoints, and a private instance needs no privilege to keep), or why
+    /// there is none (`EbpfError::NoTracefs`'s message): only `fexit` runs without it (its
+    /// syscalls need no tracepoint; the `raw_syscalls` fallback does).
+    tracefs: Result<Tracefs, String>,
 }
 
 fn load_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> EbpfError {
@@ -411,15 +441,21 @@ fn load_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> EbpfError {
 
 impl Bpf {
     /// Opens, configures and loads the programs; attaches the process-lifecycle programs.
-    /// Syscall tracepoints are attached by [`Bpf::set_syscalls`].
+    /// Syscall tracepoints are attached by [`Bpf::set_syscalls`]. `tracefs` is what
+    /// [`Tracefs::open`] found: every hook but `fexit` needs it (refused here otherwise).
     pub fn load(
         agent_tgid: u32,
-        tracefs: Tracefs,
+        tracefs: Result<Tracefs, EbpfError>,
         hook: Hook,
         floor: Floor,
         wake: WakeTuning,
         save_log: bool,
     ) -> Result<Bpf, EbpfError> {
+        let tracefs = match tracefs {
+            Ok(tracefs) => Ok(tracefs),
+            Err(EbpfError::NoTracefs { message, .. }) if hook == Hook::Fexit => Err(message),
+            Err(e) => return Err(e),
+        };
         let ncpus = libbpf_rs::num_possible_cpus().map_err(load_err("count CPUs"))?;
         let ncpus = u32::try_from(ncpus.max(1)).unwrap_or(u32::MAX);
         // The skeleton borrows its object storage for as long as it lives; the source lives
@@ -569,9 +605,20 @@ impl Bpf {
         })
     }
 
-    /// Where the syscall tracepoints are found.
-    pub fn tracefs(&self) -> &Tracefs {
-        &self.tracefs
+    /// Where the syscall tracepoints are found, or why they cannot be (`fexit` only).
+    pub fn tracefs(&self) -> Result<&Tracefs, &str> {
+        self.tracefs.as_ref().map_err(String::as_str)
+    }
+
+    /// The tracefs for an attach that needs one (with `fexit`, only the `raw_syscalls`
+    /// fallback: [`crate::BpfSource`] reports those syscalls unsupported without one).
+    fn tracefs_for_attach(&self) -> Result<&Tracefs, EbpfError> {
+        self.tracefs
+            .as_ref()
+            .map_err(|message| EbpfError::NoTracefs {
+                message: message.clone(),
+                fexit_refused: None,
+            })
     }
 
     /// How syscalls are hooked.
@@ -582,12 +629,12 @@ impl Bpf {
     /// Whether syscall `name` (its tracepoint name) can be hooked on this kernel.
     pub fn can_hook(&self, name: &str) -> bool {
         match self.hook {
-            Hook::Tracepoint | Hook::Raw | Hook::Exit => self
-                .tracefs
-                .events()
-                .join("syscalls")
-                .join(format!("sys_enter_{name}"))
-                .is_dir(),
+            Hook::Tracepoint | Hook::Raw | Hook::Exit => self.tracefs().is_ok_and(|t| {
+                t.events()
+                    .join("syscalls")
+                    .join(format!("sys_enter_{name}"))
+                    .is_dir()
+            }),
             Hook::Fexit => self.fexit_group(name).is_some(),
         }
     }
@@ -640,7 +687,7 @@ impl Bpf {
                 for (nr, name) in new {
                     let enter_name = format!("sys_enter_{name}");
                     let exit_name = format!("sys_exit_{name}");
-                    let tracefs = &self.tracefs;
+                    let tracefs = self.tracefs_for_attach()?;
                     let attach = |prog: &libbpf_rs::ProgramMut<'static>, tp: &str| {
                         attach_tracepoint(tracefs, prog, "syscalls", tp)
                     };
@@ -654,7 +701,7 @@ impl Bpf {
             Hook::Exit => {
                 for (nr, name) in new {
                     let exit = attach_tracepoint(
-                        &self.tracefs,
+                        self.tracefs_for_attach()?,
                         &self.skel.progs.vigil_sys_exit,
                         "syscalls",
                         &format!("sys_exit_{name}"),
@@ -718,7 +765,7 @@ impl Bpf {
             return Ok(None);
         }
         attach_tracepoint(
-            &self.tracefs,
+            self.tracefs_for_attach()?,
             &self.skel.progs.vigil_sys_enter,
             "syscalls",
             "sys_enter_execveat",
@@ -840,7 +887,7 @@ impl Bpf {
                 release(vec![enter, exit], Vec::new());
             }
         } else if self.raw_links.is_none() {
-            let tracefs = &self.tracefs;
+            let tracefs = self.tracefs_for_attach()?;
             let attach = |prog: &libbpf_rs::ProgramMut<'static>, tp: &str| {
                 attach_tracepoint(tracefs, prog, "raw_syscalls", tp)
             };
@@ -1049,12 +1096,19 @@ impl Tracefs {
             });
         }
         let fd = private_tracefs().map_err(|e| EbpfError::NoTracefs {
-            message: e.to_string(),
+            // fsopen(2) wants CAP_SYS_ADMIN over the mount namespace (`fs/fsopen.c`).
+            message: if e.raw_os_error() == Some(libc::EPERM) {
+                format!("{e}: creating one needs CAP_SYS_ADMIN")
+            } else {
+                e.to_string()
+            },
+            fexit_refused: None,
         })?;
         let events = PathBuf::from(format!("/proc/self/fd/{}/events", fd.as_raw_fd()));
         if !events.join("syscalls").is_dir() {
             return Err(EbpfError::NoTracefs {
                 message: "the kernel has no syscall tracepoints (CONFIG_FTRACE_SYSCALLS)".into(),
+                fexit_refused: None,
             });
         }
         Ok(Tracefs {
@@ -1175,9 +1229,10 @@ fn attach_tracepoint(
         )
     };
     if pfd < 0 {
+        let err = std::io::Error::last_os_error();
         return Err(fail(format!(
-            "perf_event_open: {}",
-            std::io::Error::last_os_error()
+            "perf_event_open: {err}{}",
+            crate::seccomp_hint(&err)
         )));
     }
     // SAFETY: `pfd` is a new fd that nothing else owns.

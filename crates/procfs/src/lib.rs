@@ -379,6 +379,8 @@ pub struct SnapshotStats {
     pub env_truncated: u64,
     /// Reads or link lookups refused with `EACCES` (other users' `environ`, `exe`, `fd`…).
     pub permission_denied: u64,
+    /// Processes with at least one such refusal.
+    pub denied_processes: u64,
 }
 
 /// Reads the process table into a [`Snapshot`] (users and groups left empty: a live state
@@ -424,7 +426,12 @@ pub fn read_snapshot(
             reader.stats.processes_dropped += 1;
             continue;
         }
-        if reader.process(pid, &mut snap.threads) {
+        let denied_before = reader.stats.permission_denied;
+        let taken_now = reader.process(pid, &mut snap.threads);
+        if reader.stats.permission_denied > denied_before {
+            reader.stats.denied_processes += 1;
+        }
+        if taken_now {
             taken += 1;
             reader.stats.processes += 1;
         } else {
@@ -1494,6 +1501,7 @@ mod tests {
         assert_eq!(stats.threads, 2);
         assert_eq!(stats.fds, 3);
         assert_eq!(stats.permission_denied, 1);
+        assert_eq!(stats.denied_processes, 1);
     }
 
     #[test]

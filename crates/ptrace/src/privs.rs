@@ -28,7 +28,9 @@
 //!     false`) must be writable by uid 0 through ordinary permissions.
 //!   - Not kept: `CAP_NET_BIND_SERVICE` (the web server binds once, at start; a reload does
 //!     not rebind), `CAP_SYS_ADMIN` (tracefs is looked up through what was opened at start),
-//!     `CAP_SYS_RESOURCE` (BPF memory is charged to the memory cgroup since Linux 5.11).
+//!     unless the process was given it instead of `CAP_BPF` or `CAP_PERFMON`
+//!     ([`watch_keeps`]: Docker before 23 does not know their names), `CAP_SYS_RESOURCE`
+//!     (BPF memory is charged to the memory cgroup since Linux 5.11).
 //! - **`vigil run`** ([`TRACER`]), dropped by the tracer right after the workload is forked
 //!   and attached, before the workload runs its first instruction (the workload is a fork
 //!   made before the drop: it keeps exactly the privileges it would have without Vigil):
@@ -90,6 +92,23 @@ pub const WATCH: &[Capability] = &[
     Capability::CAP_SYS_PTRACE,
     Capability::CAP_DAC_READ_SEARCH,
 ];
+
+/// What `vigil watch` keeps, of what this process has: [`WATCH`], and `CAP_SYS_ADMIN` in
+/// place of `CAP_BPF` or `CAP_PERFMON` when it was given instead of them (a container runtime
+/// that does not know their names, as Docker before 23: the kernel and the runtimes' seccomp
+/// profiles let `CAP_SYS_ADMIN` do what they do). Without it the agent would lose `bpf()` and
+/// `perf_event_open()` with the drop.
+pub fn watch_keeps() -> Vec<Capability> {
+    let permitted = caps::read(None, CapSet::Permitted).unwrap_or_default();
+    let mut keep = WATCH.to_vec();
+    let substitute = [Capability::CAP_BPF, Capability::CAP_PERFMON]
+        .iter()
+        .any(|c| !permitted.contains(c));
+    if substitute && permitted.contains(&Capability::CAP_SYS_ADMIN) {
+        keep.push(Capability::CAP_SYS_ADMIN);
+    }
+    keep
+}
 
 /// What the tracer of `vigil run` keeps once the workload is attached.
 pub const TRACER: &[Capability] = &[

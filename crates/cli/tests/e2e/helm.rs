@@ -22,11 +22,11 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn chart() -> PathBuf {
+pub(crate) fn chart() -> PathBuf {
     root().join("deploy/helm/vigil")
 }
 
-fn helm() -> Option<PathBuf> {
+pub(crate) fn helm() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("HELM") {
         return Some(PathBuf::from(p)).filter(|p| p.is_file());
     }
@@ -154,9 +154,14 @@ fn helm_chart_lints_and_renders_a_configuration_vigil_loads() {
 /// Kubernetes may run, all mounted by default.
 const ALL_RUNTIMES: &[&str] = &["containerd", "runc", "docker"];
 
-/// Host files the agent reads besides the runtimes' state: the kernel's BTF, the user
-/// database, and where it writes its spools.
-const NON_RUNTIME_HOST_PATHS: &[&str] = &["/sys/kernel/btf", "/etc/passwd", "/etc/group"];
+/// Host files the agent reads besides the runtimes' state: the kernel's BTF and tracefs
+/// (`leastPrivileged`), the user database, and where it writes its spools.
+const NON_RUNTIME_HOST_PATHS: &[&str] = &[
+    "/sys/kernel/btf",
+    "/sys/kernel/tracing",
+    "/etc/passwd",
+    "/etc/group",
+];
 
 /// The pod mounts, read-only and at the same paths as on the host, every directory the
 /// container metadata reader reads for `runtimes` (`RuntimeDirs::read_dirs` of the host's
@@ -240,7 +245,7 @@ fn kubernetes_manifest_mounts_what_the_metadata_reader_reads() {
 }
 
 /// `kind/name` → manifest.
-fn by_kind(rendered: &str) -> BTreeMap<String, Value> {
+pub(crate) fn by_kind(rendered: &str) -> BTreeMap<String, Value> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(rendered)
         .unwrap_or_else(|e| panic!("rendered manifests are not YAML: {e}\n{rendered}"));
     docs.into_iter()

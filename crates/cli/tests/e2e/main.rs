@@ -24,6 +24,7 @@ mod identity;
 mod image;
 mod kernels;
 mod learn_runc;
+mod least_privilege;
 mod live_rules;
 mod outputs;
 mod privileges;

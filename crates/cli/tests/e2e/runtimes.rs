@@ -34,7 +34,7 @@ use crate::support::live::{missing_requirement, watch_bin, Watch, LIVE};
 use crate::support::receiver::Receiver;
 use crate::support::{falco_rules, free_port, host, strict};
 
-const OCI_IMAGE: &str = "localhost/vigiltest/bb:1.0";
+pub(crate) const OCI_IMAGE: &str = "localhost/vigiltest/bb:1.0";
 const PAUSE_IMAGE: &str = "localhost/vigiltest/pause:1.0";
 /// podman's flags for the containers of the tests: no network, and resource limits within
 /// the VM's (runc cannot raise RLIMIT_NOFILE/NPROC without CAP_SYS_RESOURCE, which these
@@ -75,7 +75,7 @@ const RULES: &str = r#"
   priority: NOTICE
 "#;
 
-fn scratch(tag: &str) -> PathBuf {
+pub(crate) fn scratch(tag: &str) -> PathBuf {
     let dir = PathBuf::from(format!("/var/tmp/vigil-rt-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch directory");
@@ -83,7 +83,7 @@ fn scratch(tag: &str) -> PathBuf {
 }
 
 /// Why the docker test cannot run here, if it cannot.
-fn docker_requirement() -> Option<String> {
+pub(crate) fn docker_requirement() -> Option<String> {
     if let Some(why) = missing_requirement() {
         return Some(why);
     }
@@ -113,9 +113,9 @@ fn docker_requirement() -> Option<String> {
 }
 
 /// A `dockerd` the test started (networking off), stopped when dropped.
-struct Dockerd {
+pub(crate) struct Dockerd {
     child: Option<Child>,
-    host: String,
+    pub(crate) host: String,
     /// Non-default roots: the scratch directory holding them (removed after the stop).
     scratch: Option<PathBuf>,
     log: PathBuf,
@@ -124,7 +124,7 @@ struct Dockerd {
 impl Dockerd {
     /// Starts dockerd with the default roots (`scratch: None`) or with its data root, exec
     /// root, socket and pid file in `scratch`.
-    fn start(scratch: Option<PathBuf>, log: PathBuf) -> Dockerd {
+    pub(crate) fn start(scratch: Option<PathBuf>, log: PathBuf) -> Dockerd {
         let mut cmd = Command::new("dockerd");
         cmd.args(["--bridge=none", "--iptables=false", "--ip-masq=false"]);
         let host = match &scratch {
@@ -154,7 +154,7 @@ impl Dockerd {
     }
 
     /// Runs `docker -H <this daemon> ARGS`; its stdout, or why it failed.
-    fn docker(&self, args: &[&str]) -> Result<String, String> {
+    pub(crate) fn docker(&self, args: &[&str]) -> Result<String, String> {
         let mut all = vec!["-H", self.host.as_str()];
         all.extend_from_slice(args);
         run("docker", &all)
@@ -166,7 +166,7 @@ impl Dockerd {
     }
 
     /// Imports `rootfs` (a directory) as `image`, labelled `tier=web`.
-    fn import_as(&self, rootfs: &Path, image: &str) {
+    pub(crate) fn import_as(&self, rootfs: &Path, image: &str) {
         let mut tar = Command::new("tar")
             .arg("-C")
             .arg(rootfs)
@@ -278,7 +278,7 @@ fn unmount_below(dir: &Path) {
 
 /// A root filesystem of busybox-static: `/bin/busybox`, applet links, `/etc/passwd` and
 /// `/etc/shadow`.
-fn busybox_rootfs(dir: &Path) -> PathBuf {
+pub(crate) fn busybox_rootfs(dir: &Path) -> PathBuf {
     let root = dir.join("bb");
     std::fs::create_dir_all(root.join("bin")).unwrap();
     std::fs::create_dir_all(root.join("etc")).unwrap();
@@ -505,7 +505,7 @@ fn compare(
 }
 
 /// Runs `program ARGS`; its stdout, or why it failed.
-fn run(program: &str, args: &[&str]) -> Result<String, String> {
+pub(crate) fn run(program: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -523,7 +523,7 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
 }
 
 /// Where `program` is: on PATH, or built into target/tools/bin (crictl, like helm).
-fn tool(program: &str) -> Option<PathBuf> {
+pub(crate) fn tool(program: &str) -> Option<PathBuf> {
     let built = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/tools/bin")
         .join(program);
@@ -609,7 +609,7 @@ fn docker_fields_match_docker_inspect_across_daemon_restarts_and_roots() {
 
 /// Builds the OCI test images (the one of `rootfs` and the CRI's pause image, of
 /// `pause_rootfs`) as docker archives with podman (no daemon, no registry): `(image, pause)`.
-fn oci_archives(
+pub(crate) fn oci_archives(
     dir: &Path,
     rootfs: &Path,
     pause_rootfs: &Path,
@@ -666,7 +666,7 @@ const CONTAINERD_SOCK: &str = "/run/containerd/containerd.sock";
 /// a Kubernetes node), the pause image imported by the test, cgroupfs, and
 /// `restrict_oom_score_adj` (the sandbox asks for oom_score_adj -998, which needs
 /// CAP_SYS_RESOURCE: without it runc fails with "can't get final child's PID from pipe").
-const CONTAINERD_CONFIG: &str = r#"version = 2
+pub(crate) const CONTAINERD_CONFIG: &str = r#"version = 2
 [grpc]
   address = "/run/containerd/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
@@ -680,7 +680,7 @@ const CONTAINERD_CONFIG: &str = r#"version = 2
         SystemdCgroup = false
 "#;
 
-fn cri_requirement() -> Option<String> {
+pub(crate) fn cri_requirement() -> Option<String> {
     if let Some(why) = missing_requirement() {
         return Some(why);
     }
@@ -701,13 +701,13 @@ fn cri_requirement() -> Option<String> {
 }
 
 /// A containerd the test started, stopped (after removing every pod) when dropped.
-struct Containerd {
+pub(crate) struct Containerd {
     child: Option<Child>,
     crictl: PathBuf,
 }
 
 impl Containerd {
-    fn start(config: &Path, log: &Path) -> Containerd {
+    pub(crate) fn start(config: &Path, log: &Path) -> Containerd {
         let mut cmd = Command::new("containerd");
         cmd.arg("--config").arg(config);
         let daemon = Containerd {
@@ -718,7 +718,7 @@ impl Containerd {
         daemon
     }
 
-    fn crictl(&self, args: &[&str]) -> Result<String, String> {
+    pub(crate) fn crictl(&self, args: &[&str]) -> Result<String, String> {
         let sock = format!("unix://{CONTAINERD_SOCK}");
         let mut all = vec!["-r", sock.as_str(), "-i", sock.as_str(), "--timeout", "30s"];
         all.extend_from_slice(args);
@@ -734,7 +734,7 @@ impl Containerd {
     }
 
     /// Imports OCI archives into the CRI's image namespace (`k8s.io`).
-    fn import(&self, archives: &[&PathBuf]) {
+    pub(crate) fn import(&self, archives: &[&PathBuf]) {
         for archive in archives {
             run(
                 "ctr",
@@ -1398,7 +1398,7 @@ const RUN_WAIT: Duration = Duration::from_secs(120);
 
 /// The static `vigil` (runs in an image with no libc): `$VIGIL_STATIC_BIN` (set by `make
 /// test`) or `target/<arch>-unknown-linux-gnu/release/vigil`, as in `image.rs`.
-fn static_vigil() -> Option<PathBuf> {
+pub(crate) fn static_vigil() -> Option<PathBuf> {
     let path = std::env::var_os("VIGIL_STATIC_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
