@@ -6,6 +6,8 @@
 //! - [`execrate`]: `/bin/true` at fixed exec rates; CPU of named processes and of the workload.
 //! - [`capacity`]: a watched-syscall ramp under a CPU budget until the agent drops events.
 //! - [`genbench`]: Falco event-generator's `bench` method over `vigil generate` actions.
+//! - [`falco`]: Falco as an agent (`--agent falco`): its install, start, readiness, counters;
+//!   [`servers`]: the real workloads `redis` and `nginx`, servers the bench starts itself.
 //! - [`report`]: Markdown + JSON reports and the charts; [`plots`]: a report's SVG plots, drawn
 //!   from its `report.json` alone; [`system`]: machine facts and `/proc` readers.
 //!
@@ -33,10 +35,12 @@ pub mod agent;
 pub mod busy;
 pub mod capacity;
 pub mod execrate;
+pub mod falco;
 pub mod genbench;
 pub mod overhead;
 pub mod plots;
 pub mod report;
+pub mod servers;
 pub mod stats;
 mod sys;
 pub mod system;
