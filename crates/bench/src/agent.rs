@@ -873,13 +873,17 @@ mod tests {
 
     #[test]
     fn tagged_lines_are_counted() {
-        let text = "a tag-1 b\nno\ntag-1\ntag-12\n";
+        let text = "a tag-1 b\nno\ntag-1 tag-1x\ntag-12\n";
         assert_eq!(
             count_lines_with(text, "tag-1 "),
-            1,
-            "one line with `tag-1 `"
+            2,
+            "two lines hold `tag-1 `"
         );
-        assert_eq!(count_lines_with(text, "tag-1"), 3, "lines, not occurrences");
+        assert_eq!(
+            count_lines_with(text, "tag-1"),
+            3,
+            "lines, not occurrences (4)"
+        );
         assert_eq!(count_lines_with("", "x"), 0, "empty");
     }
 

@@ -615,6 +615,27 @@ mod tests {
     }
 
     #[test]
+    fn flag_names_death_or_first_step_drops_instead_of_a_rate() {
+        let mut b = BudgetResult {
+            cpus: 1.0,
+            agent: "falco".into(),
+            method: String::new(),
+            load_cpus: None,
+            steps: vec![step(100.0, 100, Some(5))],
+            note: None,
+        };
+        assert_eq!(
+            flag(&b).as_deref(),
+            Some("dropped 5 at the first step (100/s)"),
+            "no zero-drop rate"
+        );
+        b.steps = vec![step(100.0, 100, Some(0)), step(200.0, 200, Some(3))];
+        assert_eq!(flag(&b), None, "a zero-drop rate exists");
+        b.steps[1].died = Some("signal: 9 (SIGKILL)".into());
+        assert_eq!(flag(&b).as_deref(), Some("died at 200/s"), "death wins");
+    }
+
+    #[test]
     fn summary_finds_highest_clean_rate_and_drop_above() {
         let steps = [
             step(100.0, 100, Some(0)),

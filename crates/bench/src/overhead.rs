@@ -903,6 +903,87 @@ mod tests {
     }
 
     #[test]
+    fn per_test_blocks_interleave_the_configurations_within_each_test() {
+        let b = blocks(2, 3, 2, true);
+        assert_eq!(b.len(), 12, "iterations × tests × configurations");
+        let order: Vec<(usize, usize, usize)> = b
+            .iter()
+            .map(|b| (b.iteration, b.tests[0], b.config))
+            .collect();
+        assert_eq!(
+            order[..6],
+            [
+                (0, 0, 0),
+                (0, 0, 1),
+                (0, 0, 2),
+                (0, 1, 0),
+                (0, 1, 1),
+                (0, 1, 2)
+            ],
+            "test by test, every configuration in turn"
+        );
+        assert!(b.iter().all(|b| b.per_test && b.tests.len() == 1));
+        let whole = blocks(1, 2, 3, false);
+        assert_eq!(whole.len(), 2, "one block per configuration");
+        assert_eq!(whole[1].tests, vec![0, 1, 2], "every test in a block");
+    }
+
+    fn run(config: usize, test: Option<usize>, dropped: u64, died: bool) -> AgentRun {
+        AgentRun {
+            iteration: 0,
+            config,
+            test,
+            exit: AgentExit {
+                stats: Some(crate::agent::WatchStats {
+                    events_in: 100,
+                    processed: 100 - dropped,
+                    dropped,
+                    ..Default::default()
+                }),
+                cpu_pct: Some(10.0 + dropped as f64),
+                vm_hwm_kib: Some(1000 + dropped),
+                died: died.then(|| "signal: 11 (SIGSEGV)".to_string()),
+                canary: Some(crate::agent::Canary {
+                    expected: 3,
+                    received: 3 - u64::from(died),
+                }),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn an_agents_row_sums_its_runs_and_flags_death_before_drops() {
+        let runs = [
+            run(1, Some(0), 5, false),
+            run(1, Some(1), 0, true),
+            run(1, None, 1, false),
+            run(2, Some(0), 0, false),
+        ];
+        let first = RowAgent::of(&runs, 1, Some(0));
+        assert_eq!(first.runs, 2, "its own run and the block that covered it");
+        assert_eq!(first.dropped, 6, "drops summed");
+        assert_eq!(first.flag().as_deref(), Some("dropped 6"), "drops shown");
+        assert_eq!(
+            (first.alerts_expected, first.alerts_received),
+            (6, 6),
+            "canary alerts summed"
+        );
+        assert_eq!(first.vm_hwm_kib, Some(1005), "the highest VmHWM");
+        let second = RowAgent::of(&runs, 1, Some(1));
+        assert_eq!(
+            second.flag().as_deref(),
+            Some("died (1 of 2 runs)"),
+            "death shown before drops"
+        );
+        assert_eq!(RowAgent::of(&runs, 1, None).runs, 3, "all runs");
+        let clean = RowAgent::of(&runs, 2, None);
+        assert_eq!(clean.flag(), None, "no flag: the figure stays");
+        let none = RowAgent::of(&runs, 3, None);
+        assert_eq!(none.cells(), ["-", "-", "-", "-", "-"].map(String::from));
+    }
+
+    #[test]
     fn geomean_needs_every_index() {
         let tests = [Test::Pipe, Test::Getpid, Test::Spawn];
         let full = vec![
