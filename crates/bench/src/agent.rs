@@ -113,6 +113,37 @@ impl AgentSpec {
         }
     }
 
+    /// The label without the bench's own rules (`-r`, named once in a report's header): `falco`,
+    /// `vigil watch`, `vigil run` rather than each followed by the same rules files.
+    pub fn label_without(&self, bench_rules: &[PathBuf]) -> String {
+        if bench_rules.is_empty() {
+            return self.label();
+        }
+        let strip = |args: &[String]| -> Vec<String> {
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < args.len() {
+                let bench_rule = args[i] == "-r"
+                    && args
+                        .get(i + 1)
+                        .is_some_and(|a| bench_rules.iter().any(|r| r.display().to_string() == *a));
+                if bench_rule {
+                    i += 2;
+                } else {
+                    out.push(args[i].clone());
+                    i += 1;
+                }
+            }
+            out
+        };
+        match self {
+            AgentSpec::Watch { args } => AgentSpec::Watch { args: strip(args) }.label(),
+            AgentSpec::Falco { args } => AgentSpec::Falco { args: strip(args) }.label(),
+            AgentSpec::Run { rules } if rules == bench_rules => "vigil run".into(),
+            other => other.label(),
+        }
+    }
+
     /// The prefix this agent puts in front of every workload (only `run` has one).
     pub fn prefix(&self, exe: &Path) -> Vec<String> {
         match self {
@@ -828,6 +859,24 @@ mod tests {
         assert!(
             !AgentSpec::parse("falco -c x", &[]).is_falco(),
             "a command line is a command"
+        );
+        let short = |text: &str| AgentSpec::parse(text, &rules).label_without(&rules);
+        assert_eq!(short("falco"), "falco", "the bench's rules left out");
+        assert_eq!(
+            short("watch:--json"),
+            "vigil watch --json",
+            "own arguments kept"
+        );
+        assert_eq!(short("run"), "vigil run", "run with the bench's rules");
+        assert_eq!(
+            short("watch:-r /own.yaml"),
+            "vigil watch -r /own.yaml",
+            "other rules kept"
+        );
+        assert_eq!(
+            AgentSpec::parse("falco", &rules).label(),
+            "falco -r /r/falco_rules.yaml",
+            "the full label names them"
         );
     }
 

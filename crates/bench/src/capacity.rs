@@ -38,6 +38,8 @@ pub struct CapacityOptions {
     pub load_workers: usize,
     /// The agents, interleaved at every step.
     pub agents: Vec<AgentSpec>,
+    /// What the report calls each agent (its label when missing).
+    pub labels: Vec<String>,
     /// Opens of the canary file in the middle of each step's load (0: none).
     pub canary: u64,
     /// Facts for the report's header, e.g. the agents' versions.
@@ -270,9 +272,10 @@ pub fn run(opts: &CapacityOptions, progress: Progress) -> Result<Vec<BudgetResul
         let mut results: Vec<BudgetResult> = opts
             .agents
             .iter()
-            .map(|a| BudgetResult {
+            .enumerate()
+            .map(|(ai, _)| BudgetResult {
                 cpus,
-                agent: a.label(),
+                agent: label_of(opts, ai),
                 method: method.describe(),
                 load_cpus: workers.pin.clone(),
                 steps: Vec::new(),
@@ -298,7 +301,7 @@ pub fn run(opts: &CapacityOptions, progress: Progress) -> Result<Vec<BudgetResul
                 );
                 progress(&format!(
                     "  {} · target {rate:.0}/s achieved {:.0}/s events_in={} dropped={} agent CPU={} VmHWM={} KiB{}{}",
-                    spec.label(),
+                    label_of(opts, ai),
                     step.achieved,
                     step.stats.as_ref().map_or("-".into(), |s| s.events_in.to_string()),
                     step.stats.as_ref().map_or("-".into(), |s| s.dropped_total().to_string()),
@@ -347,6 +350,14 @@ pub fn run(opts: &CapacityOptions, progress: Progress) -> Result<Vec<BudgetResul
     Ok(budgets)
 }
 
+/// The report's name of agent `ai`.
+fn label_of(opts: &CapacityOptions, ai: usize) -> String {
+    opts.labels
+        .get(ai)
+        .cloned()
+        .unwrap_or_else(|| opts.agents[ai].label())
+}
+
 /// What replaces a budget's zero-drop rate when there is none: the agent died, or dropped
 /// from its first step on.
 pub fn flag(b: &BudgetResult) -> Option<String> {
@@ -370,7 +381,9 @@ fn render(
     started: u64,
     budgets: &[BudgetResult],
 ) -> (String, serde_json::Value) {
-    let labels: Vec<String> = opts.agents.iter().map(AgentSpec::label).collect();
+    let labels: Vec<String> = (0..opts.agents.len())
+        .map(|ai| label_of(opts, ai))
+        .collect();
     let mut settings: Vec<(&str, String)> = vec![
         (
             if labels.len() > 1 { "agents" } else { "agent" },
@@ -430,11 +443,10 @@ fn render(
         let has_canary = b.steps.iter().any(|s| s.canary.is_some());
         let kib =
             |k: Option<u64>| k.map_or("-".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
-        let counters = opts
-            .agents
+        let counters = labels
             .iter()
-            .find(|a| a.label() == b.agent)
-            .is_some_and(AgentSpec::has_counters);
+            .position(|l| *l == b.agent)
+            .is_some_and(|ai| opts.agents[ai].has_counters());
         md.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             b.cpus,

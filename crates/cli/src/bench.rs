@@ -466,7 +466,7 @@ fn overhead(args: OverheadArgs) -> Result<ExitCode> {
     for a in &agents {
         let agent = AgentSpec::parse(a, &args.agent_args.rules);
         variants.push(Variant {
-            label: agent.label(),
+            label: agent.label_without(&args.agent_args.rules),
             agent,
             wrap: Vec::new(),
         });
@@ -618,6 +618,10 @@ fn capacity(args: CapacityArgs) -> Result<ExitCode> {
         max_steps: args.max_steps.max(1),
         duration: args.duration,
         load_workers,
+        labels: agents
+            .iter()
+            .map(|a| a.label_without(&args.agent_args.rules))
+            .collect(),
         agents,
         canary: args.canary,
         notes,
