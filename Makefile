@@ -25,9 +25,9 @@ TEST_PACKAGES := strace runc debootstrap openssl curl bpftool sudo logrotate rsy
 CROSS_PACKAGES := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libelf-dev:arm64 zlib1g-dev:arm64
 RUST_COMPONENTS := rustfmt clippy
 
-.PHONY: all deps test-deps cross-deps runtime-deps build static static-aarch64 image \
+.PHONY: all deps test-deps cross-deps runtime-deps bench-deps build static static-aarch64 image \
   image-multiarch run test \
-  lint fmt bench bench-svg fuzz clean
+  lint fmt bench bench-svg bench-falco fuzz clean
 
 all: build
 
@@ -168,7 +168,7 @@ lint: test-deps cross-deps
 
 # The image test (crates/cli/tests/e2e/image.rs) runs the static binary: build it first; the
 # kernel matrix boots both architectures' (crates/cli/tests/e2e/kernels.rs).
-test: lint static static-aarch64 runtime-deps
+test: lint static static-aarch64 runtime-deps bench-deps
 	VIGIL_STATIC_BIN=$(abspath $(STATIC_VIGIL)) \
 	  VIGIL_STATIC_BIN_AARCH64=$(abspath $(STATIC_VIGIL_AARCH64)) $(CARGO) test --workspace
 
@@ -185,6 +185,40 @@ bench-svg: build
 	@for j in $$(find docs/bench -name report.json | sort); do \
 	  d=$$(dirname $$j); $(VIGIL) bench report --svg target/bench-svg/$${d#docs/bench/} $$d || exit 1; \
 	done
+
+# The real workloads of `vigil bench overhead --tests redis,nginx` (their e2e test and `make
+# bench-falco`): installed with a temporary policy-rc.d, so that no package starts its daemon on a
+# host with an init system (a redis or nginx of its own would load the machine during a bench).
+BENCH_PACKAGES := redis-server redis-tools nginx wrk
+bench-deps:
+	@missing=""; for p in $(BENCH_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  policy=; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=1; \
+	    printf '#!/bin/sh\nexit 101\n' | $$SUDO tee /usr/sbin/policy-rc.d >/dev/null; \
+	    $$SUDO chmod +x /usr/sbin/policy-rc.d; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq $$missing; rc=$$?; \
+	  if [ -n "$$policy" ]; then $$SUDO rm -f /usr/sbin/policy-rc.d; fi; exit $$rc; fi
+
+# Falco and Vigil side by side in one run, with Falco's stable rules for both
+# (docs/bench/README.md, "make bench-falco"): the overhead set with redis and nginx, then the
+# capacity ramps. Falco is built by the user; FALCO names its install (a prefix or bin/falco).
+# Reports in BENCH_FALCO_OUT/{overhead,capacity}. Root (the probes, the canary).
+FALCO ?= target/peers/falco
+FALCO_RULES ?= ../shared/falco-rules/falco_rules.yaml
+BENCH_FALCO_STAMP := $(shell date -u +%Y%m%d-%H%M%S)
+BENCH_FALCO_OUT ?= target/bench/falco-$(BENCH_FALCO_STAMP)
+bench-falco: build bench-deps
+	$(VIGIL) bench overhead --falco $(FALCO) -r $(FALCO_RULES) \
+	  --agent falco --agent watch --agent run --agent-per-test --canary 5 \
+	  --tests syscall,pipe,context1,spawn,execl,fstime,shell1,redis,nginx \
+	  --iterations 3 --duration 2 --out $(BENCH_FALCO_OUT)/overhead
+	$(VIGIL) bench capacity --falco $(FALCO) -r $(FALCO_RULES) --agent falco --agent watch \
+	  --cpus 0.5,1,2 --start 25000 --step x1.5 --max-steps 8 --duration 4 --canary 5 \
+	  --out $(BENCH_FALCO_OUT)/capacity
 
 # Runs each fuzz target for FUZZ_SECONDS (needs the nightly toolchain and cargo-fuzz). The
 # rules targets start from fuzz/seeds/<target> (checked in; new corpus entries go to the

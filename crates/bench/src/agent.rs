@@ -7,6 +7,9 @@
 //! - **stats** (`--stats`): at exit it writes one JSON line to stderr with `events_in`,
 //!   `processed`, `dropped` (a total, with `dropped_by_reason` beside it; an object by reason
 //!   is accepted too) and `alerts`.
+//!
+//! Falco (`falco[:ARGS]`) has its own contracts, in [`crate::falco`]. Whatever the agent, one
+//! that exits before it is stopped has **died**: the bench says so instead of a figure.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -17,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::falco::FalcoInstall;
 use crate::{sys, system, BenchError};
 
 /// The readiness line `vigil watch` writes to stderr.
@@ -33,23 +37,44 @@ pub enum AgentSpec {
     Watch { args: Vec<String> },
     /// Each workload under `vigil run [-r RULES…] --`.
     Run { rules: Vec<PathBuf> },
+    /// Falco in the background (`falco`, `falco:ARGS`: extra Falco arguments), started as
+    /// [`crate::falco`] describes, from the install in [`AgentLaunch::falco`].
+    Falco { args: Vec<String> },
     /// Any other agent: a shell command started in the background (e.g. `falco -c …`).
     Cmd(String),
 }
 
 impl AgentSpec {
-    /// `watch`, `watch:ARGS` (extra `vigil watch` arguments, split at spaces), `run` (with
-    /// `rules`), `run:FILE[,FILE…]` (with those rules), `none`, or any other text as a
-    /// background shell command.
+    /// `watch`, `watch:ARGS` (extra `vigil watch` arguments, split at spaces), `falco`,
+    /// `falco:ARGS` (extra Falco arguments), `run` (with `rules`), `run:FILE[,FILE…]` (with
+    /// those rules), `none`, or any other text as a background shell command. `rules` (the
+    /// bench's `-r`) are given to every agent that takes rules — `run`, `watch`, `falco` —
+    /// unless its own arguments name some (`-r`, `--rules`).
     pub fn parse(text: &str, rules: &[PathBuf]) -> AgentSpec {
+        let with_rules = |args: &str| -> Vec<String> {
+            let args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
+            if args.iter().any(|a| a == "-r" || a == "--rules") {
+                return args;
+            }
+            rules
+                .iter()
+                .flat_map(|r| ["-r".to_string(), r.display().to_string()])
+                .chain(args)
+                .collect()
+        };
         match text.trim() {
             "none" | "" => AgentSpec::None,
-            "watch" => AgentSpec::Watch { args: Vec::new() },
+            "watch" => AgentSpec::Watch {
+                args: with_rules(""),
+            },
             other if other.starts_with("watch:") => AgentSpec::Watch {
-                args: other["watch:".len()..]
-                    .split_whitespace()
-                    .map(str::to_owned)
-                    .collect(),
+                args: with_rules(&other["watch:".len()..]),
+            },
+            "falco" => AgentSpec::Falco {
+                args: with_rules(""),
+            },
+            other if other.starts_with("falco:") => AgentSpec::Falco {
+                args: with_rules(&other["falco:".len()..]),
             },
             "run" => AgentSpec::Run {
                 rules: rules.to_vec(),
@@ -82,7 +107,40 @@ impl AgentSpec {
                     .collect::<Vec<_>>()
                     .join(" -r ")
             ),
+            AgentSpec::Falco { args } if args.is_empty() => "falco".into(),
+            AgentSpec::Falco { args } => format!("falco {}", args.join(" ")),
             AgentSpec::Cmd(cmd) => format!("`{cmd}`"),
+        }
+    }
+
+    /// The label without the bench's own rules (`-r`, named once in a report's header): `falco`,
+    /// `vigil watch`, `vigil run` rather than each followed by the same rules files.
+    pub fn label_without(&self, bench_rules: &[PathBuf]) -> String {
+        if bench_rules.is_empty() {
+            return self.label();
+        }
+        let strip = |args: &[String]| -> Vec<String> {
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < args.len() {
+                let bench_rule = args[i] == "-r"
+                    && args
+                        .get(i + 1)
+                        .is_some_and(|a| bench_rules.iter().any(|r| r.display().to_string() == *a));
+                if bench_rule {
+                    i += 2;
+                } else {
+                    out.push(args[i].clone());
+                    i += 1;
+                }
+            }
+            out
+        };
+        match self {
+            AgentSpec::Watch { args } => AgentSpec::Watch { args: strip(args) }.label(),
+            AgentSpec::Falco { args } => AgentSpec::Falco { args: strip(args) }.label(),
+            AgentSpec::Run { rules } if rules == bench_rules => "vigil run".into(),
+            other => other.label(),
         }
     }
 
@@ -103,7 +161,20 @@ impl AgentSpec {
     }
 
     pub fn is_background(&self) -> bool {
-        matches!(self, AgentSpec::Watch { .. } | AgentSpec::Cmd(_))
+        matches!(
+            self,
+            AgentSpec::Watch { .. } | AgentSpec::Falco { .. } | AgentSpec::Cmd(_)
+        )
+    }
+
+    /// An agent whose event and drop counters the bench reads (`vigil watch`, Falco).
+    pub fn has_counters(&self) -> bool {
+        matches!(self, AgentSpec::Watch { .. } | AgentSpec::Falco { .. })
+    }
+
+    /// Falco, with or without extra arguments.
+    pub fn is_falco(&self) -> bool {
+        matches!(self, AgentSpec::Falco { .. })
     }
 
     /// `vigil watch`, with or without extra arguments.
@@ -129,6 +200,8 @@ pub struct AgentLaunch {
     pub pin: Option<String>,
     /// Where the agent's stdout/stderr are kept.
     pub log_dir: PathBuf,
+    /// The Falco install `falco` agents run (`None`: a `falco` agent fails to start).
+    pub falco: Option<FalcoInstall>,
 }
 
 /// The counters `vigil watch --stats` prints at exit.
@@ -335,7 +408,21 @@ pub struct BackgroundAgent {
     pids_before: Vec<i32>,
     stdout_path: PathBuf,
     stderr_path: PathBuf,
+    /// Falco's metrics snapshots (its readiness and fallback counters).
+    metrics_path: Option<PathBuf>,
+    is_falco: bool,
+    /// How it exited if it did so before [`BackgroundAgent::stop`].
+    died: Option<String>,
+    /// Alerts expected on its stdout: lines holding the tag, and how many.
+    canary: Option<(String, u64)>,
     pub label: String,
+}
+
+/// Alerts an agent was expected to raise (the canary's opens) and the alerts it raised.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Canary {
+    pub expected: u64,
+    pub received: u64,
 }
 
 /// What a stopped agent left behind.
@@ -347,7 +434,17 @@ pub struct AgentExit {
     /// Peak RSS just before the stop, KiB.
     pub vm_hwm_kib: Option<u64>,
     pub exit: String,
+    /// It exited before it was stopped (how), e.g. a crash or an out-of-memory kill.
+    pub died: Option<String>,
+    pub canary: Option<Canary>,
     pub stderr_tail: String,
+}
+
+impl AgentExit {
+    /// Events the agent counted as dropped (0 without counters).
+    pub fn dropped(&self) -> u64 {
+        self.stats.as_ref().map_or(0, WatchStats::dropped_total)
+    }
 }
 
 impl BackgroundAgent {
@@ -375,6 +472,14 @@ impl BackgroundAgent {
                 argv.extend(args.iter().cloned());
             }
             AgentSpec::Cmd(cmd) => argv.extend(["sh".into(), "-c".into(), format!("exec {cmd}")]),
+            AgentSpec::Falco { args } => {
+                let install = launch.falco.as_ref().ok_or_else(|| {
+                    BenchError::Agent("no Falco install given for the falco agent".into())
+                })?;
+                argv.extend(
+                    install.argv(&launch.log_dir.join(format!("{name}.metrics.jsonl")), args),
+                );
+            }
             _ => {
                 return Err(BenchError::Agent(format!(
                     "{} does not run in the background",
@@ -388,6 +493,13 @@ impl BackgroundAgent {
         })?;
         let stdout_path = launch.log_dir.join(format!("{name}.stdout"));
         let stderr_path = launch.log_dir.join(format!("{name}.stderr"));
+        let metrics_path = spec
+            .is_falco()
+            .then(|| launch.log_dir.join(format!("{name}.metrics.jsonl")));
+        if let Some(m) = &metrics_path {
+            // A snapshot left by an earlier run must not pass for readiness.
+            let _ = fs::remove_file(m);
+        }
         let open = |p: &Path| {
             File::create(p).map_err(|source| BenchError::Io {
                 what: format!("create `{}`", p.display()),
@@ -410,16 +522,29 @@ impl BackgroundAgent {
             pids_before,
             stdout_path,
             stderr_path,
+            metrics_path,
+            is_falco: spec.is_falco(),
+            died: None,
+            canary: None,
             label: spec.label(),
         };
         if let Some((_, method)) = budget {
             enter_cgroup(method, pid)?;
         }
-        let ready_line = match spec {
-            AgentSpec::Watch { .. } => Some(WATCH_READY.to_string()),
-            _ => launch.ready_line.clone(),
+        let ready = match spec {
+            AgentSpec::Watch { .. } => Ready::Line(WATCH_READY.to_string()),
+            AgentSpec::Falco { .. } => Ready::File(
+                agent
+                    .metrics_path
+                    .clone()
+                    .expect("a Falco agent has a metrics file"),
+            ),
+            _ => match &launch.ready_line {
+                Some(line) => Ready::Line(line.clone()),
+                None => Ready::Warmup,
+            },
         };
-        agent.wait_ready(ready_line.as_deref(), launch)?;
+        agent.wait_ready(&ready, launch)?;
         // Its name once `taskset`/`sh -c exec` have exec'd it.
         agent.comm = system::proc_stat(pid as i32)
             .map(|(comm, _)| comm)
@@ -427,18 +552,26 @@ impl BackgroundAgent {
         Ok(agent)
     }
 
-    fn wait_ready(&mut self, line: Option<&str>, launch: &AgentLaunch) -> Result<(), BenchError> {
+    fn wait_ready(&mut self, ready: &Ready, launch: &AgentLaunch) -> Result<(), BenchError> {
         let start = Instant::now();
-        let deadline = match line {
-            Some(_) => launch.ready_timeout,
-            None => launch.warmup,
+        let deadline = match ready {
+            Ready::Warmup => launch.warmup,
+            _ => launch.ready_timeout,
         };
         loop {
-            if let Some(line) = line {
-                let out = read_lossy(&self.stderr_path) + &read_lossy(&self.stdout_path);
-                if out.contains(line) {
-                    return Ok(());
+            match ready {
+                Ready::Line(line) => {
+                    let out = read_lossy(&self.stderr_path) + &read_lossy(&self.stdout_path);
+                    if out.contains(line.as_str()) {
+                        return Ok(());
+                    }
                 }
+                Ready::File(path) => {
+                    if fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+                        return Ok(());
+                    }
+                }
+                Ready::Warmup => {}
             }
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
@@ -451,30 +584,97 @@ impl BackgroundAgent {
                 }
             }
             if start.elapsed() >= deadline {
-                return match line {
-                    None => Ok(()),
-                    Some(line) => Err(BenchError::Agent(format!(
-                        "{} did not print `{line}` within {:?}: {}",
-                        self.label,
-                        deadline,
-                        tail(&read_lossy(&self.stderr_path), 800)
-                    ))),
+                let what = match ready {
+                    Ready::Warmup => return Ok(()),
+                    Ready::Line(line) => format!("print `{line}`"),
+                    Ready::File(path) => format!("write `{}`", path.display()),
                 };
+                return Err(BenchError::Agent(format!(
+                    "{} did not {what} within {:?}: {}",
+                    self.label,
+                    deadline,
+                    tail(&read_lossy(&self.stderr_path), 800)
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    /// Stops the agent: SIGTERM, SIGKILL after 10 s; parses its stats line.
+    /// Whether it is still running; records how it exited if not (see [`AgentExit::died`]).
+    pub fn alive(&mut self) -> bool {
+        if let Some(child) = self.child.as_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.died = Some(status.to_string());
+                self.child = None;
+            }
+        }
+        self.died.is_none()
+    }
+
+    /// How it exited, if it did so before being stopped.
+    pub fn died(&self) -> Option<&str> {
+        self.died.as_deref()
+    }
+
+    /// Expects `count` alerts naming `tag` (lines of its stdout holding it).
+    pub fn expect_alerts(&mut self, tag: &str, count: u64) {
+        match &mut self.canary {
+            Some((t, n)) if t == tag => *n += count,
+            _ => self.canary = Some((tag.to_string(), count)),
+        }
+    }
+
+    /// Lines of its stdout that hold the expected tag (0 when none is expected).
+    pub fn alerts_received(&self) -> u64 {
+        self.canary.as_ref().map_or(0, |(tag, _)| {
+            count_lines_with(&read_lossy(&self.stdout_path), tag)
+        })
+    }
+
+    /// Waits until the expected alerts are all on its stdout, at most `timeout`.
+    pub fn wait_alerts(&mut self, timeout: Duration) {
+        let Some(expected) = self.canary.as_ref().map(|(_, n)| *n) else {
+            return;
+        };
+        let start = Instant::now();
+        while self.alerts_received() < expected && start.elapsed() < timeout && self.alive() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the agent: SIGTERM, SIGKILL after 10 s; parses its stats (the `--stats` line, or
+    /// Falco's counters) and counts the expected alerts once it has drained.
     pub fn stop(mut self) -> AgentExit {
         let vm_hwm_kib = self.vm_hwm_kib();
+        self.alive();
         let exit = self.shutdown();
         let stderr = read_lossy(&self.stderr_path);
+        let stats = if self.is_falco {
+            crate::falco::stats(
+                &stderr,
+                &self
+                    .metrics_path
+                    .as_deref()
+                    .map(read_lossy)
+                    .unwrap_or_default(),
+                &read_lossy(&self.stdout_path),
+            )
+        } else {
+            WatchStats::find(&stderr)
+        };
         AgentExit {
-            stats: WatchStats::find(&stderr),
+            stats,
             cpu_pct: None,
             vm_hwm_kib,
-            exit,
+            exit: match &self.died {
+                Some(status) => format!("died ({status})"),
+                None => exit,
+            },
+            died: self.died.clone(),
+            canary: self.canary.as_ref().map(|(_, expected)| Canary {
+                expected: *expected,
+                received: self.alerts_received(),
+            }),
             stderr_tail: tail(&stderr, 2000),
         }
     }
@@ -533,6 +733,21 @@ impl Drop for BackgroundAgent {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// What makes a background agent ready.
+enum Ready {
+    /// A line on its stdout or stderr holds this text.
+    Line(String),
+    /// This file exists and is not empty.
+    File(PathBuf),
+    /// Nothing: wait `warmup`.
+    Warmup,
+}
+
+/// The lines of `text` that hold `tag`.
+pub fn count_lines_with(text: &str, tag: &str) -> u64 {
+    text.lines().filter(|l| l.contains(tag)).count() as u64
 }
 
 fn read_lossy(path: &Path) -> String {
@@ -598,6 +813,74 @@ mod tests {
     }
 
     #[test]
+    fn falco_specs_and_the_bench_rules_for_every_agent() {
+        let rules = [PathBuf::from("/r/falco_rules.yaml")];
+        let falco = AgentSpec::parse("falco", &[]);
+        assert_eq!(falco, AgentSpec::Falco { args: vec![] }, "falco");
+        assert_eq!(falco.label(), "falco");
+        assert!(falco.is_background() && falco.is_falco() && falco.has_counters());
+        assert!(!falco.is_watch(), "falco is not watch");
+        assert!(
+            falco.prefix(Path::new("/v")).is_empty(),
+            "no workload prefix"
+        );
+        assert_eq!(
+            AgentSpec::parse("falco:-o engine.kind=modern_ebpf", &rules),
+            AgentSpec::Falco {
+                args: ["-r", "/r/falco_rules.yaml", "-o", "engine.kind=modern_ebpf"]
+                    .map(String::from)
+                    .to_vec()
+            },
+            "falco with arguments, after the bench's rules"
+        );
+        assert_eq!(
+            AgentSpec::parse("watch", &rules),
+            AgentSpec::Watch {
+                args: ["-r", "/r/falco_rules.yaml"].map(String::from).to_vec()
+            },
+            "watch takes the bench's rules"
+        );
+        assert_eq!(
+            AgentSpec::parse("watch:--rules /own.yaml --json", &rules),
+            AgentSpec::Watch {
+                args: ["--rules", "/own.yaml", "--json"]
+                    .map(String::from)
+                    .to_vec()
+            },
+            "its own rules win"
+        );
+        assert_eq!(
+            AgentSpec::parse("run", &rules),
+            AgentSpec::Run {
+                rules: rules.to_vec()
+            },
+            "run"
+        );
+        assert!(
+            !AgentSpec::parse("falco -c x", &[]).is_falco(),
+            "a command line is a command"
+        );
+        let short = |text: &str| AgentSpec::parse(text, &rules).label_without(&rules);
+        assert_eq!(short("falco"), "falco", "the bench's rules left out");
+        assert_eq!(
+            short("watch:--json"),
+            "vigil watch --json",
+            "own arguments kept"
+        );
+        assert_eq!(short("run"), "vigil run", "run with the bench's rules");
+        assert_eq!(
+            short("watch:-r /own.yaml"),
+            "vigil watch -r /own.yaml",
+            "other rules kept"
+        );
+        assert_eq!(
+            AgentSpec::parse("falco", &rules).label(),
+            "falco -r /r/falco_rules.yaml",
+            "the full label names them"
+        );
+    }
+
+    #[test]
     fn stats_line_is_found() {
         let text = "vigil: watching\nsome noise {\n\
             {\"events_in\":10,\"processed\":7,\"dropped\":{\"ring_full\":2,\"oversize\":1},\"alerts\":4}\n";
@@ -638,6 +921,22 @@ mod tests {
     }
 
     #[test]
+    fn tagged_lines_are_counted() {
+        let text = "a tag-1 b\nno\ntag-1 tag-1x\ntag-12\n";
+        assert_eq!(
+            count_lines_with(text, "tag-1 "),
+            2,
+            "two lines hold `tag-1 `"
+        );
+        assert_eq!(
+            count_lines_with(text, "tag-1"),
+            3,
+            "lines, not occurrences (4)"
+        );
+        assert_eq!(count_lines_with("", "x"), 0, "empty");
+    }
+
+    #[test]
     fn tail_and_words() {
         assert_eq!(tail("abc\ndef", 3), "def", "tail");
         assert_eq!(tail("é", 1), "", "char boundary");
@@ -656,6 +955,7 @@ mod tests {
             ready_timeout: Duration::from_secs(10),
             pin: Some("0".into()),
             log_dir: dir.clone(),
+            falco: None,
         };
         fs::create_dir_all(&dir).unwrap();
         let script = dir.join("agent.sh");

@@ -2,6 +2,12 @@
 //! temporary file, from several worker processes) while the agent runs under a CPU budget,
 //! until the agent reports drops; the highest zero-drop rate per budget, the drop rate above
 //! it, agent CPU and RSS idle and under load.
+//!
+//! Several agents (e.g. Falco and `vigil watch`) run in one invocation, interleaved: at each
+//! budget and rate, each agent whose ramp goes on takes its step in turn, so they meet the same
+//! machine. An agent that dies stops its ramp and the summary says "died"; with `canary`, each
+//! step also opens `/etc/shadow` that many times from a tagged process in the middle of the
+//! load, and counts the agent's alerts naming the tag.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -9,9 +15,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::agent::{
-    other_cpus, release_budget, AgentLaunch, AgentSpec, BackgroundAgent, CpuBudget, WatchStats,
+    other_cpus, release_budget, tail, AgentLaunch, AgentSpec, BackgroundAgent, CpuBudget,
+    WatchStats,
 };
-use crate::overhead::WorkerLaunch;
+use crate::overhead::{canary_tag, canary_worker, WorkerLaunch};
 use crate::plots;
 use crate::report::{self, cell};
 use crate::stats::Step;
@@ -29,7 +36,14 @@ pub struct CapacityOptions {
     pub duration: Duration,
     /// Load worker processes (the rate is split evenly).
     pub load_workers: usize,
-    pub agent: AgentSpec,
+    /// The agents, interleaved at every step.
+    pub agents: Vec<AgentSpec>,
+    /// What the report calls each agent (its label when missing).
+    pub labels: Vec<String>,
+    /// Opens of the canary file in the middle of each step's load (0: none).
+    pub canary: u64,
+    /// Facts for the report's header, e.g. the agents' versions.
+    pub notes: Vec<(String, String)>,
     pub path: PathBuf,
     pub workers: WorkerLaunch,
     pub launch: AgentLaunch,
@@ -49,6 +63,9 @@ pub struct StepResult {
     pub hwm_idle_kib: Option<u64>,
     pub hwm_load_kib: Option<u64>,
     pub error: Option<String>,
+    /// How the agent exited if it died during the step.
+    pub died: Option<String>,
+    pub canary: Option<crate::agent::Canary>,
 }
 
 impl StepResult {
@@ -69,10 +86,12 @@ impl StepResult {
     }
 }
 
-/// One budget's ramp.
+/// One agent's ramp at one budget.
 #[derive(Clone, Debug)]
 pub struct BudgetResult {
     pub cpus: f64,
+    /// The agent's label.
+    pub agent: String,
     pub method: String,
     /// The CPUs the load was pinned to (those the agent does not have), if any.
     pub load_cpus: Option<String>,
@@ -99,6 +118,7 @@ pub fn summarize(steps: &[StepResult]) -> (Option<f64>, Option<f64>) {
 
 fn run_step(
     opts: &CapacityOptions,
+    spec: &AgentSpec,
     workers: &WorkerLaunch,
     rate: f64,
     budget: Option<(&[String], &crate::agent::BudgetMethod)>,
@@ -109,8 +129,8 @@ fn run_step(
         target: rate,
         ..StepResult::default()
     };
-    let agent = if opts.agent.is_background() {
-        match BackgroundAgent::start(&opts.agent, &opts.launch, budget, name) {
+    let mut agent = if spec.is_background() {
+        match BackgroundAgent::start(spec, &opts.launch, budget, name) {
             Ok(a) => Some(a),
             Err(e) => {
                 step.error = Some(e.to_string());
@@ -137,11 +157,26 @@ fn run_step(
         opts.path.display().to_string(),
     ];
     let timeout = opts.duration * 10 + Duration::from_secs(60);
-    let results: Vec<_> = std::thread::scope(|scope| {
+    let canary_tag = match agent.as_mut() {
+        Some(a) if opts.canary > 0 => {
+            let tag = canary_tag();
+            a.expect_alerts(&tag, opts.canary);
+            Some(tag)
+        }
+        _ => None,
+    };
+    let (results, canary_result): (Vec<_>, _) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..n)
             .map(|_| scope.spawn(|| workers.run(&[], "open-load", &args, timeout)))
             .collect();
-        handles
+        // The canary runs in the middle of the load, from the load's CPUs.
+        let canary = canary_tag.as_deref().map(|tag| {
+            scope.spawn(move || {
+                std::thread::sleep(opts.duration / 2);
+                canary_worker(workers, tag, opts.canary)
+            })
+        });
+        let results = handles
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
@@ -151,7 +186,16 @@ fn run_step(
                     })
                 })
             })
-            .collect()
+            .collect();
+        let canary = canary.map(|h| {
+            h.join().unwrap_or_else(|_| {
+                Err(BenchError::Worker {
+                    test: "canary".into(),
+                    detail: "canary thread panicked".into(),
+                })
+            })
+        });
+        (results, canary)
     });
     let wall = start.elapsed().as_secs_f64().max(1e-9);
     step.wall_s = wall;
@@ -161,26 +205,50 @@ fn run_step(
             Err(e) => step.error = Some(e.to_string()),
         }
     }
-    if let Some(a) = agent {
+    if let Some(Err(e)) = canary_result {
+        step.error = Some(format!("canary: {e}"));
+    }
+    if let Some(mut a) = agent {
         step.hwm_load_kib = a.vm_hwm_kib();
         if let (Some(b), Some(t)) = (ticks_before, a.cpu_ticks()) {
             step.agent_cpu_pct = Some(t.saturating_sub(b) as f64 / hz / wall * 100.0);
         }
+        a.wait_alerts(Duration::from_secs(5));
         let exit = a.stop();
-        if opts.agent.is_watch() && exit.stats.is_none() && step.error.is_none() {
-            step.error = Some(format!("no --stats line at exit: {}", exit.stderr_tail));
+        if let Some(how) = &exit.died {
+            step.error = Some(format!(
+                "the agent died during the step ({how}): {}",
+                tail(&exit.stderr_tail, 600)
+            ));
+        } else if spec.has_counters() && exit.stats.is_none() && step.error.is_none() {
+            step.error = Some(format!("no counters at exit: {}", exit.stderr_tail));
         }
+        step.died = exit.died;
+        step.canary = exit.canary;
         step.stats = exit.stats;
     }
     step
 }
 
-/// Runs the ramp for every budget and writes the report.
+/// Runs the ramp for every budget, the agents interleaved, and writes the report.
 pub fn run(opts: &CapacityOptions, progress: Progress) -> Result<Vec<BudgetResult>, BenchError> {
-    if matches!(opts.agent, AgentSpec::Run { .. }) {
+    if opts.agents.is_empty() {
         return Err(BenchError::Invalid {
             what: "agent".into(),
-            detail: "capacity measures a background agent (watch, a command, or none)".into(),
+            detail: "no agent given".into(),
+        });
+    }
+    if let Some(run) = opts
+        .agents
+        .iter()
+        .find(|a| matches!(a, AgentSpec::Run { .. }))
+    {
+        return Err(BenchError::Invalid {
+            what: "agent".into(),
+            detail: format!(
+                "capacity measures a background agent (watch, falco, a command, or none), not `{}`",
+                run.label()
+            ),
         });
     }
     let started = report::now_epoch();
@@ -201,62 +269,110 @@ pub fn run(opts: &CapacityOptions, progress: Progress) -> Result<Vec<BudgetResul
                 .as_ref()
                 .map_or("any CPU".to_string(), |c| format!("CPUs {c}"))
         ));
-        let mut result = BudgetResult {
-            cpus,
-            method: method.describe(),
-            load_cpus: workers.pin.clone(),
-            steps: Vec::new(),
-            note: None,
-        };
+        let mut results: Vec<BudgetResult> = opts
+            .agents
+            .iter()
+            .enumerate()
+            .map(|(ai, _)| BudgetResult {
+                cpus,
+                agent: label_of(opts, ai),
+                method: method.describe(),
+                load_cpus: workers.pin.clone(),
+                steps: Vec::new(),
+                note: None,
+            })
+            .collect();
+        let mut active = vec![true; opts.agents.len()];
         for (si, rate) in rates.iter().copied().enumerate() {
-            let step = run_step(
-                opts,
-                &workers,
-                rate,
-                Some((&prefix, &method)),
-                &format!("agent-{bi}-{si}"),
-            );
-            progress(&format!(
-                "  target {rate:.0}/s achieved {:.0}/s events_in={} dropped={} agent CPU={} VmHWM={} KiB{}",
-                step.achieved,
-                step.stats.as_ref().map_or("-".into(), |s| s.events_in.to_string()),
-                step.stats.as_ref().map_or("-".into(), |s| s.dropped_total().to_string()),
-                step.agent_cpu_pct.map_or("-".into(), |c| format!("{c:.1}%")),
-                step.hwm_load_kib.map_or("-".into(), |k| k.to_string()),
-                step.error.as_ref().map_or(String::new(), |e| format!(" ({e})")),
-            ));
-            let dropped = step.stats.as_ref().is_some_and(|s| s.dropped_total() > 0);
-            let saturated = step.achieved < rate * 0.8;
-            let failed = step.error.is_some();
-            result.steps.push(step);
-            if dropped {
+            if !active.iter().any(|a| *a) {
                 break;
             }
-            if saturated {
-                result.note = Some(format!(
-                    "the load generator reached only {:.0}/s of {rate:.0}/s: add --load-workers or use a release build",
-                    result.steps.last().map_or(0.0, |s| s.achieved)
+            for (ai, spec) in opts.agents.iter().enumerate() {
+                if !active[ai] {
+                    continue;
+                }
+                let step = run_step(
+                    opts,
+                    spec,
+                    &workers,
+                    rate,
+                    Some((&prefix, &method)),
+                    &format!("agent-{bi}-{si}-{ai}"),
+                );
+                progress(&format!(
+                    "  {} · target {rate:.0}/s achieved {:.0}/s events_in={} dropped={} agent CPU={} VmHWM={} KiB{}{}",
+                    label_of(opts, ai),
+                    step.achieved,
+                    step.stats.as_ref().map_or("-".into(), |s| s.events_in.to_string()),
+                    step.stats.as_ref().map_or("-".into(), |s| s.dropped_total().to_string()),
+                    step.agent_cpu_pct.map_or("-".into(), |c| format!("{c:.1}%")),
+                    step.hwm_load_kib.map_or("-".into(), |k| k.to_string()),
+                    step.canary.as_ref().map_or(String::new(), |c| format!(
+                        " canary alerts {}/{}",
+                        c.received, c.expected
+                    )),
+                    step.error.as_ref().map_or(String::new(), |e| format!(" ({e})")),
                 ));
-                break;
-            }
-            if failed {
-                break;
+                let dropped = step.stats.as_ref().is_some_and(|s| s.dropped_total() > 0);
+                let saturated = step.achieved < rate * 0.8;
+                let failed = step.error.is_some();
+                let result = &mut results[ai];
+                result.steps.push(step);
+                if dropped {
+                    active[ai] = false;
+                } else if saturated {
+                    result.note = Some(format!(
+                        "the load generator reached only {:.0}/s of {rate:.0}/s: add --load-workers or use a release build",
+                        result.steps.last().map_or(0.0, |s| s.achieved)
+                    ));
+                    active[ai] = false;
+                } else if failed {
+                    active[ai] = false;
+                }
             }
         }
-        let clean_to_the_end = result
-            .steps
-            .last()
-            .is_some_and(|s| s.stats.as_ref().is_some_and(|st| st.dropped_total() == 0));
-        if result.note.is_none() && clean_to_the_end {
-            result.note = Some("no drops up to the highest rate tried: raise --max-rate".into());
+        for result in &mut results {
+            let clean_to_the_end = result
+                .steps
+                .last()
+                .is_some_and(|s| s.stats.as_ref().is_some_and(|st| st.dropped_total() == 0));
+            if result.note.is_none() && clean_to_the_end {
+                result.note =
+                    Some("no drops up to the highest rate tried: raise --max-rate".into());
+            }
         }
         release_budget(&method);
-        budgets.push(result);
+        budgets.extend(results);
     }
     let (md, json) = render(opts, &info, started, &budgets);
     report::write_report(&opts.out, &md, &json)?;
     plots::from_report(&json, &opts.out)?;
     Ok(budgets)
+}
+
+/// The report's name of agent `ai`.
+fn label_of(opts: &CapacityOptions, ai: usize) -> String {
+    opts.labels
+        .get(ai)
+        .cloned()
+        .unwrap_or_else(|| opts.agents[ai].label())
+}
+
+/// What replaces a budget's zero-drop rate when there is none: the agent died, or dropped
+/// from its first step on.
+pub fn flag(b: &BudgetResult) -> Option<String> {
+    if let Some(s) = b.steps.iter().find(|s| s.died.is_some()) {
+        return Some(format!("died at {:.0}/s", s.target));
+    }
+    let (best, _) = summarize(&b.steps);
+    match (best, b.steps.first().and_then(|s| s.stats.as_ref())) {
+        (None, Some(st)) if st.dropped_total() > 0 => Some(format!(
+            "dropped {} at the first step ({:.0}/s)",
+            st.dropped_total(),
+            b.steps[0].achieved
+        )),
+        _ => None,
+    }
 }
 
 fn render(
@@ -265,52 +381,90 @@ fn render(
     started: u64,
     budgets: &[BudgetResult],
 ) -> (String, serde_json::Value) {
-    let mut md = report::header(
-        "vigil bench capacity",
-        info,
-        started,
-        &[
-            ("agent", opts.agent.label()),
-            (
-                "load",
-                format!(
-                    "openat+close of `{}` from {} worker processes, paced, {} s per step; rates are open+close pairs/s, events/s is everything the agent took in (host-wide)",
-                    opts.path.display(),
-                    opts.load_workers,
-                    opts.duration.as_secs_f64()
-                ),
+    let labels: Vec<String> = (0..opts.agents.len())
+        .map(|ai| label_of(opts, ai))
+        .collect();
+    let mut settings: Vec<(&str, String)> = vec![
+        (
+            if labels.len() > 1 { "agents" } else { "agent" },
+            labels.join(" · "),
+        ),
+        (
+            "load",
+            format!(
+                "openat+close of `{}` from {} worker processes, paced, {} s per step; rates are open+close pairs/s, events/s is everything the agent took in (host-wide)",
+                opts.path.display(),
+                opts.load_workers,
+                opts.duration.as_secs_f64()
             ),
-            (
-                "pinning",
-                "the agent is restricted to its CPU budget (CPUs 0..n); the load runs on the other CPUs when there are any, else unpinned".into(),
+        ),
+        (
+            "pinning",
+            "the agent is restricted to its CPU budget (CPUs 0..n); the load runs on the other CPUs when there are any, else unpinned".into(),
+        ),
+    ];
+    if labels.len() > 1 {
+        settings.push((
+            "order",
+            "interleaved: at each budget and rate, each agent whose ramp goes on takes its step in turn, each with a freshly started agent".into(),
+        ));
+    }
+    if opts.canary > 0 {
+        settings.push((
+            "alerts expected",
+            format!(
+                "{} opens of `{}` by a tagged `vigil bench worker canary` in the middle of each step's load; received = lines of the agent's stdout holding the tag",
+                opts.canary,
+                crate::overhead::CANARY_FILE
             ),
-        ],
-    );
-    md.push_str("## Summary\n\n| CPU budget | how | load CPUs | highest zero-drop rate/s | agent events/s there | drop % above it | VmHWM idle | VmHWM under load | note |\n|---|---|---|---|---|---|---|---|---|\n");
+        ));
+    }
+    for (k, v) in &opts.notes {
+        settings.push((k.as_str(), v.clone()));
+    }
+    let mut md = report::header("vigil bench capacity", info, started, &settings);
+    if labels.len() > 1 {
+        md.push_str(&side_by_side(&labels, budgets));
+    }
+    md.push_str("## Summary\n\n| CPU budget | agent | how | load CPUs | highest zero-drop rate/s | agent events/s there | agent CPU there | drop % above it | VmHWM idle | VmHWM under load | alerts expected / received | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let mut budgets_json = Vec::new();
     for b in budgets {
         let (best, above) = summarize(&b.steps);
-        let best_eps = best.and_then(|r| {
-            b.steps
-                .iter()
-                .find(|s| s.achieved == r)
-                .and_then(StepResult::events_per_s)
-        });
+        let best_step = best.and_then(|r| b.steps.iter().find(|s| s.achieved == r));
+        let best_eps = best_step.and_then(StepResult::events_per_s);
+        let best_cpu = best_step.and_then(|s| s.agent_cpu_pct);
         let idle = b.steps.first().and_then(|s| s.hwm_idle_kib);
         let load = b.steps.iter().filter_map(|s| s.hwm_load_kib).max();
+        let (expected, received) = b
+            .steps
+            .iter()
+            .filter_map(|s| s.canary.as_ref())
+            .fold((0, 0), |(e, r), c| (e + c.expected, r + c.received));
+        let has_canary = b.steps.iter().any(|s| s.canary.is_some());
         let kib =
             |k: Option<u64>| k.map_or("-".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+        let counters = labels
+            .iter()
+            .position(|l| *l == b.agent)
+            .is_some_and(|ai| opts.agents[ai].has_counters());
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             b.cpus,
+            b.agent,
             b.method,
             b.load_cpus.as_deref().unwrap_or("any"),
-            cell(best),
+            flag(b).unwrap_or_else(|| cell(best)),
             cell(best_eps),
+            best_cpu.map_or("-".into(), |c| format!("{c:.1}%")),
             above.map_or("-".into(), |p| format!("{p:.3}%")),
             kib(idle),
             kib(load),
-            b.note.as_deref().unwrap_or(if opts.agent.is_watch() {
+            if has_canary {
+                format!("{expected} / {received}")
+            } else {
+                "-".into()
+            },
+            b.note.as_deref().unwrap_or(if counters {
                 ""
             } else {
                 "no drop counters from this agent"
@@ -318,13 +472,18 @@ fn render(
         ));
         budgets_json.push(json!({
             "cpus": b.cpus,
+            "agent": b.agent,
             "method": b.method,
             "load_cpus": b.load_cpus,
             "highest_zero_drop_rate": best,
+            "flag": flag(b),
             "events_per_s_at_highest": best_eps,
+            "agent_cpu_pct_at_highest": best_cpu,
             "drop_pct_above": above,
             "vm_hwm_idle_kib": idle,
             "vm_hwm_load_kib": load,
+            "alerts_expected": has_canary.then_some(expected),
+            "alerts_received": has_canary.then_some(received),
             "note": b.note,
             "steps": b.steps.iter().map(|s| json!({
                 "target_per_s": s.target,
@@ -337,28 +496,37 @@ fn render(
                 "agent_cpu_pct": s.agent_cpu_pct,
                 "vm_hwm_idle_kib": s.hwm_idle_kib,
                 "vm_hwm_load_kib": s.hwm_load_kib,
+                "died": s.died,
+                "canary": s.canary,
                 "error": s.error,
             })).collect::<Vec<_>>(),
         }));
     }
     for b in budgets {
         md.push_str(&format!(
-            "\n## {} CPU\n\n| target/s | achieved/s | events_in | events/s | processed | dropped | drop % | agent CPU | VmHWM |\n|---|---|---|---|---|---|---|---|---|\n",
-            b.cpus
+            "\n## {} CPU · {}\n\n| target/s | achieved/s | events_in | events/s | processed | dropped | drop % | agent CPU | VmHWM | alerts expected / received |\n|---|---|---|---|---|---|---|---|---|---|\n",
+            b.cpus, b.agent
         ));
         for s in &b.steps {
             let st = s.stats.as_ref();
             md.push_str(&format!(
-                "| {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 s.target,
                 s.achieved,
                 st.map_or("-".into(), |s| s.events_in.to_string()),
                 cell(s.events_per_s()),
                 st.map_or("-".into(), |s| s.processed.to_string()),
-                st.map_or("-".into(), |s| s.dropped_total().to_string()),
+                match (&s.died, st) {
+                    (Some(_), _) => "died".to_string(),
+                    (None, Some(s)) => s.dropped_total().to_string(),
+                    (None, None) => "-".into(),
+                },
                 s.drop_pct().map_or("-".into(), |p| format!("{p:.3}%")),
                 s.agent_cpu_pct.map_or("-".into(), |c| format!("{c:.1}%")),
                 s.hwm_load_kib.map_or("-".into(), |k| format!("{k} KiB")),
+                s.canary
+                    .as_ref()
+                    .map_or("-".into(), |c| format!("{} / {}", c.expected, c.received)),
             ));
             if let Some(e) = &s.error {
                 md.push_str(&format!("\n  failure: {e}\n\n"));
@@ -370,13 +538,72 @@ fn render(
         "bench": "capacity",
         "started": started,
         "system": info,
-        "agent": opts.agent.label(),
+        "agent": labels.join(" · "),
+        "agents": labels,
         "path": opts.path,
         "load_workers": opts.load_workers,
         "duration_s": opts.duration.as_secs_f64(),
+        "canary": opts.canary,
+        "notes": opts.notes.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
         "budgets": budgets_json,
     });
     (md, json)
+}
+
+/// Per budget, each agent's highest zero-drop rate (or what replaced it), and each agent's
+/// ratio to the first agent's.
+fn side_by_side(labels: &[String], budgets: &[BudgetResult]) -> String {
+    let mut md = String::from(
+        "## Side by side: highest zero-drop rate (open+close pairs/s)\n\n| CPU budget |",
+    );
+    for l in labels {
+        md.push_str(&format!(" {l} |"));
+    }
+    for l in &labels[1..] {
+        md.push_str(&format!(" {l} ÷ {} |", labels[0]));
+    }
+    md.push_str("\n|---|");
+    for _ in 0..(labels.len() * 2 - 1) {
+        md.push_str("---|");
+    }
+    md.push('\n');
+    let mut cpus_seen: Vec<f64> = Vec::new();
+    for b in budgets {
+        if cpus_seen.contains(&b.cpus) {
+            continue;
+        }
+        cpus_seen.push(b.cpus);
+        let of = |label: &String| {
+            budgets
+                .iter()
+                .find(|x| x.cpus == b.cpus && &x.agent == label)
+        };
+        let rate = |label: &String| -> Option<f64> {
+            let x = of(label)?;
+            if flag(x).is_some() {
+                return None;
+            }
+            summarize(&x.steps).0
+        };
+        md.push_str(&format!("| {} |", b.cpus));
+        for l in labels {
+            let shown = match of(l) {
+                Some(x) => flag(x).unwrap_or_else(|| cell(summarize(&x.steps).0)),
+                None => "-".into(),
+            };
+            md.push_str(&format!(" {shown} |"));
+        }
+        for l in &labels[1..] {
+            let ratio = match (rate(l), rate(&labels[0])) {
+                (Some(a), Some(f)) if f > 0.0 => format!("{:.2}×", a / f),
+                _ => "-".into(),
+            };
+            md.push_str(&format!(" {ratio} |"));
+        }
+        md.push('\n');
+    }
+    md.push_str("\nA ramp that ends without drops (see the notes) is a lower bound.\n\n");
+    md
 }
 
 #[cfg(test)]
@@ -397,6 +624,27 @@ mod tests {
             }),
             ..StepResult::default()
         }
+    }
+
+    #[test]
+    fn flag_names_death_or_first_step_drops_instead_of_a_rate() {
+        let mut b = BudgetResult {
+            cpus: 1.0,
+            agent: "falco".into(),
+            method: String::new(),
+            load_cpus: None,
+            steps: vec![step(100.0, 100, Some(5))],
+            note: None,
+        };
+        assert_eq!(
+            flag(&b).as_deref(),
+            Some("dropped 5 at the first step (100/s)"),
+            "no zero-drop rate"
+        );
+        b.steps = vec![step(100.0, 100, Some(0)), step(200.0, 200, Some(3))];
+        assert_eq!(flag(&b), None, "a zero-drop rate exists");
+        b.steps[1].died = Some("signal: 9 (SIGKILL)".into());
+        assert_eq!(flag(&b).as_deref(), Some("died at 200/s"), "death wins");
     }
 
     #[test]

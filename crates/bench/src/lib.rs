@@ -8,6 +8,8 @@
 //! - [`genbench`]: Falco event-generator's `bench` method over `vigil generate` actions.
 //! - [`idle`]: an agent's CPU and wakeups per second on a host with nothing for it to do.
 //! - [`latency`]: the time from a syscall to its alert on the agent's stdout, at fixed rates.
+//! - [`falco`]: Falco as an agent (`--agent falco`): its install, start, readiness, counters;
+//!   [`servers`]: the real workloads `redis` and `nginx`, servers the bench starts itself.
 //! - [`report`]: Markdown + JSON reports and the charts; [`plots`]: a report's SVG plots, drawn
 //!   from its `report.json` alone; [`system`]: machine facts and `/proc` readers.
 //!
@@ -35,12 +37,14 @@ pub mod agent;
 pub mod busy;
 pub mod capacity;
 pub mod execrate;
+pub mod falco;
 pub mod genbench;
 pub mod idle;
 pub mod latency;
 pub mod overhead;
 pub mod plots;
 pub mod report;
+pub mod servers;
 pub mod stats;
 mod sys;
 pub mod system;

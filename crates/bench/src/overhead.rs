@@ -1,6 +1,15 @@
 //! `vigil bench overhead`: every test with the agent off and with each agent configuration on,
 //! interleaved (off, on, off, on, …), medians, UnixBench indices and their geometric mean, and
 //! the change against agent-off.
+//!
+//! A background agent runs for one iteration's block of tests, or, with `agent_per_test`, for
+//! one test (started before it, stopped after it), so that its CPU, peak RSS, drops and alerts
+//! belong to one row. An agent that exits before it is stopped has died: its test's score is
+//! dropped and the tables say "died"; one that counted drops shows "dropped N" instead of its
+//! change. With `canary`, each agent run ends with that many opens of `/etc/shadow` by a tagged
+//! process (`vigil bench worker canary`), and the alerts naming the tag are counted: alerts
+//! expected vs received. `redis` and `nginx` are servers the bench starts itself
+//! ([`crate::servers`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -12,6 +21,7 @@ use serde_json::json;
 use crate::agent::{tail, AgentExit, AgentLaunch, AgentSpec, BackgroundAgent};
 use crate::plots;
 use crate::report::{self, cell, pct};
+use crate::servers::{self, Server};
 use crate::stats::{geometric_mean, interleaved_schedule, median, percent_change, unixbench_index};
 use crate::system::SystemInfo;
 use crate::workload::{Test, WorkerResult};
@@ -140,6 +150,59 @@ pub struct OverheadOptions {
     pub out: PathBuf,
     /// CPUs kept from idling by `SCHED_IDLE` spinners in every configuration (`--busy`).
     pub busy: Vec<usize>,
+    /// Start a background agent for each test instead of each iteration's block of tests.
+    pub agent_per_test: bool,
+    /// Opens of the canary file at the end of each background agent's run (0: none).
+    pub canary: u64,
+    /// Facts for the report's header (`(name, value)`), e.g. the agents' versions.
+    pub notes: Vec<(String, String)>,
+}
+
+/// The file the canary opens: a sensitive file that Falco's stable rules report on every read
+/// by an untrusted program (`Read sensitive file untrusted`).
+pub const CANARY_FILE: &str = "/etc/shadow";
+
+/// A tag for one canary, unique in this process, that no other tag contains.
+pub fn canary_tag() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("vigil-canary-{}-{n}-", std::process::id())
+}
+
+/// Runs the canary: `count` opens of [`CANARY_FILE`], 20 ms apart, from a worker whose
+/// command line holds `tag`; tells `agent` to expect them.
+pub fn run_canary(
+    workers: &WorkerLaunch,
+    agent: &mut BackgroundAgent,
+    count: u64,
+) -> Result<(), BenchError> {
+    let tag = canary_tag();
+    agent.expect_alerts(&tag, count);
+    canary_worker(workers, &tag, count)
+}
+
+/// The canary's worker alone (the agent told beforehand with `expect_alerts`).
+pub fn canary_worker(workers: &WorkerLaunch, tag: &str, count: u64) -> Result<(), BenchError> {
+    let args = [
+        "--count".to_string(),
+        count.to_string(),
+        "--path".into(),
+        CANARY_FILE.into(),
+        "--tag".into(),
+        tag.to_string(),
+    ];
+    workers.run(&[], "canary", &args, Duration::from_secs(60))?;
+    Ok(())
+}
+
+/// One background agent's run: which iteration and configuration, the test it ran for (with
+/// `agent_per_test`; else the iteration's block), and what it left.
+#[derive(Clone, Debug)]
+pub struct AgentRun {
+    pub iteration: usize,
+    pub config: usize,
+    pub test: Option<usize>,
+    pub exit: AgentExit,
 }
 
 /// Scores of one configuration for one test, across iterations.
@@ -156,8 +219,49 @@ pub struct OverheadResult {
     pub configs: Vec<Variant>,
     /// `cells[config][test]`.
     pub cells: Vec<Vec<Cell>>,
-    pub agent_exits: Vec<(usize, usize, AgentExit)>,
+    pub agent_runs: Vec<AgentRun>,
     pub json: serde_json::Value,
+}
+
+/// One unit of the schedule: an iteration, a configuration, and the tests it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Block {
+    iteration: usize,
+    config: usize,
+    /// Indices into the tests; one with `agent_per_test`.
+    tests: Vec<usize>,
+    /// Whether the block's agent ran for one test only.
+    per_test: bool,
+}
+
+/// The order of a run: per iteration, every configuration's block of all tests
+/// (off, on₁, on₂…), or with `per_test`, per iteration and test, every configuration in turn.
+fn blocks(iterations: usize, configs: usize, tests: usize, per_test: bool) -> Vec<Block> {
+    if !per_test {
+        return interleaved_schedule(iterations, configs)
+            .into_iter()
+            .map(|slot| Block {
+                iteration: slot.iteration,
+                config: slot.config,
+                tests: (0..tests).collect(),
+                per_test: false,
+            })
+            .collect();
+    }
+    let mut out = Vec::new();
+    for iteration in 0..iterations {
+        for test in 0..tests {
+            for config in 0..configs {
+                out.push(Block {
+                    iteration,
+                    config,
+                    tests: vec![test],
+                    per_test: true,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Runs the interleaved schedule and writes the report into `opts.out`.
@@ -167,8 +271,13 @@ pub fn run(opts: &OverheadOptions, progress: Progress) -> Result<OverheadResult,
     let mut configs = vec![Variant::off()];
     configs.extend(opts.variants.iter().cloned());
     let mut cells = vec![vec![Cell::default(); opts.tests.len()]; configs.len()];
-    let mut agent_exits = Vec::new();
-    let schedule = interleaved_schedule(opts.iterations, configs.len());
+    let mut agent_runs: Vec<AgentRun> = Vec::new();
+    let schedule = blocks(
+        opts.iterations,
+        configs.len(),
+        opts.tests.len(),
+        opts.agent_per_test,
+    );
     let timeout = opts.duration * 10 + Duration::from_secs(60);
     let secs = format!("{}", opts.duration.as_secs_f64());
     let _busy = if opts.busy.is_empty() {
@@ -176,27 +285,41 @@ pub fn run(opts: &OverheadOptions, progress: Progress) -> Result<OverheadResult,
     } else {
         Some(crate::busy::Busy::start(&opts.busy)?)
     };
-    for slot in &schedule {
-        let config = &configs[slot.config];
+    for block in &schedule {
+        let config = &configs[block.config];
         progress(&format!(
-            "iteration {}/{} · {}",
-            slot.iteration + 1,
+            "iteration {}/{} · {}{}",
+            block.iteration + 1,
             opts.iterations,
-            config.label
+            config.label,
+            if block.per_test {
+                format!(" · {}", opts.tests[block.tests[0]].name())
+            } else {
+                String::new()
+            }
         ));
-        let agent = if config.agent.is_background() {
+        let mut agent = if config.agent.is_background() {
             progress(&format!("  starting {}", config.agent.label()));
             match BackgroundAgent::start(
                 &config.agent,
                 &opts.agent,
                 None,
-                &format!("agent-{}-{}", slot.iteration, slot.config),
+                &format!(
+                    "agent-{}-{}{}",
+                    block.iteration,
+                    block.config,
+                    if block.per_test {
+                        format!("-{}", opts.tests[block.tests[0]].name())
+                    } else {
+                        String::new()
+                    }
+                ),
             ) {
                 Ok(a) => Some(a),
                 Err(e) => {
                     progress(&format!("  {e}"));
-                    for cell in cells[slot.config].iter_mut() {
-                        cell.errors.push(e.to_string());
+                    for &ti in &block.tests {
+                        cells[block.config][ti].errors.push(e.to_string());
                     }
                     continue;
                 }
@@ -208,9 +331,45 @@ pub fn run(opts: &OverheadOptions, progress: Progress) -> Result<OverheadResult,
         prefix.extend(config.agent.prefix(&opts.workers.exe));
         let block_start = Instant::now();
         let ticks_before = agent.as_ref().and_then(BackgroundAgent::cpu_ticks);
-        for (ti, test) in opts.tests.iter().enumerate() {
-            let args = vec!["--duration".to_string(), secs.clone()];
-            match opts.workers.run(&prefix, test.name(), &args, timeout) {
+        for &ti in &block.tests {
+            let test = opts.tests[ti];
+            if let Some(a) = agent.as_mut() {
+                if !a.alive() {
+                    let e = format!(
+                        "the agent had died before the test ({})",
+                        a.died().unwrap_or("?")
+                    );
+                    progress(&format!("  {:<10} skipped: {e}", test.name()));
+                    cells[block.config][ti].errors.push(e);
+                    continue;
+                }
+            }
+            let result = match Server::of(test) {
+                Some(server) => servers::run(
+                    server,
+                    opts.workers.pin.as_deref(),
+                    &prefix,
+                    &opts.workers.scratch,
+                    opts.duration,
+                ),
+                None => {
+                    let args = vec!["--duration".to_string(), secs.clone()];
+                    opts.workers.run(&prefix, test.name(), &args, timeout)
+                }
+            };
+            let died = agent.as_mut().is_some_and(|a| !a.alive());
+            match result {
+                Ok(_) if died => {
+                    let e = format!(
+                        "the agent died during the test ({}): score not counted",
+                        agent
+                            .as_ref()
+                            .and_then(BackgroundAgent::died)
+                            .unwrap_or("?")
+                    );
+                    progress(&format!("  {:<10} {e}", test.name()));
+                    cells[block.config][ti].errors.push(e);
+                }
                 Ok(r) => {
                     progress(&format!(
                         "  {:<10} {:>14.1} {}",
@@ -218,17 +377,26 @@ pub fn run(opts: &OverheadOptions, progress: Progress) -> Result<OverheadResult,
                         r.score,
                         test.unit().as_str()
                     ));
-                    cells[slot.config][ti].scores.push(r.score);
+                    cells[block.config][ti].scores.push(r.score);
                 }
                 Err(e) => {
                     progress(&format!("  {:<10} failed: {e}", test.name()));
-                    cells[slot.config][ti].errors.push(e.to_string());
+                    cells[block.config][ti].errors.push(e.to_string());
                 }
             }
         }
-        if let Some(agent) = agent {
+        if let Some(mut agent) = agent {
             let ticks_after = agent.cpu_ticks();
             let wall = block_start.elapsed().as_secs_f64().max(1e-9);
+            if opts.canary > 0 && agent.alive() {
+                if let Err(e) = run_canary(&opts.workers, &mut agent, opts.canary) {
+                    progress(&format!("  canary failed: {e}"));
+                    for &ti in &block.tests {
+                        cells[block.config][ti].errors.push(format!("canary: {e}"));
+                    }
+                }
+                agent.wait_alerts(Duration::from_secs(5));
+            }
             let mut exit = agent.stop();
             if let (Some(b), Some(a)) = (ticks_before, ticks_after) {
                 exit.cpu_pct = Some(
@@ -237,23 +405,35 @@ pub fn run(opts: &OverheadOptions, progress: Progress) -> Result<OverheadResult,
             }
             if let Some(s) = &exit.stats {
                 progress(&format!(
-                    "  agent stats: events_in={} processed={} dropped={} alerts={}",
+                    "  agent stats: events_in={} processed={} dropped={} alerts={}{}",
                     s.events_in,
                     s.processed,
                     s.dropped_total(),
-                    s.alerts
+                    s.alerts,
+                    exit.canary.as_ref().map_or(String::new(), |c| format!(
+                        " canary alerts {}/{}",
+                        c.received, c.expected
+                    ))
                 ));
             }
-            agent_exits.push((slot.iteration, slot.config, exit));
+            if let Some(how) = &exit.died {
+                progress(&format!("  the agent died: {how}"));
+            }
+            agent_runs.push(AgentRun {
+                iteration: block.iteration,
+                config: block.config,
+                test: block.per_test.then(|| block.tests[0]),
+                exit,
+            });
         }
     }
-    let (markdown, json) = render(opts, &info, started, &configs, &cells, &agent_exits);
+    let (markdown, json) = render(opts, &info, started, &configs, &cells, &agent_runs);
     report::write_report(&opts.out, &markdown, &json)?;
     plots::from_report(&json, &opts.out)?;
     Ok(OverheadResult {
         configs,
         cells,
-        agent_exits,
+        agent_runs,
         json,
     })
 }
@@ -279,7 +459,7 @@ fn render(
     started: u64,
     configs: &[Variant],
     cells: &[Vec<Cell>],
-    agent_exits: &[(usize, usize, AgentExit)],
+    agent_runs: &[AgentRun],
 ) -> (String, serde_json::Value) {
     let pinning = opts
         .workers
@@ -288,11 +468,7 @@ fn render(
         .map_or("not pinned".to_string(), |c| {
             format!("workload pinned with `taskset -c {c}` (wrapper/tracer included)")
         });
-    let mut md = report::header(
-        "vigil bench overhead",
-        info,
-        started,
-        &[
+    let mut settings: Vec<(&str, String)> = vec![
             ("pinning", pinning.clone()),
             (
                 "background agent pinning",
@@ -332,8 +508,39 @@ fn render(
                 "index",
                 "score / UnixBench baseline × 10 (baselines: UnixBench 5.1.3 `pgms/index.base`, \"George\", SPARCstation 20-61)".into(),
             ),
-        ],
-    );
+            (
+                "background agents",
+                if opts.agent_per_test {
+                    "started for each test and stopped after it: CPU, VmHWM, drops and alerts are the test's own".into()
+                } else {
+                    "started for each iteration's block of tests: CPU, VmHWM, drops and alerts are the block's".into()
+                },
+            ),
+    ];
+    if opts.canary > 0 {
+        settings.push((
+            "alerts expected",
+            format!(
+                "each background agent run ends with {} opens of `{CANARY_FILE}` by `vigil bench worker canary --tag TAG` (20 ms apart); received = lines of the agent's stdout holding TAG",
+                opts.canary
+            ),
+        ));
+    }
+    if opts.tests.iter().any(|t| Server::of(*t).is_some()) {
+        settings.push((
+            "servers",
+            format!(
+                "on loopback, started by the bench under the configuration's prefix (`vigil run --` for run), pinned with --pin, stopped after each test; clients unwrapped and unpinned: `redis-benchmark -c 50 -n {} -t set,get` ({} req/s sizing), `wrk -t 1 -c 16 -d {} s` on a 4 KiB file",
+                servers::redis_requests(opts.duration),
+                servers::REDIS_REQUESTS_PER_SECOND,
+                opts.duration.as_secs_f64().ceil().max(1.0)
+            ),
+        ));
+    }
+    for (k, v) in &opts.notes {
+        settings.push((k.as_str(), v.clone()));
+    }
+    let mut md = report::header("vigil bench overhead", info, started, &settings);
     md.push_str("## Per test (medians)\n\n| test | unit |");
     for c in configs {
         md.push_str(&format!(" {} | index |", c.label));
@@ -365,7 +572,11 @@ fn render(
                     (Some(o), Some(v), false) => format!(" ({:+.1} ns)", v - o),
                     _ => String::new(),
                 };
-                md.push_str(&format!(" {}{extra} |", pct(change)));
+                let agg = RowAgent::of(agent_runs, ci, Some(ti));
+                match agg.flag() {
+                    Some(flag) => md.push_str(&format!(" {flag} |")),
+                    None => md.push_str(&format!(" {}{extra} |", pct(change))),
+                }
             }
             results.push(json!({
                 "config": ci,
@@ -429,14 +640,18 @@ fn render(
             md.push_str(&format!("- {e}\n"));
         }
     }
-    if !agent_exits.is_empty() {
-        md.push_str("\n## Agent runs\n\n| iteration | configuration | exit | agent CPU | VmHWM | events_in | processed | dropped | alerts |\n|---|---|---|---|---|---|---|---|---|\n");
-        for (it, ci, exit) in agent_exits {
+    let (side_md, side_json) = side_by_side(opts, configs, cells, agent_runs);
+    md.push_str(&side_md);
+    if !agent_runs.is_empty() {
+        md.push_str("\n## Agent runs\n\n| iteration | configuration | test | exit | agent CPU | VmHWM | events_in | processed | dropped | alerts | canary alerts |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for run in agent_runs {
+            let exit = &run.exit;
             let s = exit.stats.as_ref();
             md.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                it + 1,
-                configs[*ci].label,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                run.iteration + 1,
+                configs[run.config].label,
+                run.test.map_or("all", |t| opts.tests[t].name()),
                 exit.exit,
                 exit.cpu_pct.map_or("-".into(), |c| format!("{c:.1}%")),
                 exit.vm_hwm_kib
@@ -445,6 +660,9 @@ fn render(
                 s.map_or("-".into(), |s| s.processed.to_string()),
                 s.map_or("-".into(), |s| s.dropped_total().to_string()),
                 s.map_or("-".into(), |s| s.alerts.to_string()),
+                exit.canary
+                    .as_ref()
+                    .map_or("-".into(), |c| format!("{} / {}", c.received, c.expected)),
             ));
         }
     }
@@ -461,13 +679,203 @@ fn render(
         })).collect::<Vec<_>>(),
         "tests": tests_json,
         "geomean": geo_json,
-        "agent_runs": agent_exits.iter().map(|(it, ci, e)| json!({
-            "iteration": it, "config": ci, "exit": e.exit, "stats": e.stats,
-            "cpu_pct": e.cpu_pct, "vm_hwm_kib": e.vm_hwm_kib, "stderr_tail": e.stderr_tail,
+        "agent_per_test": opts.agent_per_test,
+        "canary": opts.canary,
+        "notes": opts.notes.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
+        "agent_runs": agent_runs.iter().map(|r| json!({
+            "iteration": r.iteration, "config": r.config,
+            "test": r.test.map(|t| opts.tests[t].name()),
+            "exit": r.exit.exit, "died": r.exit.died, "stats": r.exit.stats,
+            "canary": r.exit.canary,
+            "cpu_pct": r.exit.cpu_pct, "vm_hwm_kib": r.exit.vm_hwm_kib,
+            "stderr_tail": r.exit.stderr_tail,
         })).collect::<Vec<_>>(),
+        "side_by_side": side_json,
         "errors": errors,
     });
     (md, json)
+}
+
+/// What the background agent runs of one configuration left, over the runs that covered one
+/// test (`Some(ti)`: its own runs, or the blocks it was part of) or all tests (`None`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RowAgent {
+    pub runs: usize,
+    pub died: usize,
+    pub dropped: u64,
+    pub events_in: u64,
+    /// Runs that gave event counters.
+    pub counted: usize,
+    pub cpu_pct: Vec<f64>,
+    pub vm_hwm_kib: Option<u64>,
+    pub alerts_expected: u64,
+    pub alerts_received: u64,
+    pub canaries: usize,
+}
+
+impl RowAgent {
+    pub fn of(runs: &[AgentRun], config: usize, test: Option<usize>) -> RowAgent {
+        let mut agg = RowAgent::default();
+        for r in runs.iter().filter(|r| {
+            r.config == config && (test.is_none() || r.test.is_none() || r.test == test)
+        }) {
+            agg.runs += 1;
+            agg.died += usize::from(r.exit.died.is_some());
+            agg.dropped += r.exit.dropped();
+            if let Some(s) = &r.exit.stats {
+                agg.counted += 1;
+                agg.events_in += s.events_in;
+            }
+            agg.cpu_pct.extend(r.exit.cpu_pct);
+            agg.vm_hwm_kib = agg.vm_hwm_kib.max(r.exit.vm_hwm_kib);
+            if let Some(c) = &r.exit.canary {
+                agg.canaries += 1;
+                agg.alerts_expected += c.expected;
+                agg.alerts_received += c.received;
+            }
+        }
+        agg
+    }
+
+    /// What replaces a figure: `died (N of M runs)` or `dropped N`; `None` when neither.
+    pub fn flag(&self) -> Option<String> {
+        if self.died > 0 {
+            Some(format!("died ({} of {} runs)", self.died, self.runs))
+        } else if self.dropped > 0 {
+            Some(format!("dropped {}", self.dropped))
+        } else {
+            None
+        }
+    }
+
+    fn status(&self) -> &'static str {
+        if self.died > 0 {
+            "died"
+        } else if self.dropped > 0 {
+            "dropped"
+        } else {
+            "ok"
+        }
+    }
+
+    fn cells(&self) -> [String; 5] {
+        if self.runs == 0 {
+            return ["-".into(), "-".into(), "-".into(), "-".into(), "-".into()];
+        }
+        [
+            median(&self.cpu_pct).map_or("-".into(), |c| format!("{c:.1}%")),
+            self.vm_hwm_kib
+                .map_or("-".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0)),
+            if self.counted == 0 {
+                "-".into()
+            } else {
+                self.events_in.to_string()
+            },
+            if self.counted == 0 {
+                "no counters".into()
+            } else {
+                self.dropped.to_string()
+            },
+            if self.canaries == 0 {
+                "-".into()
+            } else {
+                format!("{} / {}", self.alerts_expected, self.alerts_received)
+            },
+        ]
+    }
+}
+
+/// The side-by-side table: per test and configuration, the workload's change vs agent off
+/// (speed: negative = slower, whatever the unit) or what replaced it, and what the agent
+/// used; then every configuration over all tests (geometric mean of the UnixBench indices).
+fn side_by_side(
+    opts: &OverheadOptions,
+    configs: &[Variant],
+    cells: &[Vec<Cell>],
+    agent_runs: &[AgentRun],
+) -> (String, serde_json::Value) {
+    let mut md = String::from(
+        "\n## Side by side\n\nChange = speed vs agent off (negative = slower, whatever the unit); \
+         \"died\" or \"dropped N\" replace it when the agent died or counted drops. Agent CPU: \
+         median of its runs, % of one CPU; VmHWM: the highest; events and drops: summed; alerts: \
+         canary alerts expected / received, summed.\n\n\
+         | test | configuration | median | change vs off | agent CPU | VmHWM | events in | dropped | alerts expected / received |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut rows = Vec::new();
+    for (ti, test) in opts.tests.iter().enumerate() {
+        let off = median(&cells[0][ti].scores);
+        for (ci, c) in configs.iter().enumerate() {
+            let m = median(&cells[ci][ti].scores);
+            let change = match (off, m) {
+                (Some(o), Some(v)) if ci > 0 => {
+                    plots::speed_change(test.unit().higher_is_better(), o, v)
+                }
+                _ => None,
+            };
+            let agg = RowAgent::of(agent_runs, ci, Some(ti));
+            let shown = match (ci, agg.flag()) {
+                (0, _) => "-".to_string(),
+                (_, Some(flag)) => flag,
+                (_, None) => pct(change),
+            };
+            let [cpu, hwm, events, dropped, alerts] = agg.cells();
+            md.push_str(&format!(
+                "| {} | {} | {} {} | {shown} | {cpu} | {hwm} | {events} | {dropped} | {alerts} |\n",
+                test.name(),
+                c.label,
+                cell(m),
+                test.unit().as_str(),
+            ));
+            rows.push(row_json(Some(test.name()), ci, m, change, &agg));
+        }
+    }
+    let off_g = geomean(&opts.tests, &cells[0]);
+    for (ci, c) in configs.iter().enumerate() {
+        let g = geomean(&opts.tests, &cells[ci]);
+        let change = match (off_g, g) {
+            (Some(o), Some(v)) if ci > 0 => percent_change(o, v),
+            _ => None,
+        };
+        let agg = RowAgent::of(agent_runs, ci, None);
+        let shown = match (ci, agg.flag()) {
+            (0, _) => "-".to_string(),
+            (_, Some(flag)) => flag,
+            (_, None) => pct(change),
+        };
+        let [cpu, hwm, events, dropped, alerts] = agg.cells();
+        md.push_str(&format!(
+            "| **all** (geo-mean index) | {} | {} | {shown} | {cpu} | {hwm} | {events} | {dropped} | {alerts} |\n",
+            c.label,
+            cell(g),
+        ));
+        rows.push(row_json(None, ci, g, change, &agg));
+    }
+    (md, serde_json::Value::Array(rows))
+}
+
+fn row_json(
+    test: Option<&str>,
+    config: usize,
+    value: Option<f64>,
+    change: Option<f64>,
+    agg: &RowAgent,
+) -> serde_json::Value {
+    json!({
+        "test": test,
+        "config": config,
+        "value": value,
+        "change_pct": change,
+        "status": agg.status(),
+        "agent_runs": agg.runs,
+        "died": agg.died,
+        "dropped": if agg.counted > 0 { Some(agg.dropped) } else { None },
+        "events_in": if agg.counted > 0 { Some(agg.events_in) } else { None },
+        "agent_cpu_pct_median": median(&agg.cpu_pct),
+        "vm_hwm_kib_max": agg.vm_hwm_kib,
+        "alerts_expected": if agg.canaries > 0 { Some(agg.alerts_expected) } else { None },
+        "alerts_received": if agg.canaries > 0 { Some(agg.alerts_received) } else { None },
+    })
 }
 
 /// Removes a scratch directory made for a run.
@@ -492,6 +900,87 @@ mod tests {
             ["taskset", "-c", "1", "strace", "-f", "/v", "bench", "worker", "pipe"],
             "argv order"
         );
+    }
+
+    #[test]
+    fn per_test_blocks_interleave_the_configurations_within_each_test() {
+        let b = blocks(2, 3, 2, true);
+        assert_eq!(b.len(), 12, "iterations × tests × configurations");
+        let order: Vec<(usize, usize, usize)> = b
+            .iter()
+            .map(|b| (b.iteration, b.tests[0], b.config))
+            .collect();
+        assert_eq!(
+            order[..6],
+            [
+                (0, 0, 0),
+                (0, 0, 1),
+                (0, 0, 2),
+                (0, 1, 0),
+                (0, 1, 1),
+                (0, 1, 2)
+            ],
+            "test by test, every configuration in turn"
+        );
+        assert!(b.iter().all(|b| b.per_test && b.tests.len() == 1));
+        let whole = blocks(1, 2, 3, false);
+        assert_eq!(whole.len(), 2, "one block per configuration");
+        assert_eq!(whole[1].tests, vec![0, 1, 2], "every test in a block");
+    }
+
+    fn run(config: usize, test: Option<usize>, dropped: u64, died: bool) -> AgentRun {
+        AgentRun {
+            iteration: 0,
+            config,
+            test,
+            exit: AgentExit {
+                stats: Some(crate::agent::WatchStats {
+                    events_in: 100,
+                    processed: 100 - dropped,
+                    dropped,
+                    ..Default::default()
+                }),
+                cpu_pct: Some(10.0 + dropped as f64),
+                vm_hwm_kib: Some(1000 + dropped),
+                died: died.then(|| "signal: 11 (SIGSEGV)".to_string()),
+                canary: Some(crate::agent::Canary {
+                    expected: 3,
+                    received: 3 - u64::from(died),
+                }),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn an_agents_row_sums_its_runs_and_flags_death_before_drops() {
+        let runs = [
+            run(1, Some(0), 5, false),
+            run(1, Some(1), 0, true),
+            run(1, None, 1, false),
+            run(2, Some(0), 0, false),
+        ];
+        let first = RowAgent::of(&runs, 1, Some(0));
+        assert_eq!(first.runs, 2, "its own run and the block that covered it");
+        assert_eq!(first.dropped, 6, "drops summed");
+        assert_eq!(first.flag().as_deref(), Some("dropped 6"), "drops shown");
+        assert_eq!(
+            (first.alerts_expected, first.alerts_received),
+            (6, 6),
+            "canary alerts summed"
+        );
+        assert_eq!(first.vm_hwm_kib, Some(1005), "the highest VmHWM");
+        let second = RowAgent::of(&runs, 1, Some(1));
+        assert_eq!(
+            second.flag().as_deref(),
+            Some("died (1 of 2 runs)"),
+            "death shown before drops"
+        );
+        assert_eq!(RowAgent::of(&runs, 1, None).runs, 3, "all runs");
+        let clean = RowAgent::of(&runs, 2, None);
+        assert_eq!(clean.flag(), None, "no flag: the figure stays");
+        let none = RowAgent::of(&runs, 3, None);
+        assert_eq!(none.cells(), ["-", "-", "-", "-", "-"].map(String::from));
     }
 
     #[test]

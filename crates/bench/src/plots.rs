@@ -151,7 +151,12 @@ fn capacity(r: &Value, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
                     .iter()
                     .filter_map(|s| Some((num(s, "achieved_per_s")?, num(s, key)?)))
                     .collect();
-                Ok((format!("{cpus} CPU"), points))
+                // Several agents in one run: each budget's line names its agent.
+                let label = match b.get("agent").and_then(Value::as_str) {
+                    Some(agent) => format!("{agent} · {cpus} CPU"),
+                    None => format!("{cpus} CPU"),
+                };
+                Ok((label, points))
             })
             .collect()
     };

@@ -27,6 +27,8 @@ pub enum Unit {
     KBps,
     /// Nanoseconds per loop (lower is better).
     NsPerLoop,
+    /// Requests per second of a server under its load client (higher is better).
+    ReqPerSec,
 }
 
 impl Unit {
@@ -36,6 +38,7 @@ impl Unit {
             Unit::Lpm => "lpm",
             Unit::KBps => "KBps",
             Unit::NsPerLoop => "ns/loop",
+            Unit::ReqPerSec => "req/s",
         }
     }
 
@@ -69,6 +72,11 @@ pub enum Test {
     FsDisk,
     /// UnixBench "Shell Scripts (1 concurrent)": a sort/od/grep/tee/wc script per loop.
     Shell1,
+    /// `redis-server` on loopback under `redis-benchmark` (SET and GET): run by the bench
+    /// itself, not in a worker (`crate::servers`).
+    Redis,
+    /// `nginx` serving a static file on loopback under `wrk` (`crate::servers`).
+    Nginx,
 }
 
 impl Test {
@@ -87,6 +95,10 @@ impl Test {
         Test::Shell1,
     ];
 
+    /// The real workloads from Debian's packages, run by the bench around a server it starts
+    /// (not part of `all`: they need the packages).
+    pub const SERVERS: [Test; 2] = [Test::Redis, Test::Nginx];
+
     /// The short name (UnixBench's where it has one).
     pub fn name(self) -> &'static str {
         match self {
@@ -101,11 +113,16 @@ impl Test {
             Test::FsTime => "fstime",
             Test::FsDisk => "fsdisk",
             Test::Shell1 => "shell1",
+            Test::Redis => "redis",
+            Test::Nginx => "nginx",
         }
     }
 
     pub fn parse(name: &str) -> Option<Test> {
-        Test::ALL.into_iter().find(|t| t.name() == name)
+        Test::ALL
+            .into_iter()
+            .chain(Test::SERVERS)
+            .find(|t| t.name() == name)
     }
 
     /// The title UnixBench prints (or ours for the two extra loops).
@@ -122,6 +139,8 @@ impl Test {
             Test::FsTime => "File Copy 1024 bufsize 2000 maxblocks",
             Test::FsDisk => "File Copy 4096 bufsize 8000 maxblocks",
             Test::Shell1 => "Shell Scripts (1 concurrent)",
+            Test::Redis => "redis-server under redis-benchmark (SET, GET)",
+            Test::Nginx => "nginx static file under wrk",
         }
     }
 
@@ -130,6 +149,7 @@ impl Test {
             Test::Getpid | Test::OpenClose => Unit::NsPerLoop,
             Test::FsBuffer | Test::FsTime | Test::FsDisk => Unit::KBps,
             Test::Shell1 => Unit::Lpm,
+            Test::Redis | Test::Nginx => Unit::ReqPerSec,
             _ => Unit::Lps,
         }
     }
@@ -147,7 +167,7 @@ impl Test {
             Test::FsTime => Some(3_960.0),
             Test::FsDisk => Some(5_800.0),
             Test::Shell1 => Some(42.4),
-            Test::Getpid | Test::OpenClose => None,
+            Test::Getpid | Test::OpenClose | Test::Redis | Test::Nginx => None,
         }
     }
 
@@ -171,8 +191,9 @@ impl Test {
             let test = Test::parse(name).ok_or_else(|| BenchError::Invalid {
                 what: "test list".into(),
                 detail: format!(
-                    "unknown test `{name}` (known: {})",
-                    Test::ALL.map(Test::name).join(", ")
+                    "unknown test `{name}` (known: {}, and the servers {})",
+                    Test::ALL.map(Test::name).join(", "),
+                    Test::SERVERS.map(Test::name).join(", ")
                 ),
             })?;
             if !tests.contains(&test) {
@@ -207,6 +228,7 @@ impl WorkerResult {
             Unit::Lpm => iterations as f64 / secs * 60.0,
             Unit::KBps => bytes as f64 / 1024.0 / secs,
             Unit::NsPerLoop => secs * 1e9 / iterations.max(1) as f64,
+            Unit::ReqPerSec => iterations as f64 / secs,
         };
         WorkerResult {
             test: test.to_string(),
@@ -317,6 +339,15 @@ pub fn run_test(test: Test, params: &WorkerParams) -> Result<WorkerResult, Bench
             return Err(BenchError::Invalid {
                 what: "test".into(),
                 detail: "execl runs through execl_step".into(),
+            })
+        }
+        Test::Redis | Test::Nginx => {
+            return Err(BenchError::Invalid {
+                what: "test".into(),
+                detail: format!(
+                    "{} runs a server from the bench itself, not in a worker",
+                    test.name()
+                ),
             })
         }
         Test::FsBuffer | Test::FsTime | Test::FsDisk => {
@@ -584,6 +615,27 @@ pub fn exec_rate(
         Ok(())
     })?;
     Ok(WorkerResult::new("exec-rate", Unit::Lps, n, e, 0))
+}
+
+/// The alert canary: opens `path` for reading `count` times, `interval` apart (a sensitive
+/// file such as `/etc/shadow`, which a rule like Falco's `Read sensitive file untrusted`
+/// reports on every open). The caller puts a tag in the command line, which the alerts'
+/// `proc.cmdline` carries. Every open must succeed: a failed one is not an event those rules see.
+pub fn canary(path: &Path, count: u64, interval: Duration) -> Result<WorkerResult, BenchError> {
+    let start = Instant::now();
+    for i in 0..count {
+        if i > 0 {
+            std::thread::sleep(interval);
+        }
+        File::open(path).map_err(io_err(format!("open `{}`", path.display())))?;
+    }
+    Ok(WorkerResult::new(
+        "canary",
+        Unit::Lps,
+        count,
+        start.elapsed(),
+        0,
+    ))
 }
 
 /// `capacity`'s load: `openat` + `close` of `path` at `rate` per second.

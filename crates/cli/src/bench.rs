@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 use vigil_bench::agent::{split_words, AgentLaunch, AgentSpec};
 use vigil_bench::capacity::CapacityOptions;
 use vigil_bench::execrate::ExecRateOptions;
+use vigil_bench::falco::FalcoInstall;
 use vigil_bench::genbench::{AlertSource, FileTail, GenBenchOptions, HttpReceiver, RuleSet};
 use vigil_bench::overhead::{OverheadOptions, Variant, WorkerLaunch};
 use vigil_bench::report::default_out_dir;
@@ -27,7 +28,9 @@ pub enum BenchCommand {
         after_help = "Examples:\n  vigil bench overhead --agent watch --iterations 5 --pin 1\n  \
         vigil bench overhead --pin 1 --agent run --agent run:/etc/falco/falco_rules.yaml \
         --wrap 'strace -f --seccomp-bpf -o /dev/null'\n  \
-        vigil bench overhead --agent 'falco -c /etc/falco/falco.yaml' --ready-line 'Starting'"
+        vigil bench overhead --agent falco --agent watch --agent run -r falco_rules.yaml \
+        --tests syscall,pipe,redis,nginx --agent-per-test --canary 5\n  \
+        vigil bench overhead --agent 'auditd -f' --agent-warmup 5s"
     )]
     Overhead(OverheadArgs),
     /// Exec /bin/true at fixed rates; CPU of named processes and extra CPU of the workload.
@@ -48,7 +51,8 @@ pub enum BenchCommand {
     Latency(LatencyArgs),
     /// Ramp a watched-syscall load until the agent drops events, per CPU budget.
     #[command(
-        after_help = "Example:\n  vigil bench capacity --cpus 0.5,1,2 --start 100000 --step x1.5 --duration 60"
+        after_help = "Examples:\n  vigil bench capacity --cpus 0.5,1,2 --start 100000 --step x1.5 --duration 60\n  \
+        vigil bench capacity --agent falco --agent watch -r falco_rules.yaml --canary 5"
     )]
     Capacity(CapacityArgs),
     /// Draw a published run's SVG plots again from its report.json.
@@ -80,9 +84,18 @@ pub struct AgentArgs {
     /// Extra arguments for `vigil watch` (after `--stats`), e.g. `-r rules.yaml --json`.
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     watch_args: Option<String>,
-    /// Rules for `--agent run` (repeatable; default: Vigil's default rules).
+    /// Rules for every agent that takes rules — run, watch, falco — unless its own arguments
+    /// name some (repeatable; default: each agent's own default rules).
     #[arg(short = 'r', long = "rules", value_name = "PATH")]
     rules: Vec<PathBuf>,
+    /// The Falco install of `--agent falco`: a prefix holding bin/falco and
+    /// etc/falco/falco.yaml, or the binary (default: $VIGIL_BENCH_FALCO, else
+    /// target/peers/falco). Built by the user: docs/bench/README.md, "Falco".
+    #[arg(long, value_name = "PATH")]
+    falco: Option<PathBuf>,
+    /// A fact for the report's header, `NAME=VALUE` (repeatable), e.g. `--note 'machine=busy'`.
+    #[arg(long, value_name = "NAME=VALUE")]
+    note: Vec<String>,
     /// For a command agent: text on its stdout/stderr meaning it is ready.
     #[arg(long, value_name = "TEXT")]
     ready_line: Option<String>,
@@ -132,6 +145,15 @@ pub struct OverheadArgs {
     /// execl,fsbuffer,fstime,fsdisk,shell1.
     #[arg(long, default_value = "all")]
     tests: String,
+    /// Start a background agent for each test (and stop it after), not for each iteration's
+    /// block of tests: its CPU, RSS, drops and alerts are then the test's own.
+    #[arg(long)]
+    agent_per_test: bool,
+    /// After each background agent run, open /etc/shadow N times from a process tagged in its
+    /// command line and count the agent's alerts naming the tag (alerts expected vs
+    /// received). Needs a loaded rule that fires on it: Falco's `Read sensitive file untrusted`.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    canary: u64,
     /// Report directory (default target/bench/overhead-<timestamp>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -243,9 +265,14 @@ pub struct CapacityArgs {
     /// Load worker processes (default: the number of CPUs).
     #[arg(long)]
     load_workers: Option<usize>,
-    /// The agent: watch (drop counters from --stats), none, or a command.
-    #[arg(long, default_value = "watch", value_name = "watch|none|CMD")]
-    agent: String,
+    /// The agent: watch or watch:ARGS (drop counters from --stats), falco or falco:ARGS (its
+    /// driver counters), none, or a command (repeatable: the agents take each step in turn).
+    #[arg(long, default_value = "watch", value_name = "watch|falco|none|CMD")]
+    agent: Vec<String>,
+    /// In the middle of each step's load, open /etc/shadow N times from a tagged process and
+    /// count the agent's alerts naming the tag (see `overhead --canary`).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    canary: u64,
     /// The file the load opens (default: a temporary file).
     #[arg(long)]
     path: Option<PathBuf>,
@@ -258,7 +285,7 @@ pub struct CapacityArgs {
 
 #[derive(Args)]
 pub struct WorkerArgs {
-    /// A test name, `context1-peer`, `exec-rate` or `open-load`.
+    /// A test name, `context1-peer`, `exec-rate`, `open-load` or `canary`.
     name: String,
     #[arg(long, default_value = "5", value_parser = duration)]
     duration: Duration,
@@ -277,6 +304,12 @@ pub struct WorkerArgs {
     /// execl chain state (START_NS:COUNT).
     #[arg(long)]
     chain: Option<String>,
+    /// canary: how many opens of --path.
+    #[arg(long, default_value_t = 1)]
+    count: u64,
+    /// canary: a tag for the command line (the agents' alerts carry it).
+    #[arg(long)]
+    tag: Option<String>,
 }
 
 #[derive(Args)]
@@ -329,7 +362,75 @@ fn progress(line: &str) {
 }
 
 impl AgentArgs {
-    fn launch(&self, exe: &Path, out: &Path) -> AgentLaunch {
+    /// The Falco install, when some agent is `falco` (invalid input when it is missing).
+    fn falco_install(&self, agents: &[AgentSpec]) -> Result<Option<FalcoInstall>> {
+        if !agents.iter().any(AgentSpec::is_falco) {
+            return Ok(None);
+        }
+        let path = self
+            .falco
+            .clone()
+            .or_else(|| std::env::var_os("VIGIL_BENCH_FALCO").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(vigil_bench::falco::DEFAULT_INSTALL));
+        FalcoInstall::locate(&path)
+            .map(Some)
+            .map_err(|e| InvalidInput(e.to_string()).into())
+    }
+
+    /// The report header's facts: the agents' versions, then `--note`s.
+    fn notes(
+        &self,
+        exe: &Path,
+        agents: &[AgentSpec],
+        falco: Option<&FalcoInstall>,
+    ) -> Result<Vec<(String, String)>> {
+        let mut notes = Vec::new();
+        if agents
+            .iter()
+            .any(|a| a.is_watch() || matches!(a, AgentSpec::Run { .. }))
+        {
+            let binary = match &self.watch_cmd {
+                Some(cmd) => format!("`{cmd}` for watch, `{}` for run", exe.display()),
+                None => format!("`{}`", exe.display()),
+            };
+            notes.push((
+                "vigil".to_string(),
+                format!("vigil {} ({binary})", env!("CARGO_PKG_VERSION")),
+            ));
+        }
+        if let Some(install) = falco {
+            notes.push((
+                "falco".to_string(),
+                format!(
+                    "{} (`{}`, configuration `{}`)",
+                    install
+                        .version()
+                        .unwrap_or_else(|| "version unknown".into()),
+                    install.bin.display(),
+                    install.config.display()
+                ),
+            ));
+        }
+        if !self.rules.is_empty() {
+            notes.push((
+                "rules".to_string(),
+                self.rules
+                    .iter()
+                    .map(|r| format!("`{}`", r.display()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ));
+        }
+        for n in &self.note {
+            let (k, v) = n
+                .split_once('=')
+                .ok_or_else(|| InvalidInput(format!("--note `{n}` is not NAME=VALUE")))?;
+            notes.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        Ok(notes)
+    }
+
+    fn launch(&self, exe: &Path, out: &Path, falco: Option<FalcoInstall>) -> AgentLaunch {
         AgentLaunch {
             exe: exe.to_path_buf(),
             watch_cmd: self.watch_cmd.as_deref().map(split_words),
@@ -343,6 +444,7 @@ impl AgentArgs {
             ready_timeout: self.ready_timeout,
             pin: self.agent_pin.clone(),
             log_dir: out.join("agent-logs"),
+            falco,
         }
     }
 }
@@ -413,7 +515,7 @@ fn overhead(args: OverheadArgs) -> Result<ExitCode> {
     for a in &agents {
         let agent = AgentSpec::parse(a, &args.agent_args.rules);
         variants.push(Variant {
-            label: agent.label(),
+            label: agent.label_without(&args.agent_args.rules),
             agent,
             wrap: Vec::new(),
         });
@@ -451,6 +553,9 @@ fn overhead(args: OverheadArgs) -> Result<ExitCode> {
     } else {
         vec![(args.pin.clone(), out.clone())]
     };
+    let specs: Vec<AgentSpec> = variants.iter().map(|v| v.agent.clone()).collect();
+    let falco = args.agent_args.falco_install(&specs)?;
+    let notes = args.agent_args.notes(&exe, &specs, falco.as_ref())?;
     let mut failures = 0;
     let mut reports = Vec::new();
     for (pin, dir) in passes {
@@ -464,9 +569,12 @@ fn overhead(args: OverheadArgs) -> Result<ExitCode> {
                 pin,
                 scratch: scratch.clone(),
             },
-            agent: args.agent_args.launch(&exe, &dir),
+            agent: args.agent_args.launch(&exe, &dir, falco.clone()),
             out: dir.clone(),
             busy: busy.clone(),
+            agent_per_test: args.agent_per_test,
+            canary: args.canary,
+            notes: notes.clone(),
         };
         let result = vigil_bench::overhead::run(&opts, &mut progress);
         vigil_bench::overhead::clean_scratch(&scratch);
@@ -512,6 +620,9 @@ fn exec_rate(args: ExecRateArgs) -> Result<ExitCode> {
                 spec.label()
             ));
         }
+        let falco = args
+            .agent_args
+            .falco_install(std::slice::from_ref(&spec))?;
         let scratch = scratch();
         let opts = ExecRateOptions {
             rates: args.rates.clone(),
@@ -525,7 +636,7 @@ fn exec_rate(args: ExecRateArgs) -> Result<ExitCode> {
                 pin: args.pin.clone(),
                 scratch: scratch.clone(),
             },
-            launch: args.agent_args.launch(&exe, &dir),
+            launch: args.agent_args.launch(&exe, &dir, falco),
             out: dir.clone(),
         };
         let result = vigil_bench::execrate::run(&opts, &mut progress);
@@ -588,13 +699,14 @@ fn background_agents(values: &[String], rules: &[PathBuf]) -> Result<Vec<AgentSp
 fn idle(args: IdleArgs) -> Result<ExitCode> {
     let exe = exe()?;
     let agents = background_agents(&args.agent, &args.agent_args.rules)?;
+    let falco = args.agent_args.falco_install(&agents)?;
     let out = args.out.clone().unwrap_or_else(|| default_out_dir("idle"));
     let opts = vigil_bench::idle::IdleOptions {
         agents,
         duration: args.duration,
         settle: args.settle,
         rounds: args.rounds.max(1),
-        launch: args.agent_args.launch(&exe, &out),
+        launch: args.agent_args.launch(&exe, &out, falco),
         out: out.clone(),
     };
     let runs = vigil_bench::idle::run(&opts, &mut progress)?;
@@ -607,6 +719,7 @@ fn latency(args: LatencyArgs) -> Result<ExitCode> {
         return Err(InvalidInput("--rates must be positive numbers".into()).into());
     }
     let agents = background_agents(&args.agent, &args.agent_args.rules)?;
+    let falco = args.agent_args.falco_install(&agents)?;
     let out = args
         .out
         .clone()
@@ -616,7 +729,7 @@ fn latency(args: LatencyArgs) -> Result<ExitCode> {
         rates: args.rates,
         duration: args.duration,
         settle: args.settle,
-        launch: args.agent_args.launch(&exe, &out),
+        launch: args.agent_args.launch(&exe, &out, falco),
         out: out.clone(),
     };
     let results = vigil_bench::latency::run(&opts, &mut progress)?;
@@ -645,6 +758,13 @@ fn capacity(args: CapacityArgs) -> Result<ExitCode> {
     let load_workers = args
         .load_workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let agents: Vec<AgentSpec> = args
+        .agent
+        .iter()
+        .map(|a| AgentSpec::parse(a, &args.agent_args.rules))
+        .collect();
+    let falco = args.agent_args.falco_install(&agents)?;
+    let notes = args.agent_args.notes(&exe, &agents, falco.as_ref())?;
     let opts = CapacityOptions {
         budgets: args.cpus,
         start: args.start,
@@ -653,14 +773,20 @@ fn capacity(args: CapacityArgs) -> Result<ExitCode> {
         max_steps: args.max_steps.max(1),
         duration: args.duration,
         load_workers,
-        agent: AgentSpec::parse(&args.agent, &args.agent_args.rules),
+        labels: agents
+            .iter()
+            .map(|a| a.label_without(&args.agent_args.rules))
+            .collect(),
+        agents,
+        canary: args.canary,
+        notes,
         path,
         workers: WorkerLaunch {
             exe: exe.clone(),
             pin: None,
             scratch: scratch.clone(),
         },
-        launch: args.agent_args.launch(&exe, &out),
+        launch: args.agent_args.launch(&exe, &out, falco),
         out: out.clone(),
     };
     let result = vigil_bench::capacity::run(&opts, &mut progress);
@@ -686,6 +812,13 @@ fn worker(args: WorkerArgs) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         "exec-rate" => workload::exec_rate(&args.program, args.rate, args.duration)?,
+        "canary" => {
+            let path = args
+                .path
+                .clone()
+                .ok_or_else(|| InvalidInput("canary needs --path".into()))?;
+            workload::canary(&path, args.count, Duration::from_millis(20))?
+        }
         "open-load" => {
             let path = args
                 .path

@@ -11,6 +11,7 @@
 mod support;
 
 mod bench;
+mod bench_falco;
 mod cli;
 mod container;
 mod enforce_default;
