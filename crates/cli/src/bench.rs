@@ -205,10 +205,10 @@ pub struct IdleArgs {
     #[arg(long, value_name = "watch|watch:ARGS|CMD")]
     agent: Vec<String>,
     /// The measured window.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = duration)]
     duration: Duration,
     /// How long each agent runs before the window opens.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = duration)]
     settle: Duration,
     /// Rounds over every agent.
     #[arg(long, default_value_t = 1)]
@@ -230,10 +230,10 @@ pub struct LatencyArgs {
     #[arg(long, default_value = "10,100,1000", value_delimiter = ',')]
     rates: Vec<f64>,
     /// How long each rate lasts.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = duration)]
     duration: Duration,
     /// How long the agent runs before the first rate.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = duration)]
     settle: Duration,
     /// Report directory (default target/bench/latency-<timestamp>).
     #[arg(long, value_name = "DIR")]
@@ -620,9 +620,7 @@ fn exec_rate(args: ExecRateArgs) -> Result<ExitCode> {
                 spec.label()
             ));
         }
-        let falco = args
-            .agent_args
-            .falco_install(std::slice::from_ref(&spec))?;
+        let falco = args.agent_args.falco_install(std::slice::from_ref(&spec))?;
         let scratch = scratch();
         let opts = ExecRateOptions {
             rates: args.rates.clone(),
