@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::agent::WatchStats;
+use crate::counters::WatchStats;
 use crate::BenchError;
 
 /// Where the bench looks for Falco when neither `--falco` nor `VIGIL_BENCH_FALCO` says.

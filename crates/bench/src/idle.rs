@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::agent::{AgentLaunch, AgentSpec, BackgroundAgent};
 use crate::report::{self, cell};
 use crate::system::{self, SystemInfo};
-use crate::{plots, sys, BenchError, Progress};
+use crate::{sys, BenchError, Progress};
 
 /// The web server's thread name in `vigil watch` (reported apart: the goal leaves it
 /// aside).
@@ -242,7 +242,7 @@ pub fn run(opts: &IdleOptions, progress: Progress) -> Result<Vec<IdleRun>, Bench
     }
     let (md, json) = render(opts, &info, started, &runs);
     report::write_report(&opts.out, &md, &json)?;
-    plots::from_report(&json, &opts.out)?;
+    plots(&json, &opts.out)?;
     Ok(runs)
 }
 

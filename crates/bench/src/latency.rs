@@ -24,7 +24,7 @@ use crate::agent::{tail, AgentLaunch, AgentSpec, WATCH_READY};
 use crate::report::{self, cell};
 use crate::stats::Pacer;
 use crate::system::SystemInfo;
-use crate::{plots, sys, BenchError, Progress};
+use crate::{sys, BenchError, Progress};
 
 /// The environment variable that gives a command agent the trigger rule's path.
 pub const RULES_ENV: &str = "VIGIL_BENCH_TRIGGER_RULES";
@@ -380,7 +380,7 @@ pub fn run(opts: &LatencyOptions, progress: Progress) -> Result<Vec<AgentResult>
         .collect();
     let (md, json) = render(opts, &info, started, &results);
     report::write_report(&opts.out, &md, &json)?;
-    plots::from_report(&json, &opts.out)?;
+    plots(&json, &opts.out)?;
     Ok(results)
 }
 

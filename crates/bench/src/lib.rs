@@ -10,6 +10,7 @@
 //! - [`latency`]: the time from a syscall to its alert on the agent's stdout, at fixed rates.
 //! - [`falco`]: Falco as an agent (`--agent falco`): its install, start, readiness, counters;
 //!   [`servers`]: the real workloads `redis` and `nginx`, servers the bench starts itself.
+//! - [`counters`]: the counters an agent reports at exit, one shape for every agent.
 //! - [`report`]: Markdown + JSON reports and the charts; [`plots`]: a report's SVG plots, drawn
 //!   from its `report.json` alone; [`system`]: machine facts and `/proc` readers.
 //!
@@ -36,6 +37,7 @@ use thiserror::Error;
 pub mod agent;
 pub mod busy;
 pub mod capacity;
+pub mod counters;
 pub mod execrate;
 pub mod falco;
 pub mod genbench;
