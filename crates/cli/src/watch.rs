@@ -317,6 +317,12 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
                 source
                     .set_interest_and_failures(&interest, &unused)
                     .context("cannot apply the reloaded rules' event types")?;
+                // The reload notice came before the attach: this line says the kernel now
+                // captures what the new rules watch (a user testing a new rule waits for it).
+                eprintln!(
+                    "vigil: watching {} syscalls after the reload",
+                    source.attached_syscalls().len() + source.fallback_syscalls().len()
+                );
                 report_coverage(&source, args.raw_fallback, args.verbose, true);
             }
         }

@@ -366,6 +366,8 @@ fn watch_keeps_only_the_documented_capabilities_and_writes_private_files() {
     .unwrap();
     agent.signal("HUP");
     agent.wait_stderr("SIGHUP: reloaded configuration and 2 rules", WAIT);
+    // The reload notice precedes the attach of the new tracepoints; this line follows it.
+    agent.wait_stderr("syscalls after the reload", WAIT);
     assert!(
         !agent.stderr().contains("cannot apply the reloaded rules"),
         "{}",
