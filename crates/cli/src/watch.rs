@@ -2,9 +2,9 @@
 //!
 //! Set-up runs with the privileges the agent was started with (loading BPF programs, reading
 //! every process's `/proc`, creating the capture); then [`Agent::start`] drops all but
-//! [`vigil_ptrace::privs::watch_keeps`] (re-attaching tracepoints on SIGHUP, reading `/proc` and
+//! [`vigil_privs::watch_keeps`] (re-attaching tracepoints on SIGHUP, reading `/proc` and
 //! container files lazily) and sets `no_new_privs`, before any thread starts. The reasons for
-//! each kept capability are in `vigil_ptrace::privs`.
+//! each kept capability are in `vigil-privs`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -205,7 +205,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let mut engine = Engine::new(ruleset, state_config, hostname.clone());
     engine.load_snapshot(&snapshot);
     init_logging();
-    let keep = vigil_ptrace::privs::watch_keeps();
+    let keep = vigil_privs::watch_keeps();
     let flags = AgentFlags {
         // Everything that needed more is done: programs loaded, snapshot read, capture
         // open; the stats and metrics files and the web server come before the drop.
