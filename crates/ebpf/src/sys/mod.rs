@@ -64,7 +64,9 @@ mod stubs_skel {
 use link::SyscallLinks;
 use skel::VigilSkel;
 
-/// The loaded programs, their maps and links, and the ring buffers.
+/// The loaded programs, their maps and links, and the ring buffers. Its methods sit with the
+/// kernel object they touch: loading and attaching in `prog.rs`, map updates and counters in
+/// `maps.rs`, consumption and the waiter in `ring.rs`.
 pub struct Bpf {
     // Field order matters for drop order: links and the ring buffer go before the skeleton.
     syscall_links: BTreeMap<u16, SyscallLinks>,
@@ -95,6 +97,7 @@ pub struct Bpf {
     tracefs: Result<Tracefs, String>,
 }
 
+/// A libbpf error as [`EbpfError::Load`], saying what could not be done.
 fn load_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> EbpfError {
     move |source| EbpfError::Load {
         what,

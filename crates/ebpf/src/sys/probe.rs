@@ -12,7 +12,7 @@ pub struct Feature {
     pub since: &'static str,
 }
 
-/// The oldest Linux release that has every [`REQUIRED`] feature.
+/// The oldest Linux release that has every `REQUIRED` feature.
 pub const OLDEST_KERNEL: &str = "5.17";
 
 /// What `bpf/vigil.bpf.c` needs beyond BTF and `tp_btf` programs (5.5), probed before the
