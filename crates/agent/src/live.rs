@@ -23,7 +23,7 @@ use vigil_engine::{AlertDecorator, Engine};
 use vigil_event::Event;
 use vigil_output::sinks::Console;
 use vigil_output::{Formatter, Metrics, Outputs, OutputsError};
-use vigil_ptrace::privs::Capability;
+use vigil_privs::Capability;
 use vigil_rules::Ruleset;
 
 use crate::filewatch::{self, ConfigWatcher, WatchSources};
@@ -62,7 +62,7 @@ pub enum AgentError {
     #[error("cannot install signal handlers")]
     Signals(#[source] std::io::Error),
     #[error("cannot drop privileges")]
-    Privileges(#[source] vigil_ptrace::privs::PrivError),
+    Privileges(#[source] vigil_privs::PrivError),
     /// A bad certificate or key for `webserver.ssl_enabled`.
     #[error(transparent)]
     WebserverConfig(ServerError),
@@ -101,7 +101,7 @@ pub struct AgentFlags<'a> {
     /// Falco's `modern_bpf` (CO-RE eBPF) and `savefile` (a capture file), or `ptrace`.
     pub engine: &'static str,
     /// Drop every capability but these once the files are open and the web server's socket
-    /// is bound, before any thread starts ([`vigil_ptrace::privs::drop_to`]).
+    /// is bound, before any thread starts ([`vigil_privs::drop_to`]).
     pub privileges: Option<&'a [Capability]>,
     /// Where messages for the operator go (one line each, without a prefix).
     pub notice: fn(&str),
@@ -274,7 +274,7 @@ impl Agent {
             Signals::detached()
         };
         if let Some(keep) = flags.privileges {
-            let dropped = vigil_ptrace::privs::drop_to(keep).map_err(AgentError::Privileges)?;
+            let dropped = vigil_privs::drop_to(keep).map_err(AgentError::Privileges)?;
             log::info!(
                 "privileges dropped: kept capabilities {}; no_new_privs set",
                 dropped.describe()

@@ -9,7 +9,7 @@
 //!
 //! Privileges: the capture and `--learn` files are opened first; the workload is forked with
 //! the privileges Vigil was started with; then the tracer drops all but
-//! [`vigil_ptrace::privs::TRACER`] and sets `no_new_privs` before the workload runs, and only
+//! [`vigil_privs::TRACER`] and sets `no_new_privs` before the workload runs, and only
 //! then starts the agent's threads (outputs, web server) in [`Handler::attached`]: a
 //! configuration they refuse still stops the run before the workload's first instruction.
 //!
@@ -250,10 +250,7 @@ impl Handler for Pipeline {
         self.memory = Some(probe.chosen);
     }
 
-    fn attached(
-        &mut self,
-        privileges: Option<&vigil_ptrace::privs::Dropped>,
-    ) -> Result<(), String> {
+    fn attached(&mut self, privileges: Option<&vigil_privs::Dropped>) -> Result<(), String> {
         if let Some(dropped) = privileges {
             log::info!(
                 "tracer privileges dropped: kept capabilities {}; no_new_privs set",
@@ -565,7 +562,7 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         blind_rules: 0,
         memory: None,
     };
-    let allow_privilege_gain = vigil_ptrace::privs::may_allow_privilege_gain();
+    let allow_privilege_gain = vigil_privs::may_allow_privilege_gain();
     if !allow_privilege_gain {
         log::warn!(
             "setuid and setgid programs and file capabilities will not gain privileges in this \

@@ -2,9 +2,9 @@
 //!
 //! Set-up runs with the privileges the agent was started with (loading BPF programs, reading
 //! every process's `/proc`, creating the capture); then [`Agent::start`] drops all but
-//! [`vigil_ptrace::privs::watch_keeps`] (re-attaching tracepoints on SIGHUP, reading `/proc` and
+//! [`vigil_privs::watch_keeps`] (re-attaching tracepoints on SIGHUP, reading `/proc` and
 //! container files lazily) and sets `no_new_privs`, before any thread starts. The reasons for
-//! each kept capability are in `vigil_ptrace::privs`.
+//! each kept capability are in `vigil-privs`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Args;
 use vigil_capture::{InterestSet, Source};
-use vigil_ebpf::{BpfOptions, BpfSource};
+use vigil_ebpf::{BpfOptions, BpfSource, Floor, Hook};
 use vigil_engine::Engine;
 use vigil_event::{Event, EventType};
 use vigil_rules::Ruleset;
@@ -47,12 +47,12 @@ pub struct WatchArgs {
     /// the kernel: every syscall runs the filter) or `tracepoint` (per-syscall enter and exit
     /// tracepoints, the previous design). With any tracepoint, every syscall of the host
     /// takes the kernel's slow path.
-    #[arg(long, value_enum, default_value_t = SyscallHook::Auto)]
+    #[arg(long, value_enum, default_value_t = SyscallHook(None))]
     syscall_hook: SyscallHook,
     /// For `vigil bench`: attach programs that return at once (`nop`) or only write a
     /// record header (`ring`) at the same points, capturing nothing (the floor under
     /// Vigil's own work). No alerts.
-    #[arg(long, value_enum, default_value_t = BpfFloor::None, hide = true)]
+    #[arg(long, value_enum, default_value_t = BpfFloor(Floor::None), hide = true)]
     bpf_floor: BpfFloor,
     /// Also read docker containers' metadata (name, image, labels, mounts) from this data
     /// root (repeatable). `/var/lib/docker` and the `--data-root` of every running `dockerd`
@@ -79,30 +79,59 @@ impl WatchArgs {
             write: WriteArgs { write: None },
             duration,
             raw_fallback: false,
-            syscall_hook: SyscallHook::Auto,
-            bpf_floor: BpfFloor::None,
+            syscall_hook: SyscallHook(None),
+            bpf_floor: BpfFloor(Floor::None),
             docker_data_root: Vec::new(),
             verbose: false,
         }
     }
 }
 
-/// `--syscall-hook`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SyscallHook {
-    Auto,
-    Fexit,
-    Raw,
-    Exit,
-    Tracepoint,
+/// `--syscall-hook`: `auto` (`None`: the driver's choice, fexit where the kernel allows it,
+/// else exit) or one of the driver's [`Hook`]s, by [`Hook::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyscallHook(pub Option<Hook>);
+
+impl clap::ValueEnum for SyscallHook {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [SyscallHook; Hook::ALL.len() + 1] = {
+            let mut all = [SyscallHook(None); Hook::ALL.len() + 1];
+            let mut i = 0;
+            while i < Hook::ALL.len() {
+                all[i + 1] = SyscallHook(Some(Hook::ALL[i]));
+                i += 1;
+            }
+            all
+        };
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(self.0.map_or("auto", Hook::name).into())
+    }
 }
 
-/// `--bpf-floor`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BpfFloor {
-    None,
-    Nop,
-    Ring,
+/// `--bpf-floor`: one of the driver's [`Floor`]s, by [`Floor::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BpfFloor(pub Floor);
+
+impl clap::ValueEnum for BpfFloor {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [BpfFloor; Floor::ALL.len()] = {
+            let mut all = [BpfFloor(Floor::None); Floor::ALL.len()];
+            let mut i = 0;
+            while i < Floor::ALL.len() {
+                all[i] = BpfFloor(Floor::ALL[i]);
+                i += 1;
+            }
+            all
+        };
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(self.0.name().into())
+    }
 }
 
 /// The rules, rule matching and configuration of a watch (again on SIGHUP).
@@ -161,18 +190,8 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             interest,
             failed_unused: unused,
             raw_fallback: args.raw_fallback,
-            hook: match args.syscall_hook {
-                SyscallHook::Auto => None,
-                SyscallHook::Fexit => Some(vigil_ebpf::Hook::Fexit),
-                SyscallHook::Raw => Some(vigil_ebpf::Hook::Raw),
-                SyscallHook::Exit => Some(vigil_ebpf::Hook::Exit),
-                SyscallHook::Tracepoint => Some(vigil_ebpf::Hook::Tracepoint),
-            },
-            floor: match args.bpf_floor {
-                BpfFloor::None => vigil_ebpf::Floor::None,
-                BpfFloor::Nop => vigil_ebpf::Floor::Nop,
-                BpfFloor::Ring => vigil_ebpf::Floor::Ring,
-            },
+            hook: args.syscall_hook.0,
+            floor: args.bpf_floor.0,
             ..BpfOptions::default()
         },
         start_snapshot,
@@ -205,7 +224,7 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let mut engine = Engine::new(ruleset, state_config, hostname.clone());
     engine.load_snapshot(&snapshot);
     init_logging();
-    let keep = vigil_ptrace::privs::watch_keeps();
+    let keep = vigil_privs::watch_keeps();
     let flags = AgentFlags {
         // Everything that needed more is done: programs loaded, snapshot read, capture
         // open; the stats and metrics files and the web server come before the drop.
@@ -226,10 +245,10 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
             );
         }
     }
-    if args.bpf_floor != BpfFloor::None {
+    if args.bpf_floor.0 != Floor::None {
         eprintln!(
             "vigil: floor run ({:?}): programs attached, nothing captured",
-            args.bpf_floor
+            args.bpf_floor.0
         );
     }
     // One line says what is watched and how; a second one, only when something is
@@ -460,6 +479,42 @@ mod tests {
                  priority: WARNING\n"
             ),
         )
+    }
+
+    /// `--syscall-hook` and `--bpf-floor` take the driver's names, in the order the help lists
+    /// them (scripts and `vigil bench` agent specs pass them), each parsed to its own hook or
+    /// floor.
+    #[test]
+    fn hook_and_floor_flags_take_the_drivers_names() {
+        use clap::ValueEnum;
+        fn names<T: ValueEnum>() -> Vec<String> {
+            T::value_variants()
+                .iter()
+                .map(|v| {
+                    let value = v.to_possible_value().expect("every variant has a value");
+                    value.get_name().to_owned()
+                })
+                .collect()
+        }
+        assert_eq!(
+            names::<SyscallHook>(),
+            ["auto", "fexit", "raw", "exit", "tracepoint"]
+        );
+        assert_eq!(names::<BpfFloor>(), ["none", "nop", "ring"]);
+        assert_eq!(SyscallHook::from_str("auto", false), Ok(SyscallHook(None)));
+        for hook in Hook::ALL {
+            assert_eq!(
+                SyscallHook::from_str(hook.name(), false),
+                Ok(SyscallHook(Some(hook)))
+            );
+        }
+        assert_eq!(
+            SyscallHook::from_str("tracepoint", false),
+            Ok(SyscallHook(Some(Hook::Tracepoint)))
+        );
+        assert_eq!(BpfFloor::from_str("nop", false), Ok(BpfFloor(Floor::Nop)));
+        assert_eq!(BpfFloor::from_str("ring", false), Ok(BpfFloor(Floor::Ring)));
+        assert!(SyscallHook::from_str("kprobe", false).is_err());
     }
 
     #[test]

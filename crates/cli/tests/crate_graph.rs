@@ -17,6 +17,8 @@ const ORDER: &[&str] = &[
     "vigil-capture",
     // `/proc` into a snapshot: below the drivers, which must not know the state engine.
     "vigil-procfs",
+    // The capability drop of every live command: below both drivers and the agent.
+    "vigil-privs",
     // Container metadata from the runtimes' files: for the state engine, not the drivers.
     "vigil-container",
     "vigil-ebpf",

@@ -31,17 +31,18 @@
 //! failure of, none while `-w` writes a capture, again on reload; the driver keeps
 //! `close`/`connect`, whose failures the state uses) and counted apart from losses
 //! (`filtered_failed`). Syscall tracepoints are attached by id (perf event + BPF link,
-//! `sys::attach_tracepoint`), the id read from the host's tracefs when one is mounted, else from a
+//! `sys/perf_event.rs`), the id read from the host's tracefs when one is mounted, else from a
 //! private tracefs instance created with `fsopen`/`fsmount` and mounted nowhere (`sys::Tracefs`):
 //! the agent starts on a host where nobody mounted tracefs and leaves the host's mounts as they
 //! were; the start-up log says which. Creating that instance needs `CAP_SYS_ADMIN`; `fexit` needs
 //! no tracefs at all, so without either (a container with `CAP_BPF` and `CAP_PERFMON` only) it
 //! still runs, and where trampolines are refused the error says both. A `bpf()` call refused
 //! outright (a container runtime's seccomp profile) is named as such before the feature probes,
-//! which would take it for a missing kernel feature (`EbpfError::BpfRefused`). `spec.rs` says per syscall where each schema parameter comes
-//! from (and derives the kernel's capture spec from that), `decode.rs` turns records into `Event`s
-//! (untrusted bytes, never panics), `sys.rs` holds the skeleton and every `unsafe`. `BpfSource` (a
-//! `Source`) attaches first, then calls back its caller for the start snapshot (`vigil watch` reads
+//! which would take it for a missing kernel feature (`EbpfError::BpfRefused`). `spec.rs` says per
+//! syscall where each schema parameter comes from (and derives the kernel's capture spec from
+//! that), `decode.rs` turns records into `Event`s (untrusted bytes, never panics), `sys/` holds the
+//! skeleton and every `unsafe` (one module per kernel object), `policy.rs` the choices `sys`
+//! carries out (`Hook`, `Floor`, `WakeTuning`). `BpfSource` (a `Source`) attaches first, then calls back its caller for the start snapshot (`vigil watch` reads
 //! `/proc` for it; the driver knows nothing of the state engine), and merges the per-CPU streams in
 //! time order (2 ms reorder window; the queue is bounded at 16,384 events, beyond which the rings
 //! are left to fill and overload shows as counted `buffer_full` drops, not memory growth).
@@ -70,8 +71,8 @@
 //! # Kernel differences
 //!
 //! Kernel differences are handled before or at load, never by luck: what a kernel lacks entirely
-//! (the ring buffer, task storage, `bpf_task_pt_regs`, `bpf_loop`: `sys::REQUIRED`, oldest
-//! supported kernel `sys::OLDEST_KERNEL` = 5.17) is probed with libbpf's probes first and named in
+//! (the ring buffer, task storage, `bpf_task_pt_regs`, `bpf_loop`: `REQUIRED` in `sys/probe.rs`,
+//! oldest supported kernel `OLDEST_KERNEL` = 5.17) is probed with libbpf's probes first and named in
 //! one line (`EbpfError::Unsupported`); struct fields that moved (`kernfs_node.parent` →
 //! `__parent`, inode times, `kernel_cap_t`) have CO-RE fallbacks in `bpf/vigil.bpf.c`; a type only
 //! a module knows (`ovl_inode`) is guarded by `bpf_core_type_exists`; trampolines are tried and,
@@ -94,12 +95,14 @@ use vigil_capture::{
 use vigil_event::{Event, Snapshot};
 
 mod decode;
+mod policy;
 mod spec;
 mod sys;
 
 pub use decode::Decoder;
+pub use policy::{Floor, Hook};
 pub use spec::{driver_interest, STATE_NEEDS, STATE_USES_FAILED};
-pub use sys::{fexit_target, Floor, Hook, KernelDrops, KernelWakeups, OLDEST_KERNEL};
+pub use sys::{fexit_target, KernelDrops, KernelWakeups, OLDEST_KERNEL};
 
 /// Why the eBPF driver cannot run or go on.
 #[derive(Debug, thiserror::Error)]
@@ -352,7 +355,7 @@ impl BpfSource {
         // Loads the programs for `hook` and attaches them to the interest set.
         let reorder_window_ns =
             u64::try_from(options.reorder_window.as_nanos()).unwrap_or(u64::MAX);
-        let wake = sys::WakeTuning {
+        let wake = policy::WakeTuning {
             bytes: options.wake_bytes,
             gap_ns: wake_gap_ns(reorder_window_ns),
         };

@@ -6,8 +6,8 @@
 //! Entry points: [`run`] with a [`RunSpec`] (what to stop on, at entry or exit, the
 //! [`Mechanism`], enforcement, learning) and a caller's [`Handler`], which receives the events
 //! and may veto a syscall before it runs ([`Verdict`]); `filter.rs` builds the seccomp programs,
-//! [`profile`] reads and learns OCI seccomp profiles, [`privs`] holds the capability calls of
-//! every live command ([`privs::TRACER`], [`privs::WATCH`]).
+//! [`profile`] reads and learns OCI seccomp profiles; the tracer drops its capabilities with
+//! `vigil-privs` ([`vigil_privs::TRACER`]).
 //!
 //! Invariants: the workload behaves as without Vigil (exit status and signals propagate,
 //! `PTRACE_O_EXITKILL` kills it if the tracer dies); a stop is taken only where a rule may need
@@ -31,7 +31,6 @@ mod fds;
 mod filter;
 mod idle;
 mod notify;
-pub mod privs;
 mod procinfo;
 pub mod profile;
 mod sys;
@@ -143,8 +142,8 @@ pub struct RunSpec {
     /// learning.
     pub notify_fallback: bool,
     /// Once the workload is forked and attached (before it runs), reduce the tracer to
-    /// [`privs::tracer_keeps`] and set `no_new_privs` ([`privs::drop_to`]; the process must still
-    /// be single-threaded then). The workload keeps the privileges it was forked with.
+    /// [`vigil_privs::tracer_keeps`] and set `no_new_privs` ([`vigil_privs::drop_to`]; the
+    /// process must still be single-threaded then). The workload keeps the privileges it was forked with.
     pub drop_privileges: bool,
     /// How to read the workload's memory; `None`: the cheapest of `process_vm_readv`,
     /// `/proc/PID/mem` and ptrace (`PTRACE_PEEKDATA`) that works, found by a probe before
@@ -154,7 +153,8 @@ pub struct RunSpec {
     /// Start the workload without `no_new_privs`, so setuid/setgid programs and file
     /// capabilities take effect as without Vigil. Installing a seccomp filter without it
     /// needs `CAP_SYS_ADMIN`, and the kernel lets a traced exec gain privileges only when the
-    /// tracer had `CAP_SYS_PTRACE` when it attached ([`privs::may_allow_privilege_gain`]).
+    /// tracer had `CAP_SYS_PTRACE` when it attached
+    /// ([`vigil_privs::may_allow_privilege_gain`]).
     pub allow_privilege_gain: bool,
     /// Call [`Handler::idle`] after each such period without a ptrace stop, so the
     /// handler's periodic work (statistics, metrics) also runs while the workload is idle.
@@ -212,7 +212,7 @@ pub trait Handler {
     /// [`Handler::start`]: the place to start threads, which inherit the reduced privileges.
     /// An error kills the workload before it runs and ends [`run`] with
     /// [`RunError::Handler`].
-    fn attached(&mut self, privileges: Option<&privs::Dropped>) -> Result<(), String> {
+    fn attached(&mut self, privileges: Option<&vigil_privs::Dropped>) -> Result<(), String> {
         let _ = privileges;
         Ok(())
     }
@@ -314,7 +314,7 @@ pub enum RunError {
     #[error("cannot start the tracer's idle wake-ups")]
     Idle(#[source] std::io::Error),
     #[error("the tracer cannot drop its privileges")]
-    Privileges(#[source] privs::PrivError),
+    Privileges(#[source] vigil_privs::PrivError),
     #[error(
         "cannot read the workload's memory ({0}); give Vigil CAP_SYS_PTRACE (docker run \
          --cap-add SYS_PTRACE, a task definition's linuxParameters.capabilities.add) or allow \
@@ -565,7 +565,7 @@ fn prepare(
     ptrace: bool,
 ) -> Result<(), RunError> {
     let dropped = if spec.drop_privileges {
-        Some(privs::drop_to(&privs::tracer_keeps()).map_err(RunError::Privileges)?)
+        Some(vigil_privs::drop_to(&vigil_privs::tracer_keeps()).map_err(RunError::Privileges)?)
     } else {
         None
     };

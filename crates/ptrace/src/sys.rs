@@ -1,6 +1,6 @@
 //! Every system interface the tracer needs that `std` does not offer: fork/exec with a seccomp
 //! filter, ptrace requests, `waitpid`, `process_vm_readv`, signal dispositions,
-//! `no_new_privs` (capability sets go through the `caps` crate, see `privs`). This is the one
+//! `no_new_privs` for the workload (the tracer's own privileges: `vigil-privs`). This is the one
 //! module of the crate allowed to use `unsafe`; each block says why it is sound.
 #![allow(unsafe_code)]
 
@@ -1094,15 +1094,6 @@ pub fn tgkill(tgid: i32, tid: i32, sig: i32) -> io::Result<()> {
 pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     // SAFETY: plain syscall.
     check(unsafe { libc::kill(pid, sig) }.into())?;
-    Ok(())
-}
-
-/// Sets `no_new_privs` on the calling thread (inherited by threads and children it creates
-/// later): no exec can grant privileges from now on (setuid bits and file capabilities are
-/// ignored). It cannot be unset.
-pub fn set_no_new_privs() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into())?;
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //!
 //! - The chart (no root needed): `leastPrivileged` is the default; its security context adds
 //!   exactly the capabilities `vigil watch` keeps after start-up
-//!   ([`vigil_ptrace::privs::WATCH`]), drops the rest, and sets no privilege gain, a read-only
+//!   ([`vigil_privs::WATCH`]), drops the rest, and sets no privilege gain, a read-only
 //!   root filesystem and the runtime's seccomp profile; `leastPrivileged: false` is the
 //!   privileged pod of before; `deploy/kubernetes/vigil.yaml` has the same security context.
 //! - A CRI pod (root, containerd and crictl started by the test, as in `runtimes.rs`): the
@@ -169,10 +169,7 @@ fn chart_runs_the_agent_least_privileged_by_default() {
     );
     assert!(security.get("appArmorProfile").is_none(), "{security}");
     // Exactly what the agent keeps after start-up: nothing more to drop, nothing missing.
-    let mut kept: Vec<String> = vigil_ptrace::privs::WATCH
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let mut kept: Vec<String> = vigil_privs::WATCH.iter().map(ToString::to_string).collect();
     kept.sort();
     assert_eq!(added_capabilities(security), kept, "{security}");
     assert_eq!(pod["spec"]["hostPID"], true);
@@ -701,7 +698,7 @@ fn run_pods(
 fn capability_mask(names: &[String]) -> u64 {
     names.iter().fold(0, |mask, name| {
         let full = format!("CAP_{}", name.trim_start_matches("CAP_"));
-        let cap: vigil_ptrace::privs::Capability = full.parse().expect("a capability name");
+        let cap: vigil_privs::Capability = full.parse().expect("a capability name");
         mask | cap.bitmask()
     })
 }
@@ -1336,10 +1333,11 @@ fn check_docker_run(run: &DockerRun, caps: &[String], what: &str, failures: &mut
 /// `--privileged`, Docker's default seccomp profile. Docker learnt the names BPF and PERFMON
 /// and let bpf() and perf_event_open() through its default profile for them in version 23;
 /// before (Debian 12's docker.io is 20.10), `--cap-add BPF` is refused, and the documented
-/// substitute is `CAP_SYS_ADMIN` for both (which the agent then keeps: `privs::watch_keeps`).
-/// A Docker that knows the names but whose profile refuses bpf() stops the agent with the line
-/// naming the seccomp filter, and `--security-opt seccomp=unconfined` must then work. Each way,
-/// the agent alerts with the workload container's fields and user.
+/// substitute is `CAP_SYS_ADMIN` for both (which the agent then keeps:
+/// `vigil_privs::watch_keeps`). A Docker that knows the names but whose profile refuses bpf()
+/// stops the agent with the line naming the seccomp filter, and `--security-opt
+/// seccomp=unconfined` must then work. Each way, the agent alerts with the workload container's
+/// fields and user.
 #[test]
 fn docker_run_with_the_charts_capabilities_alerts() {
     let _host = host::alone(module_path!());

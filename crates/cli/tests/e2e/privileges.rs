@@ -31,7 +31,7 @@ const CAP_SYS_PTRACE: u32 = 19;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
-/// The documented kept sets (`vigil_ptrace::privs`, ARCHITECTURE.md).
+/// The documented kept sets (`vigil_privs`, ARCHITECTURE.md).
 const WATCH_KEEPS: &[u32] = &[CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE, CAP_PERFMON, CAP_BPF];
 const TRACER_KEEPS: &[u32] = &[CAP_DAC_READ_SEARCH, CAP_KILL, CAP_SYS_PTRACE];
 

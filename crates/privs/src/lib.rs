@@ -1,7 +1,9 @@
-//! Least privilege for the live commands: once set-up is done, a command keeps only the
-//! capabilities it still uses, clears its inheritable and ambient sets and its bounding set,
-//! and sets `no_new_privs`. The user id is not changed (root stays uid 0): capabilities are
-//! what grant the power, and files the agent created as root stay its own to reopen.
+//! `vigil-privs`: least privilege for the live commands, used by the tracer of `vigil run`
+//! (`vigil-ptrace`) and the agent of `vigil watch` (`vigil-agent`). Once set-up is done, a
+//! command keeps only the capabilities it still uses, clears its inheritable and ambient sets
+//! and its bounding set, and sets `no_new_privs`. The user id is not changed (root stays uid
+//! 0): capabilities are what grant the power, and files the agent created as root stay its own
+//! to reopen.
 //!
 //! The kept sets, and why each capability is there (everything else is dropped):
 //!
@@ -56,25 +58,10 @@
 //! [`drop_to`] refuses to run once a second thread exists: callers drop before starting
 //! output workers or the web server's thread, which then inherit the reduced sets.
 //!
-//! # What each live command keeps
-//!
-//! After set-up each live command keeps only what it still uses, empties its inheritable, ambient
-//! and (given `CAP_SETPCAP`) bounding sets and sets `no_new_privs`; the uid does not change. `vigil
-//! watch` keeps `CAP_BPF` + `CAP_PERFMON` (SIGHUP re-attaches tracepoints; kernels before 6.5
-//! refuse every `bpf()` command without `CAP_BPF` when unprivileged BPF is off), `CAP_SYS_PTRACE` +
-//! `CAP_DAC_READ_SEARCH` (lazy `/proc/PID/…` reads of other users' processes, files inside
-//! containers through `/proc/PID/root`); the tracer of `vigil run` keeps `CAP_SYS_PTRACE`,
-//! `CAP_KILL` (signal forwarding and kill enforcement across a uid change) and
-//! `CAP_DAC_READ_SEARCH` — or, without `CAP_SYS_PTRACE`, everything it has, since the kernel lets
-//! it read the workload's `/proc` entries and memory only while the workload's capabilities are a
-//! subset of its own — and drops only once the workload is forked, which keeps exactly what it
-//! would have without Vigil (and no `no_new_privs` when Vigil has `CAP_SYS_ADMIN` and
-//! `CAP_SYS_PTRACE`: setuid programs work; tests: `crates/cli/tests/e2e/identity.rs`). Dropped
-//! everywhere: `CAP_DAC_OVERRIDE` (paths opened after start — reloads, reopens — must be writable
-//! by uid 0 through ordinary permissions), `CAP_NET_BIND_SERVICE` (the web server binds once),
-//! `CAP_SYS_ADMIN`. A program the agent starts (`program_output`) runs with no capability at all.
-//! Capabilities are per thread, so the drop runs (and `privs::drop_to` insists on running) before
-//! the first thread starts. Tests: `crates/cli/tests/e2e/privileges.rs`.
+//! Entry points: [`drop_to`] with [`watch_keeps`] or [`tracer_keeps`];
+//! [`may_allow_privilege_gain`] for a workload started without `no_new_privs` (setuid programs
+//! under `vigil run`, `crates/cli/tests/e2e/identity.rs`). Tests of the kept sets:
+//! `crates/cli/tests/e2e/privileges.rs`.
 
 use std::collections::HashSet;
 use std::io;
@@ -82,8 +69,6 @@ use std::io;
 use caps::CapSet;
 pub use caps::Capability;
 use thiserror::Error;
-
-use crate::sys;
 
 /// What `vigil watch` keeps after set-up (see the module documentation for why).
 pub const WATCH: &[Capability] = &[
@@ -243,13 +228,25 @@ pub fn drop_to(keep: &[Capability]) -> Result<Dropped, PrivError> {
         .map_err(caps_err("set the effective capabilities"))?;
     caps::set(None, CapSet::Permitted, &kept)
         .map_err(caps_err("set the permitted capabilities"))?;
-    sys::set_no_new_privs().map_err(PrivError::NoNewPrivs)?;
+    set_no_new_privs().map_err(PrivError::NoNewPrivs)?;
     let mut kept: Vec<Capability> = kept.into_iter().collect();
     kept.sort_by_key(|c| c.index());
     Ok(Dropped {
         kept,
         bounding_cleared,
     })
+}
+
+/// Sets `no_new_privs` on the calling thread (inherited by threads and children it creates
+/// later): no exec can grant privileges from now on (setuid bits and file capabilities are
+/// ignored). It cannot be unset.
+#[allow(unsafe_code)]
+fn set_no_new_privs() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

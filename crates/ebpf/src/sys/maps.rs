@@ -1,0 +1,170 @@
+//! The programs' maps: per-syscall settings (capture spec, failure filter, hooked and fallback
+//! numbers, wakeup types) and the per-CPU counters (drops, wakeups).
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::{load_err, Bpf};
+use crate::spec::CaptureSpec;
+use crate::EbpfError;
+
+/// The `wake_types` key of `procexit` (the others are syscall numbers).
+pub const WAKE_KEY_PROCEXIT: u32 = 512;
+
+/// Drop counters kept by the kernel side, per reason (summed over CPUs), the count of
+/// failed calls filtered out by design (not a loss) and the count of records committed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelDrops {
+    pub buffer_full: u64,
+    pub read_faults: u64,
+    pub stash_full: u64,
+    /// Failed calls not recorded because nothing could use them (`skip_failed` in the
+    /// kernel: see [`crate::BpfOptions::failed_unused`]). Filtering, not loss: these events
+    /// were never meant to be delivered.
+    pub filtered_failed: u64,
+    /// Records committed to the ring buffers (every kind, floor records included): what user
+    /// space can consume, so `consumed + still in the rings == submitted`.
+    pub submitted: u64,
+}
+
+/// The wakeups the kernel gave the reader (`wake_reason` in `bpf/vigil.bpf.c`), by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelWakeups {
+    /// For a record of a type an enabled rule watches.
+    pub watched: u64,
+    /// Because a ring held `BpfOptions::wake_bytes`.
+    pub filled: u64,
+}
+
+impl Bpf {
+    /// Where each parameter of syscall `nr` comes from (`specs`).
+    pub(super) fn set_spec(&self, nr: u16, spec: CaptureSpec) -> Result<(), EbpfError> {
+        self.skel
+            .maps
+            .specs
+            .update(
+                &u32::from(nr).to_ne_bytes(),
+                &spec.to_bytes(),
+                MapFlags::ANY,
+            )
+            .map_err(load_err("fill the capture-spec map"))
+    }
+
+    /// Whether syscall `nr` is captured through `raw_syscalls` (`fallback_nrs`).
+    pub(super) fn set_fallback_nr(&self, nr: u16, on: bool) -> Result<(), EbpfError> {
+        self.skel
+            .maps
+            .fallback_nrs
+            .update(&u32::from(nr).to_ne_bytes(), &[u8::from(on)], MapFlags::ANY)
+            .map_err(load_err("fill the fallback syscall map"))
+    }
+
+    /// Whether the kernel drops the failed calls of syscall `nr` (counting them).
+    pub(super) fn set_skip_failed(&self, nr: u16, skip: bool) -> Result<(), EbpfError> {
+        self.skel
+            .maps
+            .skip_failed
+            .update(
+                &u32::from(nr).to_ne_bytes(),
+                &[u8::from(skip)],
+                MapFlags::ANY,
+            )
+            .map_err(load_err("fill the failure-filter map"))
+    }
+
+    /// Marks syscall `nr` as hooked (or not) for the fork program.
+    pub(super) fn set_hooked(&self, nr: u16, on: bool) -> Result<(), EbpfError> {
+        self.skel
+            .maps
+            .hooked_nrs
+            .update(&u32::from(nr).to_ne_bytes(), &[u8::from(on)], MapFlags::ANY)
+            .map_err(load_err("fill the hooked-syscall map"))
+    }
+
+    /// Makes exactly the records of `keys` (syscall numbers, [`WAKE_KEY_PROCEXIT`]) wake the
+    /// reader (`wake_types`).
+    pub fn set_wake_types(&mut self, keys: &[u32]) -> Result<(), EbpfError> {
+        let set = |key: u32, on: bool| {
+            self.skel
+                .maps
+                .wake_types
+                .update(&key.to_ne_bytes(), &[u8::from(on)], MapFlags::ANY)
+                .map_err(load_err("fill the wakeup map"))
+        };
+        for &key in self.wake_keys.iter().filter(|k| !keys.contains(k)) {
+            set(key, false)?;
+        }
+        for &key in keys.iter().filter(|k| !self.wake_keys.contains(k)) {
+            set(key, true)?;
+        }
+        self.wake_keys = keys.to_vec();
+        Ok(())
+    }
+
+    /// The kernel-side drop counters, summed over CPUs.
+    pub fn drops(&self) -> KernelDrops {
+        let mut drops = KernelDrops::default();
+        for cpu in self.drops_per_cpu() {
+            drops.buffer_full += cpu.buffer_full;
+            drops.read_faults += cpu.read_faults;
+            drops.stash_full += cpu.stash_full;
+            drops.filtered_failed += cpu.filtered_failed;
+            drops.submitted += cpu.submitted;
+        }
+        drops
+    }
+
+    /// The wakeups the kernel gave the reader, by reason, summed over CPUs (`wake_states`).
+    pub fn wakeups(&self) -> KernelWakeups {
+        let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .wake_states
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        else {
+            return KernelWakeups::default();
+        };
+        let mut total = KernelWakeups::default();
+        for value in &per_cpu {
+            let n = |i: usize| {
+                value
+                    .get(i * 8..i * 8 + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_ne_bytes)
+            };
+            // struct wake_state: last, watched, filled.
+            total.watched += n(1);
+            total.filled += n(2);
+        }
+        total
+    }
+
+    /// The kernel-side drop counters of each CPU.
+    pub fn drops_per_cpu(&self) -> Vec<KernelDrops> {
+        let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .drop_counts
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        else {
+            return Vec::new();
+        };
+        per_cpu
+            .iter()
+            .map(|value| {
+                let n = |i: usize| {
+                    value
+                        .get(i * 8..i * 8 + 8)
+                        .and_then(|b| b.try_into().ok())
+                        .map_or(0, u64::from_ne_bytes)
+                };
+                KernelDrops {
+                    buffer_full: n(0),
+                    read_faults: n(1),
+                    stash_full: n(2),
+                    filtered_failed: n(3),
+                    submitted: n(4),
+                }
+            })
+            .collect()
+    }
+}
