@@ -211,14 +211,18 @@ FALCO ?= target/peers/falco
 FALCO_RULES ?= ../shared/falco-rules/falco_rules.yaml
 BENCH_FALCO_STAMP := $(shell date -u +%Y%m%d-%H%M%S)
 BENCH_FALCO_OUT ?= target/bench/falco-$(BENCH_FALCO_STAMP)
+# A run that failed (an agent that died or did not start) is in its report; the capacity ramps
+# run even then, and the target fails at the end.
 bench-falco: build bench-deps
+	@rc=0; \
 	$(VIGIL) bench overhead --falco $(FALCO) -r $(FALCO_RULES) \
 	  --agent falco --agent watch --agent run --agent-per-test --canary 5 \
 	  --tests syscall,pipe,context1,spawn,execl,fstime,shell1,redis,nginx \
-	  --iterations 3 --duration 2 --out $(BENCH_FALCO_OUT)/overhead
+	  --iterations 3 --duration 2 --out $(BENCH_FALCO_OUT)/overhead || rc=$$?; \
 	$(VIGIL) bench capacity --falco $(FALCO) -r $(FALCO_RULES) --agent falco --agent watch \
 	  --cpus 0.5,1,2 --start 25000 --step x1.5 --max-steps 8 --duration 4 --canary 5 \
-	  --out $(BENCH_FALCO_OUT)/capacity
+	  --out $(BENCH_FALCO_OUT)/capacity || rc=$$?; \
+	exit $$rc
 
 # Runs each fuzz target for FUZZ_SECONDS (needs the nightly toolchain and cargo-fuzz). The
 # rules targets start from fuzz/seeds/<target> (checked in; new corpus entries go to the
