@@ -1510,6 +1510,12 @@ mod tests {
         d.enqueue(rec(9));
         assert!(d.shared.lock().queue.is_empty());
         sink.down.store(false, Ordering::SeqCst);
+        // With a spool a shutdown does not wait for a sink (the alerts are durable): let the
+        // worker's next attempt deliver them first.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while sink.got.lock().unwrap().len() < 8 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let report = d.shutdown(far());
         let want: Vec<String> = [0, 1, 2, 3, 4, 5, 6, 9]
             .iter()
