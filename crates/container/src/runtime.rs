@@ -40,7 +40,9 @@
 //! never per event. A runtime may write its state after the container's first processes ran
 //! (runc re-executes itself inside the cgroup before saving `state.json`), so the first
 //! [`EAGER_RETRIES`] misses of an id are retried at its next exec, then at most every
-//! [`RETRY_NS`] of event time; lookups, misses and their time are counted ([`LookupStats`],
+//! [`EAGER_GAP_NS`] until [`EAGER_WINDOW_NS`] after its first miss (a busy host may run many
+//! execs in a container before its runtime writes the state: a count alone would be used up),
+//! then at most every [`RETRY_NS`] of event time; lookups, misses and their time are counted ([`LookupStats`],
 //! exported as `vigil_container_lookup_*`). At start, [`add_snapshot_containers`] puts the
 //! running containers (and their sandboxes) into the start snapshot, so a capture carries them
 //! and its replay names them as the live agent did. **Limitation:** containers started after
@@ -64,7 +66,12 @@ use crate::table::{label, ContainerTable};
 const MAX_STATE_BYTES: u64 = 4 << 20;
 /// Misses of an id retried at once (at its next exec).
 pub const EAGER_RETRIES: u32 = 16;
-/// After [`EAGER_RETRIES`] misses, a lookup is retried after this much event time (ns).
+/// After [`EAGER_RETRIES`] misses and until [`EAGER_WINDOW_NS`] after the first, a lookup is
+/// retried after this much event time (ns): at most 100 more lookups of one id.
+pub const EAGER_GAP_NS: u64 = 50_000_000;
+/// How long after an id's first miss its lookups stay eager (ns).
+pub const EAGER_WINDOW_NS: u64 = 5_000_000_000;
+/// After the eager window, a lookup is retried after this much event time (ns).
 pub const RETRY_NS: u64 = 2_000_000_000;
 /// At most this many ids are remembered as unknown (then the memory is cleared).
 const MAX_UNKNOWN: usize = 4096;
@@ -1039,8 +1046,9 @@ pub struct RuntimeReader {
     dirs: RuntimeDirs,
     /// Event time of the last look for docker daemons.
     discovered_at: Option<u64>,
-    /// Short ids no runtime knew: misses so far and the event time of the last attempt.
-    unknown: FxHashMap<Box<[u8]>, (u32, u64)>,
+    /// Short ids no runtime knew: misses so far, and the event times of the first and the
+    /// last attempt.
+    unknown: FxHashMap<Box<[u8]>, Misses>,
     stats: LookupStats,
 }
 
@@ -1093,8 +1101,8 @@ impl RuntimeReader {
         if short_id.is_empty() || table.is_complete(short_id) {
             return;
         }
-        if let Some(&(misses, last)) = self.unknown.get(short_id) {
-            if misses >= EAGER_RETRIES && now.saturating_sub(last) < RETRY_NS {
+        if let Some(m) = self.unknown.get(short_id) {
+            if !m.due(now) {
                 return;
             }
         }
@@ -1157,9 +1165,37 @@ impl RuntimeReader {
         if self.unknown.len() >= MAX_UNKNOWN {
             self.unknown.clear();
         }
-        let entry = self.unknown.entry(short_id.into()).or_insert((0, now));
-        entry.0 = entry.0.saturating_add(1);
-        entry.1 = now;
+        let entry = self.unknown.entry(short_id.into()).or_insert(Misses {
+            count: 0,
+            first: now,
+            last: now,
+        });
+        entry.count = entry.count.saturating_add(1);
+        entry.last = now;
+    }
+}
+
+/// The failed lookups of one id.
+#[derive(Clone, Copy, Debug)]
+struct Misses {
+    count: u32,
+    /// Event time of the first and of the last failed lookup (ns).
+    first: u64,
+    last: u64,
+}
+
+impl Misses {
+    /// Whether the id may be looked up again at event time `now`.
+    fn due(&self, now: u64) -> bool {
+        if self.count < EAGER_RETRIES {
+            return true;
+        }
+        let gap = if now.saturating_sub(self.first) < EAGER_WINDOW_NS {
+            EAGER_GAP_NS
+        } else {
+            RETRY_NS
+        };
+        now.saturating_sub(self.last) >= gap
     }
 }
 
@@ -1736,24 +1772,64 @@ mod tests {
         reader.resolve(short, 1_001, &mut table);
         assert_eq!(table.get(short).map(|c| c.name.as_str()), Some(ID));
 
-        // An id no runtime knows: after the eager retries, once per RETRY_NS.
+        // An id no runtime knows: after the eager retries, once per EAGER_GAP_NS during the
+        // eager window, then once per RETRY_NS.
         const OTHER: &[u8] = b"0123456789ab";
+        let misses = |reader: &RuntimeReader| reader.unknown.get(OTHER).map(|m| m.count);
         for i in 0..u64::from(EAGER_RETRIES) {
             reader.resolve(OTHER, 2_000 + i, &mut table);
         }
-        assert_eq!(reader.unknown.get(OTHER).map(|e| e.0), Some(EAGER_RETRIES));
+        assert_eq!(misses(&reader), Some(EAGER_RETRIES));
         reader.resolve(OTHER, 3_000, &mut table);
+        assert_eq!(misses(&reader), Some(EAGER_RETRIES), "skipped");
+        let last = 2_000 + 15;
+        reader.resolve(OTHER, last + EAGER_GAP_NS, &mut table);
         assert_eq!(
-            reader.unknown.get(OTHER).map(|e| e.0),
-            Some(EAGER_RETRIES),
-            "skipped"
-        );
-        reader.resolve(OTHER, 2_000 + 15 + RETRY_NS, &mut table);
-        assert_eq!(
-            reader.unknown.get(OTHER).map(|e| e.0),
+            misses(&reader),
             Some(EAGER_RETRIES + 1),
-            "retried"
+            "retried in the window"
         );
+        let last = last + EAGER_GAP_NS;
+        reader.resolve(OTHER, last + EAGER_GAP_NS - 1, &mut table);
+        assert_eq!(
+            misses(&reader),
+            Some(EAGER_RETRIES + 1),
+            "not before the gap"
+        );
+        // Past the window: the gap grows to RETRY_NS.
+        let late = 2_000 + EAGER_WINDOW_NS;
+        reader.resolve(OTHER, late, &mut table);
+        assert_eq!(
+            misses(&reader),
+            Some(EAGER_RETRIES + 2),
+            "a retry RETRY_NS after the last"
+        );
+        reader.resolve(OTHER, late + EAGER_GAP_NS, &mut table);
+        assert_eq!(
+            misses(&reader),
+            Some(EAGER_RETRIES + 2),
+            "skipped after the window"
+        );
+        reader.resolve(OTHER, late + RETRY_NS, &mut table);
+        assert_eq!(misses(&reader), Some(EAGER_RETRIES + 3), "retried");
+    }
+
+    #[test]
+    fn a_runtime_that_writes_its_state_after_many_execs_is_still_found() {
+        // Under load a container may exec more than EAGER_RETRIES times before its runtime
+        // writes the state (CI saw 82 events): the entry is found at the next exec after it.
+        let t = Tree::new("late-state");
+        let mut reader = RuntimeReader::new(RuntimeDirs::under(&t.0));
+        let mut table = ContainerTable::default();
+        let short = &ID.as_bytes()[..12];
+        let ms = 1_000_000;
+        for i in 0..100 {
+            reader.resolve(short, i * ms, &mut table);
+        }
+        assert!(table.get(short).is_none());
+        t.write(&format!("run/runc/{ID}/state.json"), runc_state(ID, &[]));
+        reader.resolve(short, 100 * ms + EAGER_GAP_NS, &mut table);
+        assert_eq!(table.get(short).map(|c| c.name.as_str()), Some(ID));
     }
 
     #[test]
