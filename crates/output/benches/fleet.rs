@@ -16,12 +16,13 @@
 #![allow(clippy::print_stdout)]
 
 use std::borrow::Cow;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use vigil_output::settings::{HttpOutput, KafkaOutput, OtlpOutput, OutputSettings, StdoutOutput};
 use vigil_output::{Alert, Formatter, Metrics, Outputs};
+
+mod common;
+use common::receiver;
 
 fn alert(i: u64) -> Alert {
     Alert {
@@ -46,48 +47,6 @@ fn alert(i: u64) -> Alert {
             ),
         ],
     }
-}
-
-/// A keep-alive HTTP/1.1 receiver answering 200 to every POST; its base URL.
-fn receiver() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
-    let url = format!("http://{}", listener.local_addr().expect("address"));
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
-                let mut stream = stream;
-                loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    if reader.read_exact(&mut body).is_err()
-                        || stream
-                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                            .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    url
 }
 
 /// CPU seconds of this process's threads whose name starts with one of `prefixes`.

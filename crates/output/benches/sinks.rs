@@ -6,8 +6,6 @@
 //! --measurement-time 1 --sample-size 10`.
 
 use std::borrow::Cow;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -15,6 +13,9 @@ use vigil_output::http::HttpSink;
 use vigil_output::settings::HttpOutput;
 use vigil_output::sinks::{FileSink, ProgramSink, Sink, WriterSink};
 use vigil_output::{Alert, DeliveryOptions, Formatter, Metrics, Outputs};
+
+mod common;
+use common::receiver;
 
 const BATCH: u64 = 1000;
 
@@ -37,48 +38,6 @@ fn alert(i: u64) -> Alert {
             ("proc.pid".into(), Some(vigil_fields::Value::U64(4242))),
         ],
     }
-}
-
-/// A keep-alive HTTP/1.1 receiver answering 200 to every POST.
-fn receiver() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
-    let url = format!("http://{}/", listener.local_addr().expect("address"));
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
-                let mut stream = stream;
-                loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    if reader.read_exact(&mut body).is_err()
-                        || stream
-                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                            .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    url
 }
 
 fn bench_sink(
@@ -143,7 +102,7 @@ fn benches(c: &mut Criterion) {
         &json,
         &|| Box::new(ProgramSink::new("cat >/dev/null", true)),
     );
-    let url = receiver();
+    let url = receiver() + "/";
     bench_sink(c, "http loopback (keep_alive), json", &json, &|| {
         let config = HttpOutput {
             enabled: true,
