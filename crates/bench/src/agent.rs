@@ -359,6 +359,8 @@ pub struct BackgroundAgent {
     /// Alerts expected on its stdout: lines holding the tag, and how many.
     canary: Option<(String, u64)>,
     pub label: String,
+    /// Earlier starts that never became ready ([`AgentExit::stalled_starts`]).
+    stalled_starts: Vec<String>,
 }
 
 /// Alerts an agent was expected to raise (the canary's opens) and the alerts it raised.
@@ -381,7 +383,16 @@ pub struct AgentExit {
     pub died: Option<String>,
     pub canary: Option<Canary>,
     pub stderr_tail: String,
+    /// Starts before this one that never became ready (each: why, and where its stderr is
+    /// kept), stopped and started again ([`START_ATTEMPTS`]).
+    pub stalled_starts: Vec<String>,
 }
+
+/// How many times an agent that does not become ready within the readiness timeout is
+/// started: Falco 0.44.1's modern probe sometimes captures a handful of events and then none
+/// here, so it never writes the first metrics snapshot (docs/bench/README.md, "Falco"). An agent
+/// that exits before it is ready is not started again.
+pub const START_ATTEMPTS: usize = 2;
 
 impl AgentExit {
     /// Events the agent counted as dropped (0 without counters).
@@ -392,13 +403,43 @@ impl AgentExit {
 
 impl BackgroundAgent {
     /// Starts the agent (watch or command), optionally under a CPU budget, and waits until it
-    /// is ready.
+    /// is ready; one that does not become ready in time is stopped and started again, up to
+    /// [`START_ATTEMPTS`] starts (its exit names the stalled starts).
     pub fn start(
         spec: &AgentSpec,
         launch: &AgentLaunch,
         budget: Option<(&[String], &BudgetMethod)>,
         name: &str,
     ) -> Result<BackgroundAgent, BenchError> {
+        let mut stalled = Vec::new();
+        loop {
+            match Self::start_once(spec, launch, budget, name) {
+                Ok(mut agent) => {
+                    agent.stalled_starts = stalled;
+                    return Ok(agent);
+                }
+                Err(Start::Stalled(_, why)) if stalled.len() + 1 < START_ATTEMPTS => {
+                    // Keep the stalled start's log beside the others.
+                    let kept = launch
+                        .log_dir
+                        .join(format!("{name}.stalled-{}.stderr", stalled.len() + 1));
+                    let _ = fs::rename(launch.log_dir.join(format!("{name}.stderr")), &kept);
+                    stalled.push(format!(
+                        "{why}; stopped, started again (its stderr: `{}`)",
+                        kept.display()
+                    ));
+                }
+                Err(Start::Stalled(e, _) | Start::Failed(e)) => return Err(e),
+            }
+        }
+    }
+
+    fn start_once(
+        spec: &AgentSpec,
+        launch: &AgentLaunch,
+        budget: Option<(&[String], &BudgetMethod)>,
+        name: &str,
+    ) -> Result<BackgroundAgent, Start> {
         let mut argv: Vec<String> = match (budget, &launch.pin) {
             (Some((prefix, _)), _) => prefix.to_vec(),
             (None, Some(cpus)) => vec!["taskset".into(), "-c".into(), cpus.clone()],
@@ -424,10 +465,10 @@ impl BackgroundAgent {
                 );
             }
             _ => {
-                return Err(BenchError::Agent(format!(
+                return Err(Start::Failed(BenchError::Agent(format!(
                     "{} does not run in the background",
                     spec.label()
-                )))
+                ))))
             }
         }
         fs::create_dir_all(&launch.log_dir).map_err(|source| BenchError::Io {
@@ -470,6 +511,7 @@ impl BackgroundAgent {
             died: None,
             canary: None,
             label: spec.label(),
+            stalled_starts: Vec::new(),
         };
         if let Some((_, method)) = budget {
             enter_cgroup(method, pid)?;
@@ -495,7 +537,7 @@ impl BackgroundAgent {
         Ok(agent)
     }
 
-    fn wait_ready(&mut self, ready: &Ready, launch: &AgentLaunch) -> Result<(), BenchError> {
+    fn wait_ready(&mut self, ready: &Ready, launch: &AgentLaunch) -> Result<(), Start> {
         let start = Instant::now();
         let deadline = match ready {
             Ready::Warmup => launch.warmup,
@@ -520,10 +562,10 @@ impl BackgroundAgent {
                 if let Ok(Some(status)) = child.try_wait() {
                     let tail = tail(&read_lossy(&self.stderr_path), 800);
                     self.child = None;
-                    return Err(BenchError::Agent(format!(
+                    return Err(Start::Failed(BenchError::Agent(format!(
                         "{} exited before it was ready ({status}): {tail}",
                         self.label
-                    )));
+                    ))));
                 }
             }
             if start.elapsed() >= deadline {
@@ -532,12 +574,12 @@ impl BackgroundAgent {
                     Ready::Line(line) => format!("print `{line}`"),
                     Ready::File(path) => format!("write `{}`", path.display()),
                 };
-                return Err(BenchError::Agent(format!(
-                    "{} did not {what} within {:?}: {}",
-                    self.label,
-                    deadline,
+                let why = format!("{} did not {what} within {:?}", self.label, deadline);
+                let e = BenchError::Agent(format!(
+                    "{why}: {}",
                     tail(&read_lossy(&self.stderr_path), 800)
-                )));
+                ));
+                return Err(Start::Stalled(e, why));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -619,6 +661,7 @@ impl BackgroundAgent {
                 received: self.alerts_received(),
             }),
             stderr_tail: tail(&stderr, 2000),
+            stalled_starts: self.stalled_starts.clone(),
         }
     }
 
@@ -675,6 +718,19 @@ impl BackgroundAgent {
 impl Drop for BackgroundAgent {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Why a start failed: the agent did not become ready in time (it may be started again; the
+/// short reason), or anything else.
+enum Start {
+    Stalled(BenchError, String),
+    Failed(BenchError),
+}
+
+impl From<BenchError> for Start {
+    fn from(e: BenchError) -> Start {
+        Start::Failed(e)
     }
 }
 
@@ -917,6 +973,64 @@ mod tests {
             "stats at exit: {}",
             exit.stderr_tail
         );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_agent_that_stalls_before_ready_is_started_again_once() {
+        let dir = std::env::temp_dir().join(format!("vigil-bench-stall-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let launch = AgentLaunch {
+            exe: PathBuf::from("/nonexistent"),
+            watch_cmd: None,
+            watch_args: Vec::new(),
+            ready_line: Some("READY".into()),
+            warmup: Duration::ZERO,
+            ready_timeout: Duration::from_millis(500),
+            pin: None,
+            log_dir: dir.clone(),
+            falco: None,
+        };
+        // Each start appends to `starts`; `ready_on` says on which start it prints READY.
+        let script = dir.join("agent.sh");
+        fs::write(
+            &script,
+            "d=$(dirname \"$0\"); echo x >> \"$d/starts\"; echo \"start $(wc -l < \"$d/starts\")\" >&2
+             [ \"$(wc -l < \"$d/starts\")\" -ge \"$(cat \"$d/ready_on\")\" ] && echo READY >&2
+             while :; do sleep 0.05; done
+",
+        )
+        .unwrap();
+        let spec = AgentSpec::Cmd(format!("sh {}", script.display()));
+        let starts = || {
+            fs::read_to_string(dir.join("starts"))
+                .unwrap()
+                .lines()
+                .count()
+        };
+
+        fs::write(dir.join("ready_on"), "2").unwrap();
+        let agent = BackgroundAgent::start(&spec, &launch, None, "t").expect("second start");
+        let exit = agent.stop();
+        assert_eq!(starts(), 2, "started twice");
+        assert_eq!(exit.stalled_starts.len(), 1, "{:?}", exit.stalled_starts);
+        assert!(
+            exit.stalled_starts[0].contains("did not print `READY`"),
+            "{:?}",
+            exit.stalled_starts
+        );
+        let kept = fs::read_to_string(dir.join("t.stalled-1.stderr")).expect("stalled log kept");
+        assert!(kept.contains("start 1"), "{kept}");
+
+        // Never ready: START_ATTEMPTS starts, then the error.
+        fs::remove_file(dir.join("starts")).unwrap();
+        fs::write(dir.join("ready_on"), "99").unwrap();
+        let err = BackgroundAgent::start(&spec, &launch, None, "u")
+            .err()
+            .expect("never ready");
+        assert!(err.to_string().contains("did not print"), "{err}");
+        assert_eq!(starts(), START_ATTEMPTS, "one start again, not more");
         let _ = fs::remove_dir_all(&dir);
     }
 }

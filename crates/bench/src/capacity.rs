@@ -66,6 +66,8 @@ pub struct StepResult {
     /// How the agent exited if it died during the step.
     pub died: Option<String>,
     pub canary: Option<crate::agent::Canary>,
+    /// Starts of the agent that never became ready before the one measured.
+    pub stalled_starts: Vec<String>,
 }
 
 impl StepResult {
@@ -225,6 +227,7 @@ fn run_step(
         }
         step.died = exit.died;
         step.canary = exit.canary;
+        step.stalled_starts = exit.stalled_starts;
         step.stats = exit.stats;
     }
     step
@@ -498,6 +501,7 @@ fn render(
                 "vm_hwm_load_kib": s.hwm_load_kib,
                 "died": s.died,
                 "canary": s.canary,
+                "stalled_starts": s.stalled_starts,
                 "error": s.error,
             })).collect::<Vec<_>>(),
         }));
@@ -530,6 +534,9 @@ fn render(
             ));
             if let Some(e) = &s.error {
                 md.push_str(&format!("\n  failure: {e}\n\n"));
+            }
+            for why in &s.stalled_starts {
+                md.push_str(&format!("\n  stalled start (started again): {why}\n\n"));
             }
         }
     }

@@ -666,6 +666,25 @@ fn render(
             ));
         }
     }
+    let stalled: Vec<String> = agent_runs
+        .iter()
+        .flat_map(|run| {
+            run.exit.stalled_starts.iter().map(move |why| {
+                format!(
+                    "iteration {} · {} · {}: {why}",
+                    run.iteration + 1,
+                    configs[run.config].label,
+                    run.test.map_or("all", |t| opts.tests[t].name())
+                )
+            })
+        })
+        .collect();
+    if !stalled.is_empty() {
+        md.push_str("\n## Stalled starts (the agent was started again; its figures come from the next start)\n\n");
+        for s in &stalled {
+            md.push_str(&format!("- {s}\n"));
+        }
+    }
     md.push_str("\nPlots: `overhead-index.svg` (UnixBench indices), `overhead-change.svg` (speed change vs agent off, negative = slower), `overhead-ns.svg` (ns per loop).\n");
     let json = json!({
         "bench": "overhead",
@@ -689,6 +708,7 @@ fn render(
             "canary": r.exit.canary,
             "cpu_pct": r.exit.cpu_pct, "vm_hwm_kib": r.exit.vm_hwm_kib,
             "stderr_tail": r.exit.stderr_tail,
+            "stalled_starts": r.exit.stalled_starts,
         })).collect::<Vec<_>>(),
         "side_by_side": side_json,
         "errors": errors,
