@@ -41,8 +41,10 @@
 
 pub mod append;
 pub mod bpf;
+pub mod capture_out;
 pub mod filewatch;
 pub mod live;
+pub mod run;
 pub mod server;
 pub mod signals;
 pub mod tick;
@@ -50,6 +52,7 @@ pub mod timers;
 pub mod versions;
 
 pub use append::{AppendError, Appender};
+pub use capture_out::{CaptureOut, CaptureOutError};
 pub use filewatch::{ConfigWatcher, WatchSet, WatchSources};
 pub use live::{Agent, AgentError, AgentFlags, Reload, ReloadError, SHUTDOWN_DEADLINE};
 pub use server::{AgentServer, BoundServer, ServerError};

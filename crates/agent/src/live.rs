@@ -230,7 +230,7 @@ fn events_summary(c: &TickCounts) -> String {
 }
 
 /// `error: cause: cause`, as the command line prints an error with its causes.
-fn with_causes(err: &(dyn Error + 'static)) -> String {
+pub(crate) fn with_causes(err: &(dyn Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut cause = err.source();
     while let Some(e) = cause {

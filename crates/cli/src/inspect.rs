@@ -14,12 +14,12 @@ use vigil_rules::LoadOptions;
 
 use crate::error::{InvalidInput, EXIT_INVALID};
 use crate::live::host_name;
-use crate::run::fold_as_here;
-use crate::run_reload::RunningFilter;
 use crate::selection::{
     error_count, load_selection, load_selection_with, print_diagnostics, system_state_config,
     ConfigArgs, RulesSelection,
 };
+use vigil_agent::run::fold_as_here;
+use vigil_agent::run::reload::RunningFilter;
 
 #[derive(Clone, Copy, ValueEnum)]
 /// The form `capture convert` writes.

@@ -20,10 +20,10 @@ use vigil_rules::Ruleset;
 
 use vigil_agent::{Agent, AgentFlags};
 
-use crate::capture_out::CaptureOut;
 use crate::flags::{DurationArgs, LiveArgs, WriteArgs};
 use crate::live::{agent_flags, init_logging};
 use crate::selection::{configure, live_state_config, RulesSelection};
+use vigil_agent::CaptureOut;
 
 #[derive(Args)]
 pub struct WatchArgs {
