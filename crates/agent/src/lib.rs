@@ -54,7 +54,10 @@ pub mod versions;
 pub use append::{AppendError, Appender};
 pub use capture_out::{CaptureOut, CaptureOutError};
 pub use filewatch::{ConfigWatcher, WatchSet, WatchSources};
-pub use live::{Agent, AgentError, AgentFlags, Reload, ReloadError, SHUTDOWN_DEADLINE};
+pub use live::{
+    Agent, AgentError, AgentFlags, Drive, Reapplied, Reload, ReloadError, StepError,
+    SHUTDOWN_DEADLINE,
+};
 pub use server::{AgentServer, BoundServer, ServerError};
 pub use signals::{SignalWake, Signals};
 pub use tick::{Tick, TickCounts};

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use vigil_agent::Agent;
+use vigil_agent::{Agent, Drive};
 use vigil_capture::{FollowSource, ReplaySource, Source};
 use vigil_engine::Engine;
 
@@ -67,7 +67,7 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
         engine.load_snapshot(&snapshot);
         let mut reload = || reconfigure().map_err(Into::into);
         agent
-            .drive(&mut engine, source.as_mut(), &mut reload)
+            .drive(&mut engine, source.as_mut(), &mut reload, Drive::default())
             .with_context(cannot)?;
         Ok(())
     })();

@@ -18,7 +18,7 @@ use vigil_engine::Engine;
 use vigil_event::{Event, EventType};
 use vigil_rules::Ruleset;
 
-use vigil_agent::{Agent, AgentFlags};
+use vigil_agent::{Agent, AgentError, AgentFlags, Drive, Reapplied, StepError};
 
 use crate::flags::{DurationArgs, LiveArgs, WriteArgs};
 use crate::live::{agent_flags, init_logging};
@@ -233,7 +233,9 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     };
     let mut agent = Agent::start(config, &hostname, &flags, &mut engine)?;
     agent.watch_files(args.selection.watch_sources());
-    report_coverage(&source, args.raw_fallback, args.verbose, false);
+    for line in coverage(&source, args.raw_fallback, args.verbose, false) {
+        eprintln!("vigil: {line}");
+    }
     if args.verbose {
         eprintln!("vigil: {}", source.tracefs_origin());
         if let Some(why) = source.hook_fallback() {
@@ -298,55 +300,33 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     }
 
     let started = Instant::now();
-    let end = duration.map(|d| started + d);
-    let mut batch: Vec<Event> = Vec::with_capacity(4096);
-    let mut draining = false;
-    // A stop signal ends the source's wait on the rings at once.
-    let _wake = agent.wake_on_signals(source.waker())?;
-    let result = (|| -> Result<()> {
-        loop {
-            batch.clear();
-            if agent.stop_requested() || end.is_some_and(|end| Instant::now() >= end) {
-                // The end: whatever the kernel committed or the reordering holds back is
-                // processed too, so the last events before the signal are not lost.
-                if draining {
-                    break;
-                }
-                draining = true;
-                source.drain(&mut batch).context("eBPF capture failed")?;
-            } else {
-                // Blocks until events come, the agent's next timer, or the end of `-M`.
-                let until = end.map_or(agent.next_due(), |end| end.min(agent.next_due()));
-                source
-                    .next_batch_until(&mut batch, 4096, until)
-                    .context("eBPF capture failed")?;
+    let write = args.write.is_some();
+    let (raw_fallback, verbose) = (args.raw_fallback, args.verbose);
+    let mut reapply = |source: &mut BpfSource, ruleset: &Ruleset| -> Result<Reapplied, StepError> {
+        let interest = rules_interest(ruleset);
+        let unused = failed_unused(ruleset, &interest, write);
+        source.set_interest_and_failures(&interest, &unused)?;
+        Ok(Reapplied {
+            syscalls: source.attached_syscalls().len() + source.fallback_syscalls().len(),
+            notes: coverage(source, raw_fallback, verbose, true),
+        })
+    };
+    let options = Drive {
+        batch: 4096,
+        until: duration.map(|d| started + d),
+        drain: Some(|source: &mut BpfSource, out: &mut Vec<Event>| Ok(source.drain(out)?)),
+        capture: capture.as_mut(),
+        reapply: Some(&mut reapply),
+    };
+    let mut reload = || watch_configure(&args).map_err(Into::into);
+    let result = agent
+        .drive(&mut engine, &mut source, &mut reload, options)
+        .map_err(|e| match e {
+            AgentError::Source(_) | AgentError::Drain(_) => {
+                anyhow::Error::from(e).context("eBPF capture failed")
             }
-            if let Some(cap) = capture.as_mut() {
-                for event in &batch {
-                    cap.event(event).context("cannot write the capture")?;
-                }
-            }
-            agent.process(&mut engine, &batch);
-            let reloaded = agent.housekeeping(&mut engine, &|| source.stats(), &mut || {
-                watch_configure(&args).map_err(Into::into)
-            })?;
-            if reloaded.is_some() {
-                let interest = rules_interest(engine.ruleset());
-                let unused = failed_unused(engine.ruleset(), &interest, args.write.is_some());
-                source
-                    .set_interest_and_failures(&interest, &unused)
-                    .context("cannot apply the reloaded rules' event types")?;
-                // The reload notice came before the attach: this line says the kernel now
-                // captures what the new rules watch (a user testing a new rule waits for it).
-                eprintln!(
-                    "vigil: watching {} syscalls after the reload",
-                    source.attached_syscalls().len() + source.fallback_syscalls().len()
-                );
-                report_coverage(&source, args.raw_fallback, args.verbose, true);
-            }
-        }
-        Ok(())
-    })();
+            e => e.into(),
+        });
     let source_stats = source.stats();
     // Alerts produced before an error are still delivered.
     let finished = agent.finish(&engine, &source_stats, false);
@@ -430,27 +410,38 @@ fn unsupported_text(source: &BpfSource, raw_fallback: bool) -> String {
     )
 }
 
-/// With `verbose`, names on stderr the watched syscalls captured through `raw_syscalls` and
-/// those whose failed calls are filtered out in the kernel (a cost and a saving, nothing the
-/// rules miss); with `unsupported`, warns of those that cannot be captured on this kernel.
-fn report_coverage(source: &BpfSource, raw_fallback: bool, verbose: bool, unsupported: bool) {
+/// With `verbose`, names the watched syscalls captured through `raw_syscalls` and those whose
+/// failed calls are filtered out in the kernel (a cost and a saving, nothing the rules miss);
+/// with `unsupported`, warns of those that cannot be captured on this kernel. Lines for
+/// stderr, without the `vigil: ` prefix.
+fn coverage(
+    source: &BpfSource,
+    raw_fallback: bool,
+    verbose: bool,
+    unsupported: bool,
+) -> Vec<String> {
+    let mut lines = Vec::new();
     if verbose && !source.filtered_failures().is_empty() {
-        eprintln!(
-            "vigil: failed calls filtered out in the kernel (no rule and no state update can \
-             use them; counted as filtered_failed): {}",
+        lines.push(format!(
+            "failed calls filtered out in the kernel (no rule and no state update can use \
+             them; counted as filtered_failed): {}",
             source.filtered_failures().join(", ")
-        );
+        ));
     }
     if verbose && !source.fallback_syscalls().is_empty() {
-        eprintln!(
-            "vigil: no tracepoint of their own on this kernel, captured through raw_syscalls \
-             (every syscall pays a short filter while they are watched): {}",
+        lines.push(format!(
+            "no tracepoint of their own on this kernel, captured through raw_syscalls (every \
+             syscall pays a short filter while they are watched): {}",
             source.fallback_syscalls().join(", ")
-        );
+        ));
     }
     if unsupported && !source.unsupported().is_empty() {
-        eprintln!("vigil: warning: {}", unsupported_text(source, raw_fallback));
+        lines.push(format!(
+            "warning: {}",
+            unsupported_text(source, raw_fallback)
+        ));
     }
+    lines
 }
 
 #[cfg(test)]

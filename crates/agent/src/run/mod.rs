@@ -3,7 +3,7 @@
 //! a seccomp profile learned or applied, and the workload's exit status kept.
 //!
 //! Entry point: [`run`], with the rules and configuration the command line read and a
-//! `configure` that reads them again (reloads). [`Pipeline`] is the driver's
+//! `configure` that reads them again (reloads). `Pipeline` is the driver's
 //! [`vigil_ptrace::Handler`].
 //!
 //! Privileges: the capture and `--learn` files are opened first; the workload is forked with
