@@ -50,6 +50,7 @@ pub mod signals;
 pub mod tick;
 pub mod timers;
 pub mod versions;
+pub mod watch;
 
 pub use append::{AppendError, Appender};
 pub use capture_out::{CaptureOut, CaptureOutError};
