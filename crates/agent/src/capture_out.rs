@@ -38,16 +38,21 @@ impl CaptureOut {
             path: path.to_path_buf(),
             source,
         })?;
-        let out = BufWriter::new(file);
         let jsonl = matches!(
             path.extension().and_then(|e| e.to_str()),
             Some("jsonl" | "json")
         );
-        Ok(if jsonl {
+        Ok(CaptureOut::new(file, jsonl))
+    }
+
+    /// A capture written to `file`, as JSON lines or in the binary form.
+    pub fn new(file: File, jsonl: bool) -> CaptureOut {
+        let out = BufWriter::new(file);
+        if jsonl {
             CaptureOut::Jsonl(jsonl::Writer::new(out))
         } else {
             CaptureOut::Binary(binary::Writer::new(out))
-        })
+        }
     }
 
     pub fn snapshot(&mut self, snapshot: &Snapshot) -> Result<(), CaptureError> {

@@ -20,7 +20,6 @@ use vigil_engine::Engine;
 use vigil_event::{Event, EventType};
 use vigil_output::sinks::Console;
 use vigil_rules::Ruleset;
-use vigil_state::StateConfig;
 
 use crate::capture_out::{CaptureOut, CaptureOutError};
 use crate::filewatch::WatchSources;
@@ -85,8 +84,6 @@ pub struct WatchOptions {
     pub watch: WatchSources,
     /// The stderr line for Vigil's own messages.
     pub notice: fn(&str),
-    /// The state engine's configuration for this host's name.
-    pub state_config: fn(&str) -> StateConfig,
     /// Called once set-up is done, before the agent starts (the command line's logger).
     pub logging: fn(),
 }
@@ -178,7 +175,7 @@ pub fn watch(
         None => None,
     };
     let hostname = String::from_utf8_lossy(&snapshot.hostname).into_owned();
-    let mut state_config = (options.state_config)(&hostname);
+    let mut state_config = crate::host::live_state_config(&hostname, notice);
     state_config.container_runtime = Some(runtime_dirs);
     let mut engine = Engine::new(ruleset, state_config, hostname.clone());
     engine.load_snapshot(&snapshot);

@@ -12,8 +12,8 @@ use vigil_capture::{FollowSource, ReplaySource, Source};
 use vigil_engine::Engine;
 
 use crate::flags::LiveArgs;
-use crate::live::{agent_flags, host_name, init_logging};
-use crate::selection::{configure, system_state_config, RulesSelection};
+use crate::live::{agent_flags, host_name, init_logging, notice};
+use crate::selection::{configure, RulesSelection};
 
 #[derive(Args)]
 pub struct ReplayArgs {
@@ -46,7 +46,11 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let reconfigure = || configure(&args.selection, args.live.rule_matching, args.live.json);
     let (config, ruleset) = reconfigure()?;
     let hostname = host_name();
-    let mut engine = Engine::new(ruleset, system_state_config(&hostname), hostname.clone());
+    let mut engine = Engine::new(
+        ruleset,
+        vigil_agent::system_state_config(&hostname, notice),
+        hostname.clone(),
+    );
     let path = &args.file;
     init_logging();
     // Not a live capture: a replay runs as it was started (no privilege drop).

@@ -19,7 +19,7 @@ use vigil_rules::Ruleset;
 use crate::error::InvalidInput;
 use crate::flags::{LiveArgs, WriteArgs};
 use crate::live::{init_logging, notice};
-use crate::selection::{self, live_state_config, RulesSelection};
+use crate::selection::{self, RulesSelection};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -192,7 +192,6 @@ pub fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         print_stats: args.rules.live.stats,
         watch: args.rules.selection.watch_sources(),
         notice,
-        state_config: live_state_config,
     };
     let selection = args.rules;
     let configure_again = || configure(&selection).map_err(Into::into);

@@ -11,7 +11,7 @@ use vigil_ebpf::{Floor, Hook};
 
 use crate::flags::{DurationArgs, LiveArgs, WriteArgs};
 use crate::live::{init_logging, notice};
-use crate::selection::{configure, live_state_config, RulesSelection};
+use crate::selection::{configure, RulesSelection};
 
 #[derive(Args)]
 pub struct WatchArgs {
@@ -141,7 +141,6 @@ pub fn watch(args: WatchArgs) -> Result<ExitCode> {
         stats: args.live.stats,
         watch: args.selection.watch_sources(),
         notice,
-        state_config: live_state_config,
         logging: init_logging,
     };
     let configure_again = || reconfigure().map_err(Into::into);

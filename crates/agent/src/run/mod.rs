@@ -32,7 +32,6 @@ use vigil_fields::Value;
 use vigil_output::sinks::Console;
 use vigil_ptrace::{Handler, Mechanism, MemoryAccess, Profile, RunSpec, Runtime, Verdict};
 use vigil_rules::Ruleset;
-use vigil_state::StateConfig;
 
 use crate::capture_out::{CaptureOut, CaptureOutError};
 use crate::filewatch::WatchSources;
@@ -129,8 +128,6 @@ pub struct RunOptions {
     pub watch: WatchSources,
     /// The stderr line for Vigil's own messages.
     pub notice: fn(&str),
-    /// The state engine's configuration for this host's name.
-    pub state_config: fn(&str) -> StateConfig,
 }
 
 /// The tracer's events through the same engine and outputs as `vigil watch`, with the
@@ -408,6 +405,91 @@ fn in_place_interest(
     )))
 }
 
+/// What `vigil run` started here would do with each rule (`rules list --explain-run`).
+pub struct Explained {
+    /// Per rule, in order: its name, its status (`cannot match this workload`, `disabled`,
+    /// `every syscall`, `watched in new namespaces`, `watched`) and the syscalls that stop for
+    /// it (`name(condition)` when only some argument values stop, `name(exec event only)`
+    /// when the filter does not stop it).
+    pub rules: Vec<(String, &'static str, Vec<String>)>,
+    /// Why no rule is folded: the identity of a workload started here may change.
+    pub not_folded: Option<String>,
+    /// Rules that stop only in processes that enter new namespaces.
+    pub elsewhere_only: usize,
+    /// The syscalls the run's seccomp filter stops for.
+    pub stops: Vec<&'static str>,
+}
+
+/// Explains `ruleset` under `vigil run` started here; `again` loads the same rules again (a
+/// copy to fold where the identity may change).
+pub fn explain(
+    mut ruleset: Ruleset,
+    again: &dyn Fn() -> Result<Ruleset, ReloadError>,
+    hostname: &str,
+) -> Result<Explained, RunError> {
+    let identity = vigil_procfs::identity_is_fixed();
+    // Where the identity is fixed the rules that cannot match here are disabled; where it
+    // may change they stop only in the processes that enter new namespaces.
+    let (folded, elsewhere_only) = if identity.is_ok() {
+        (fold_as_here(&mut ruleset, hostname), Vec::new())
+    } else {
+        let mut here = again().map_err(RunError::Configure)?;
+        (Vec::new(), fold_as_here(&mut here, hostname))
+    };
+    let filter = RunningFilter::derive(None, false, &ruleset)
+        .map_err(|e| RunError::Invalid(e.to_string()))?;
+    let name_of = |id: u16| {
+        vigil_event::table::events()
+            .get(usize::from(id))
+            .map_or("?", |s| s.name)
+    };
+    let mut rules = Vec::new();
+    for (index, rule) in ruleset.rules().iter().enumerate() {
+        let (status, syscalls): (&str, Vec<String>) = if folded.contains(&index) {
+            ("cannot match this workload", Vec::new())
+        } else if !ruleset.is_enabled(index) {
+            ("disabled", Vec::new())
+        } else {
+            match rule.event_types() {
+                None => ("every syscall", vec!["*".to_owned()]),
+                Some(types) => {
+                    let names = types
+                        .iter()
+                        .filter_map(|&id| {
+                            let nr = vigil_event::table::events().get(usize::from(id))?.nr?;
+                            let name = name_of(id);
+                            Some(if filter.report.contains(&nr) {
+                                match filter.report_when.iter().find(|(n, _)| *n == nr) {
+                                    Some((_, cond)) => format!("{name}({cond})"),
+                                    None => name.to_owned(),
+                                }
+                            } else {
+                                format!("{name}(exec event only)")
+                            })
+                        })
+                        .collect();
+                    if elsewhere_only.contains(&index) {
+                        ("watched in new namespaces", names)
+                    } else {
+                        ("watched", names)
+                    }
+                }
+            }
+        };
+        rules.push((rule.name.clone(), status, syscalls));
+    }
+    Ok(Explained {
+        rules,
+        not_folded: identity.err().map(|why| why.to_string()),
+        elsewhere_only: elsewhere_only.len(),
+        stops: filter
+            .report
+            .iter()
+            .filter_map(|&nr| vigil_event::table::by_syscall_nr(nr).map(|t| name_of(t.0)))
+            .collect(),
+    })
+}
+
 /// Runs the workload of `options` under the tracer with `config` and `ruleset` (what
 /// `configure` returned at the start); `configure` reads them again for a reload. Once the
 /// workload ran, exits as it did ([`vigil_ptrace::exit_like`]).
@@ -478,7 +560,11 @@ pub fn run(
         Some(path) => Some(CaptureOut::create(path)?),
         None => None,
     };
-    let engine = Engine::new(ruleset, (options.state_config)(&hostname), hostname.clone());
+    let engine = Engine::new(
+        ruleset,
+        crate::host::live_state_config(&hostname, notice),
+        hostname.clone(),
+    );
     let pending = PendingAgent {
         config,
         hostname,
