@@ -9,7 +9,11 @@
 //! alert from the engine's counters, on the agent's timers ([`timers`]: each job at its own
 //! period, on one grid, so that a loop blocking in its source wakes only for them).
 //!
-//! Knows nothing about drivers or flags: the command that runs the event loop calls in.
+//! The commands' assemblies live here too: [`watch`] (the eBPF driver through
+//! [`Agent::drive`]), [`run`] (the ptrace driver's `Handler`, enforcement, learning, reloads
+//! under the seccomp filter in force), [`host`] (the state engine's configuration for this
+//! host) and [`CaptureOut`] (`-w`). Knows no flags: the command line maps them onto
+//! [`AgentFlags`], [`run::RunOptions`], [`watch::WatchOptions`] and [`Drive`], and calls in.
 //!
 //! # The parts
 //!
@@ -41,17 +45,26 @@
 
 pub mod append;
 pub mod bpf;
+pub mod capture_out;
 pub mod filewatch;
+pub mod host;
 pub mod live;
+pub mod run;
 pub mod server;
 pub mod signals;
 pub mod tick;
 pub mod timers;
 pub mod versions;
+pub mod watch;
 
 pub use append::{AppendError, Appender};
+pub use capture_out::{CaptureOut, CaptureOutError};
 pub use filewatch::{ConfigWatcher, WatchSet, WatchSources};
-pub use live::{Agent, AgentError, AgentFlags, Reload, ReloadError, SHUTDOWN_DEADLINE};
+pub use host::{live_state_config, system_state_config};
+pub use live::{
+    Agent, AgentError, AgentFlags, Drive, Reapplied, Reload, ReloadError, StepError,
+    SHUTDOWN_DEADLINE,
+};
 pub use server::{AgentServer, BoundServer, ServerError};
 pub use signals::{SignalWake, Signals};
 pub use tick::{Tick, TickCounts};

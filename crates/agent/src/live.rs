@@ -4,7 +4,9 @@
 //! files change, the privilege drop before any thread starts, and the summary at exit.
 //!
 //! The command that owns the event source calls in: [`Agent::process`] for each batch, then
-//! [`Agent::housekeeping`]; [`Agent::drive`] is that loop for a plain [`Source`]. The periodic
+//! [`Agent::housekeeping`]; [`Agent::drive`] is that loop, for any [`Source`], with the
+//! [`Drive`] options a driver needs (drain at the stop, capture copy, narrowing after a
+//! reload). The periodic
 //! work runs on the agent's timers ([`crate::timers`]): a loop that blocks in its source blocks
 //! until [`Agent::next_due`] at most, and [`Agent::wake_on_signals`] makes a stop signal end
 //! the wait at once. Messages for
@@ -26,6 +28,7 @@ use vigil_output::{Formatter, Metrics, Outputs, OutputsError};
 use vigil_privs::Capability;
 use vigil_rules::Ruleset;
 
+use crate::capture_out::CaptureOut;
 use crate::filewatch::{self, ConfigWatcher, WatchSources};
 use crate::signals::SignalWake;
 use crate::timers::{Job, Timers, METRICS_EVERY};
@@ -76,6 +79,59 @@ pub enum AgentError {
     /// The event source failed.
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// The source's last events could not be read at the stop ([`Drive::drain`]).
+    #[error(transparent)]
+    Drain(StepError),
+    /// The capture of the drive ([`Drive::capture`]) cannot be written.
+    #[error("cannot write the capture")]
+    WriteCapture(#[source] vigil_event::codec::CaptureError),
+    /// The source cannot narrow itself to the reloaded rules ([`Drive::reapply`]).
+    #[error("cannot apply the reloaded rules' event types")]
+    Reapply(#[source] StepError),
+}
+
+/// The error of a step a command adds to the drive ([`Drive`]), with its causes.
+pub type StepError = Box<dyn Error + Send + Sync>;
+
+/// What [`Drive::reapply`] did: the number of syscalls the source captures now, and lines
+/// for the operator after the one that says so.
+pub struct Reapplied {
+    pub syscalls: usize,
+    pub notes: Vec<String>,
+}
+
+/// What a command adds to [`Agent::drive`]'s loop; [`Drive::default`] adds nothing (batches
+/// of 1024 until the source ends or a stop).
+#[allow(clippy::type_complexity)]
+pub struct Drive<'a, S: ?Sized> {
+    /// Events asked of the source per batch.
+    pub batch: usize,
+    /// Stops at this instant as a stop signal would (`vigil watch -M`).
+    pub until: Option<Instant>,
+    /// At a stop (signal or `until`): the events the source still holds (committed by the
+    /// kernel, held back for reordering) are evaluated before the drive ends, so that the
+    /// last events before the signal are not lost. Without it, the drive ends after the batch
+    /// in hand.
+    pub drain: Option<fn(&mut S, &mut Vec<Event>) -> Result<(), StepError>>,
+    /// Every event is also written to this capture, before it is evaluated.
+    pub capture: Option<&'a mut CaptureOut>,
+    /// After a reload, before the next batch: narrows the source to what the new rules
+    /// watch (its kernel side). Once it returns, the notice `watching N syscalls after the
+    /// reload` says the kernel captures what the new rules watch (a user testing a new rule
+    /// waits for it), then its notes follow.
+    pub reapply: Option<&'a mut dyn FnMut(&mut S, &Ruleset) -> Result<Reapplied, StepError>>,
+}
+
+impl<S: ?Sized> Default for Drive<'_, S> {
+    fn default() -> Self {
+        Drive {
+            batch: 1024,
+            until: None,
+            drain: None,
+            capture: None,
+            reapply: None,
+        }
+    }
 }
 
 impl AgentError {
@@ -230,7 +286,7 @@ fn events_summary(c: &TickCounts) -> String {
 }
 
 /// `error: cause: cause`, as the command line prints an error with its causes.
-fn with_causes(err: &(dyn Error + 'static)) -> String {
+pub(crate) fn with_causes(err: &(dyn Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut cause = err.source();
     while let Some(e) = cause {
@@ -525,28 +581,61 @@ impl Agent {
         Ok(reloaded)
     }
 
-    /// Runs `source` through `engine` until it ends or a stop is requested: each batch is
-    /// evaluated, then [`Agent::housekeeping`] runs (also after an empty batch, which a
-    /// source that waits returns when the next timer is due or a signal woke it). The
-    /// snapshot must already be loaded; a late one ([`Source::late_snapshot`]) is loaded
+    /// Runs `source` through `engine` until it ends, a stop is requested or `options.until`
+    /// passes: each batch is evaluated (after [`Drive::capture`] recorded it), then
+    /// [`Agent::housekeeping`] runs (also after an empty batch, which a source that waits
+    /// returns when the next timer is due or a signal woke it), then [`Drive::reapply`] after
+    /// a reload. With [`Drive::drain`], a stop evaluates the drained events before the end.
+    /// The snapshot must already be loaded; a late one ([`Source::late_snapshot`]) is loaded
     /// before the events that follow it.
-    pub fn drive(
+    pub fn drive<S: Source + ?Sized>(
         &mut self,
         engine: &mut Engine,
-        source: &mut dyn Source,
+        source: &mut S,
         reload: &mut Reload<'_>,
+        mut options: Drive<'_, S>,
     ) -> Result<(), AgentError> {
         let _wake = self.wake_on_signals(source.waker())?;
-        let mut batch = Vec::with_capacity(1024);
+        let mut batch = Vec::with_capacity(options.batch);
+        let until = options.until;
+        let stop = |agent: &Agent| {
+            agent.stop_requested() || until.is_some_and(|end| Instant::now() >= end)
+        };
         loop {
             batch.clear();
-            let more = source.next_batch_until(&mut batch, 1024, self.next_due())?;
+            let more = match options.drain {
+                Some(drain) if stop(self) => {
+                    drain(source, &mut batch).map_err(AgentError::Drain)?;
+                    false
+                }
+                // Blocks until events come, the agent's next timer, or `until`.
+                _ => {
+                    let due = self.next_due();
+                    let deadline = until.map_or(due, |end| end.min(due));
+                    source.next_batch_until(&mut batch, options.batch, deadline)?
+                }
+            };
             if let Some(snapshot) = source.late_snapshot() {
                 engine.load_snapshot(&snapshot);
             }
+            if let Some(capture) = options.capture.as_deref_mut() {
+                for event in &batch {
+                    capture.event(event).map_err(AgentError::WriteCapture)?;
+                }
+            }
             self.process(engine, &batch);
-            self.housekeeping(engine, &|| source.stats(), reload)?;
-            if self.stop_requested() || !more {
+            let reloaded = self.housekeeping(engine, &|| source.stats(), reload)?;
+            if let (Some(_), Some(reapply)) = (reloaded, options.reapply.as_deref_mut()) {
+                let done = reapply(source, engine.ruleset()).map_err(AgentError::Reapply)?;
+                (self.notice)(&format!(
+                    "watching {} syscalls after the reload",
+                    done.syscalls
+                ));
+                for note in &done.notes {
+                    (self.notice)(note);
+                }
+            }
+            if !more || (options.drain.is_none() && stop(self)) {
                 return Ok(());
             }
         }
@@ -769,7 +858,7 @@ mod tests {
             .with_batch_limit(2);
         engine.load_snapshot(&source.snapshot().unwrap());
         agent
-            .drive(&mut engine, &mut source, &mut no_reload)
+            .drive(&mut engine, &mut source, &mut no_reload, Drive::default())
             .expect("the source plays to its end");
         assert_eq!(
             agent.metrics().get(
@@ -836,7 +925,7 @@ mod tests {
         let accounted = engine.rule_costs().is_some();
         let mut source = ScriptedSource::new(Snapshot::default(), (1..=5).map(kill).collect());
         agent
-            .drive(&mut engine, &mut source, &mut no_reload)
+            .drive(&mut engine, &mut source, &mut no_reload, Drive::default())
             .unwrap();
         let metrics = agent.metrics().clone();
         agent.finish(&engine, &source.stats(), false).unwrap();
@@ -940,7 +1029,7 @@ mod tests {
         let mut source = ScriptedSource::new(Snapshot::default(), vec![kill(1)])
             .with_drops(vec![(DropReason::BufferFull, 2)]);
         agent
-            .drive(&mut engine, &mut source, &mut no_reload)
+            .drive(&mut engine, &mut source, &mut no_reload, Drive::default())
             .unwrap();
         agent.finish(&engine, &source.stats(), false).unwrap();
         // The drop alert is delivered too.
@@ -963,11 +1052,195 @@ mod tests {
         agent.signals().request_stop();
         assert!(agent.stop_flag().load(std::sync::atomic::Ordering::SeqCst));
         agent
-            .drive(&mut engine, &mut source, &mut no_reload)
+            .drive(&mut engine, &mut source, &mut no_reload, Drive::default())
             .unwrap();
         assert_eq!(engine.stats().processed, 1);
         agent.finish(&engine, &source.stats(), false).unwrap();
         assert_eq!(scratch.alerted(), ["Kill 0"]);
+    }
+
+    /// Plays its events one per batch and, after the last one, asks the agent to stop (a
+    /// signal arriving while events flow); holds `held` back for [`Drive::drain`].
+    struct Holding {
+        events: std::collections::VecDeque<Event>,
+        held: Vec<Event>,
+        stop: Arc<AtomicBool>,
+    }
+
+    impl Holding {
+        fn new(agent: &Agent, events: Vec<Event>, held: Vec<Event>) -> Holding {
+            Holding {
+                events: events.into(),
+                held,
+                stop: agent.stop_flag(),
+            }
+        }
+
+        fn drain(&mut self, out: &mut Vec<Event>) -> Result<(), StepError> {
+            out.append(&mut self.held);
+            Ok(())
+        }
+    }
+
+    impl Source for Holding {
+        fn snapshot(&mut self) -> Result<Snapshot, SourceError> {
+            Ok(Snapshot::default())
+        }
+        fn next_batch(&mut self, out: &mut Vec<Event>, _max: usize) -> Result<bool, SourceError> {
+            out.extend(self.events.pop_front());
+            if self.events.is_empty() {
+                self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(true)
+        }
+        fn stats(&self) -> SourceStats {
+            SourceStats::default()
+        }
+    }
+
+    #[test]
+    fn a_drain_at_the_stop_evaluates_what_the_source_held_and_the_capture_records_all() {
+        let scratch = Scratch::new("drain");
+        let path = scratch.0.join("capture.jsonl");
+        let mut capture = CaptureOut::create(&path).expect("create the capture");
+        capture.snapshot(&Snapshot::default()).unwrap();
+        let mut engine = engine(rules(1));
+        let mut agent = Agent::start(scratch.config(), "host", &flags(None), &mut engine).unwrap();
+        let mut source = Holding::new(&agent, (1..=3).map(kill).collect(), vec![kill(4), kill(5)]);
+        let options = Drive {
+            drain: Some(Holding::drain),
+            capture: Some(&mut capture),
+            ..Drive::default()
+        };
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload, options)
+            .expect("the drive ends at the stop");
+        assert_eq!(
+            engine.stats().processed,
+            5,
+            "three batches and the drained two"
+        );
+        agent.finish(&engine, &source.stats(), false).unwrap();
+        assert_eq!(scratch.alerted(), vec!["Kill 0"; 5]);
+        capture.finish().expect("the capture ends");
+        let mut replay = vigil_capture::ReplaySource::open(&path).expect("the capture reads");
+        replay.snapshot().unwrap();
+        let mut recorded = Vec::new();
+        while replay.next_batch(&mut recorded, 100).unwrap() {}
+        let nums: Vec<u64> = recorded.iter().map(|e| e.num).collect();
+        assert_eq!(
+            nums,
+            [1, 2, 3, 4, 5],
+            "every evaluated event is in the capture"
+        );
+
+        // Without a drain, the stop ends the drive after the batch in hand; `until` stops
+        // it as a signal would.
+        let mut engine = super::tests::engine(rules(1));
+        let mut agent = Agent::start(scratch.config(), "host", &flags(None), &mut engine).unwrap();
+        let mut source = Holding::new(&agent, (1..=3).map(kill).collect(), vec![kill(4)]);
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload, Drive::default())
+            .unwrap();
+        assert_eq!(engine.stats().processed, 3);
+        let mut source = ScriptedSource::new(Snapshot::default(), (1..=5).map(kill).collect())
+            .with_batch_limit(1);
+        let options = Drive {
+            until: Some(Instant::now()),
+            ..Drive::default()
+        };
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload, options)
+            .unwrap();
+        assert_eq!(
+            engine.stats().processed,
+            4,
+            "one batch, then `until` had passed"
+        );
+        agent.finish(&engine, &source.stats(), false).unwrap();
+    }
+
+    #[test]
+    fn the_source_is_narrowed_after_a_reload_before_the_watching_notice() {
+        let scratch = Scratch::new("reapply");
+        let mut engine = engine(rules(1));
+        let mut agent = Agent::start(scratch.config(), "host", &flags(None), &mut engine).unwrap();
+        notices();
+        let mut reload =
+            || -> Result<(Config, Ruleset), ReloadError> { Ok((scratch.config(), rules(2))) };
+        let mut applied = Vec::new();
+        let mut reapply =
+            |source: &mut Holding, ruleset: &Ruleset| -> Result<Reapplied, StepError> {
+                applied.push((source.events.len(), ruleset.rules().len()));
+                Ok(Reapplied {
+                    syscalls: 7,
+                    notes: vec!["a note".into()],
+                })
+            };
+        // A reload asked before the first batch is taken after it.
+        agent.signals().request_reload();
+        let mut source = Holding::new(&agent, (1..=2).map(kill).collect(), Vec::new());
+        let options = Drive {
+            batch: 1,
+            reapply: Some(&mut reapply),
+            ..Drive::default()
+        };
+        agent
+            .drive(&mut engine, &mut source, &mut reload, options)
+            .unwrap();
+        assert_eq!(
+            applied,
+            [(1, 2)],
+            "once, after the first batch, with the new rules"
+        );
+        assert_eq!(
+            notices(),
+            [
+                "SIGHUP: reloaded configuration and 2 rules",
+                "watching 7 syscalls after the reload",
+                "a note"
+            ]
+        );
+        // A failed reload narrows nothing; a source that cannot be narrowed ends the drive.
+        agent
+            .signals()
+            .stop_flag()
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        agent.signals().request_reload();
+        let mut source = Holding::new(&agent, vec![kill(3)], Vec::new());
+        let mut reapply = |_: &mut Holding, _: &Ruleset| -> Result<Reapplied, StepError> {
+            panic!("no reload, nothing to narrow")
+        };
+        let options = Drive {
+            reapply: Some(&mut reapply),
+            ..Drive::default()
+        };
+        agent
+            .drive(&mut engine, &mut source, &mut no_reload, options)
+            .unwrap();
+        agent
+            .signals()
+            .stop_flag()
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        agent.signals().request_reload();
+        let mut source = Holding::new(&agent, vec![kill(4)], Vec::new());
+        let mut reapply = |_: &mut Holding, _: &Ruleset| -> Result<Reapplied, StepError> {
+            Err("the map is full".into())
+        };
+        let options = Drive {
+            reapply: Some(&mut reapply),
+            ..Drive::default()
+        };
+        let err = agent
+            .drive(&mut engine, &mut source, &mut reload, options)
+            .expect_err("the source cannot be narrowed");
+        assert_eq!(
+            with_causes(&err),
+            "cannot apply the reloaded rules' event types: the map is full"
+        );
+        agent
+            .finish(&engine, &SourceStats::default(), false)
+            .unwrap();
     }
 
     #[test]
@@ -1090,7 +1363,7 @@ mod tests {
         };
         engine.load_snapshot(&source.snapshot().unwrap());
         agent
-            .drive(&mut engine, &mut source, &mut no_reload)
+            .drive(&mut engine, &mut source, &mut no_reload, Drive::default())
             .unwrap();
         agent.finish(&engine, &source.stats(), false).unwrap();
         assert_eq!(scratch.alerted(), ["Kill by init"]);
@@ -1144,7 +1417,7 @@ mod tests {
             calls: 6,
         };
         agent
-            .drive(&mut engine, &mut source, &mut no_reload)
+            .drive(&mut engine, &mut source, &mut no_reload, Drive::default())
             .unwrap();
         // The metrics are due at once; then the stats file's 200 ms and the metrics' 1 s fall
         // on one grid from the start: every wait ends on a grid point, never more than the
@@ -1193,7 +1466,7 @@ mod tests {
             .with_batch_limit(1);
         let start = Instant::now();
         agent
-            .drive(&mut engine, &mut source, &mut no_reload)
+            .drive(&mut engine, &mut source, &mut no_reload, Drive::default())
             .unwrap();
         let periods = (start.elapsed().as_nanos() / every.as_nanos()) as usize;
         agent.finish(&engine, &source.stats(), false).unwrap();

@@ -47,6 +47,39 @@ impl Versions {
         }
     }
 
+    /// Falco's `--support` report: these versions, this host, the command line, the
+    /// configuration (`config_yaml`) and each rules file's text (Falco's shape: one variant
+    /// per file).
+    pub fn support_report(
+        &self,
+        config_yaml: &str,
+        files: &[vigil_engine::RulesText],
+    ) -> serde_json::Value {
+        let read = |name: &str| {
+            std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default()
+        };
+        let cmdline: Vec<String> = std::env::args().collect();
+        serde_json::json!({
+            "version": self.falco_version,
+            "engine_info": self.to_json(),
+            "system_info": {
+                "sysname": read("ostype"),
+                "nodename": vigil_state::procfs::host_name(),
+                "release": read("osrelease"),
+                "version": read("version"),
+                "machine": std::env::consts::ARCH,
+            },
+            "cmdline": cmdline.join(" "),
+            "config": config_yaml,
+            "rules_files": files
+                .iter()
+                .map(|f| serde_json::json!({ "name": f.name, "variants": [{ "content": f.text }] }))
+                .collect::<Vec<_>>(),
+        })
+    }
+
     /// The JSON object (`/versions`, `--support`'s `engine_info`, `--version` with
     /// `json_output`). Falco leaves `plugin_versions` out when no plugin is loaded; Vigil
     /// always writes it (an empty object), so the key set is the same on every agent.

@@ -106,9 +106,12 @@ fn sigterm_wakes_the_source_and_ends_the_drive() {
         signal_hook::low_level::raise(signal_hook::consts::SIGTERM).expect("raise SIGTERM");
     });
     agent
-        .drive(&mut engine, &mut source, &mut || {
-            Err("no reload here".into())
-        })
+        .drive(
+            &mut engine,
+            &mut source,
+            &mut || Err("no reload here".into()),
+            vigil_agent::Drive::default(),
+        )
         .expect("the drive ends");
     signal.join().expect("the signalling thread");
     assert!(agent.stop_requested(), "SIGTERM set the stop flag");

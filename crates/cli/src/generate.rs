@@ -85,79 +85,10 @@ fn list(pattern: &str, json: bool) -> Result<ExitCode> {
     let ctx = Context::from_env();
     let mut out = io::stdout().lock();
     for action in select(pattern)? {
-        let unavailable = action.unavailable(&ctx);
         if json {
-            let expects: Vec<_> = action
-                .all_expects()
-                .iter()
-                .map(|e| {
-                    serde_json::json!({
-                        "ruleset": e.ruleset.to_string(),
-                        "rule": e.rule,
-                        "container_only": e.scope == vigil_generator::Scope::Container,
-                    })
-                })
-                .collect();
-            // The rule names per ruleset, the shape `vigil generate bench` reads.
-            let rules_of = |set: vigil_generator::Ruleset| -> Vec<&str> {
-                action
-                    .all_expects()
-                    .iter()
-                    .filter(|e| e.ruleset == set)
-                    .map(|e| e.rule)
-                    .collect()
-            };
-            let line = serde_json::json!({
-                "name": action.name,
-                "rules_stable": rules_of(vigil_generator::Ruleset::FalcoStable),
-                "rules_default": rules_of(vigil_generator::Ruleset::Vigil),
-                "description": action.description,
-                "needs_root": action.needs_root,
-                "needs_runc": action.needs_runc(),
-                "slow": action.slow,
-                "under_run": {
-                    "outcome": action.under_run.outcome(),
-                    "reason": action.under_run.reason(),
-                },
-                "expects": expects,
-                "unavailable": unavailable,
-                "unavailable_under_run": action.unavailable_under_run(&ctx),
-            });
-            writeln!(out, "{line}")?;
+            writeln!(out, "{}", action.to_json(&ctx))?;
         } else {
-            let mut needs = Vec::new();
-            if action.needs_root {
-                needs.push("root");
-            }
-            if action.needs_runc() {
-                needs.push("runc");
-            }
-            if action.slow {
-                needs.push("slow");
-            }
-            writeln!(
-                out,
-                "{}{}\n    {}",
-                action.name,
-                if needs.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{}]", needs.join(", "))
-                },
-                action.description
-            )?;
-            for e in action.expected() {
-                writeln!(out, "    -> {}: {}", e.ruleset, e.rule)?;
-            }
-            if let Some(why) = action.under_run.reason() {
-                writeln!(
-                    out,
-                    "    under `vigil run`: the action fails, the rules still fire ({why})"
-                )?;
-            }
-            if let Some(why) = unavailable {
-                writeln!(out, "    (cannot run here: {why})")?;
-            }
+            out.write_all(action.to_text(&ctx).as_bytes())?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -180,18 +111,8 @@ fn run_exact(name: &str) -> Result<ExitCode> {
 
 /// The uid and gid of a user name from the system's user database.
 fn lookup_user(name: &str) -> Result<(u32, u32)> {
-    let passwd = std::fs::read_to_string("/etc/passwd").context("reading /etc/passwd")?;
-    passwd
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split(':');
-            let user = f.next()?;
-            let _ = f.next()?;
-            let uid = f.next()?.parse().ok()?;
-            let gid = f.next()?.parse().ok()?;
-            (user == name).then_some((uid, gid))
-        })
-        .next()
+    vigil_generator::user_ids(name)
+        .context("reading /etc/passwd")?
         .ok_or_else(|| InvalidInput(format!("no user named `{name}` in /etc/passwd")).into())
 }
 
@@ -299,11 +220,5 @@ mod tests {
         for bad in ["", "s", "1x", "-1s", "1e999s", "abc"] {
             assert!(duration(bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn users_from_passwd() {
-        assert_eq!(lookup_user("root").unwrap(), (0, 0));
-        assert!(lookup_user("no-such-user-here").is_err());
     }
 }

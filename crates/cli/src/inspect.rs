@@ -13,13 +13,11 @@ use vigil_fields::Catalog;
 use vigil_rules::LoadOptions;
 
 use crate::error::{InvalidInput, EXIT_INVALID};
-use crate::live::host_name;
-use crate::run::fold_as_here;
-use crate::run_reload::RunningFilter;
+use crate::live::{host_name, notice};
 use crate::selection::{
-    error_count, load_selection, load_selection_with, print_diagnostics, system_state_config,
-    ConfigArgs, RulesSelection,
+    error_count, load_selection, load_selection_with, print_diagnostics, ConfigArgs, RulesSelection,
 };
+use vigil_agent::run::RunError;
 
 #[derive(Clone, Copy, ValueEnum)]
 /// The form `capture convert` writes.
@@ -98,96 +96,41 @@ pub fn list(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
 /// under `vigil run` started here, or why it costs nothing.
 pub fn explain_run(selection: &RulesSelection, json: bool) -> Result<ExitCode> {
     let config = selection.config.load()?;
-    let mut ruleset = load_selection(selection, &config)?;
-    let identity = vigil_procfs::identity_is_fixed();
-    let hostname = host_name();
-    // Where the identity is fixed the rules that cannot match here are disabled; where it
-    // may change they stop only in the processes that enter new namespaces.
-    let (folded, elsewhere_only) = if identity.is_ok() {
-        (fold_as_here(&mut ruleset, &hostname), Vec::new())
-    } else {
-        let mut here = load_selection(selection, &config)?;
-        (Vec::new(), fold_as_here(&mut here, &hostname))
-    };
-    let filter =
-        RunningFilter::derive(None, false, &ruleset).map_err(|e| InvalidInput(e.to_string()))?;
-    let name_of = |id: u16| {
-        vigil_event::table::events()
-            .get(usize::from(id))
-            .map_or("?", |s| s.name)
-    };
+    let ruleset = load_selection(selection, &config)?;
+    let again = || load_selection(selection, &config).map_err(Into::into);
+    let explained =
+        vigil_agent::run::explain(ruleset, &again, &host_name()).map_err(|e| match e {
+            RunError::Configure(e) => anyhow::Error::from_boxed(e),
+            RunError::Invalid(text) => InvalidInput(text).into(),
+            e => e.into(),
+        })?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    for (index, rule) in ruleset.rules().iter().enumerate() {
-        let (status, syscalls): (&str, Vec<String>) = if folded.contains(&index) {
-            ("cannot match this workload", Vec::new())
-        } else if !ruleset.is_enabled(index) {
-            ("disabled", Vec::new())
-        } else {
-            match rule.event_types() {
-                None => ("every syscall", vec!["*".to_owned()]),
-                Some(types) => {
-                    let names = types
-                        .iter()
-                        .filter_map(|&id| {
-                            let nr = vigil_event::table::events().get(usize::from(id))?.nr?;
-                            let name = name_of(id);
-                            Some(if filter.report.contains(&nr) {
-                                match filter.report_when.iter().find(|(n, _)| *n == nr) {
-                                    Some((_, cond)) => format!("{name}({cond})"),
-                                    None => name.to_owned(),
-                                }
-                            } else {
-                                format!("{name}(exec event only)")
-                            })
-                        })
-                        .collect();
-                    if elsewhere_only.contains(&index) {
-                        ("watched in new namespaces", names)
-                    } else {
-                        ("watched", names)
-                    }
-                }
-            }
-        };
+    for (rule, status, syscalls) in &explained.rules {
         if json {
-            let line = serde_json::json!({
-                "rule": rule.name,
-                "status": status,
-                "syscalls": syscalls,
-            });
+            let line = serde_json::json!({ "rule": rule, "status": status, "syscalls": syscalls });
             writeln!(out, "{line}")?;
         } else {
-            writeln!(
-                out,
-                "{:<60} {:<28} {}",
-                rule.name,
-                status,
-                syscalls.join(" ")
-            )?;
+            writeln!(out, "{rule:<60} {status:<28} {}", syscalls.join(" "))?;
         }
     }
     if !json {
-        if let Err(why) = identity {
+        if let Some(why) = &explained.not_folded {
             writeln!(
                 out,
                 "no rule is folded: a workload started here may change its container identity \
                  ({why})"
             )?;
-            if !elsewhere_only.is_empty() {
+            if explained.elsewhere_only > 0 {
                 writeln!(
                     out,
                     "{} rule(s) cannot match here: their syscalls stop only in processes that \
                      enter new namespaces (\"watched in new namespaces\")",
-                    elsewhere_only.len()
+                    explained.elsewhere_only
                 )?;
             }
         }
-        let names: Vec<&str> = filter
-            .report
-            .iter()
-            .filter_map(|&nr| vigil_event::table::by_syscall_nr(nr).map(|t| name_of(t.0)))
-            .collect();
+        let names = &explained.stops;
         writeln!(
             out,
             "vigil run here stops for {} syscall(s): {}",
@@ -205,43 +148,30 @@ pub fn convert(
     output: &std::path::Path,
     to: CaptureForm,
 ) -> Result<ExitCode> {
-    use vigil_event::codec::{binary, jsonl, open_any};
+    use vigil_agent::{CaptureOut, CaptureOutError};
     let file =
         std::fs::File::open(input).with_context(|| format!("cannot open `{}`", input.display()))?;
-    let mut reader = open_any(io::BufReader::new(file))
+    let mut reader = vigil_event::codec::open_any(io::BufReader::new(file))
         .map_err(|e| InvalidInput(format!("cannot read `{}`: {e}", input.display())))?;
     let out = vigil_output::files::create(output)
         .with_context(|| format!("cannot create `{}`", output.display()))?;
-    let out = io::BufWriter::new(out);
     let invalid = |e: vigil_event::codec::CaptureError| {
         InvalidInput(format!("cannot convert `{}`: {e}", input.display()))
     };
+    let mut writer = CaptureOut::new(out, matches!(to, CaptureForm::Jsonl));
+    writer.snapshot(reader.snapshot()).map_err(invalid)?;
     let mut n_events = 0u64;
-    let out = match to {
-        CaptureForm::Binary => {
-            let mut writer = binary::Writer::new(out);
-            writer.write_snapshot(reader.snapshot()).map_err(invalid)?;
-            while let Some(event) = reader.next_event().map_err(invalid)? {
-                writer.write_event(&event).map_err(invalid)?;
-                n_events += 1;
-            }
-            writer.finish().map_err(invalid)?
+    while let Some(event) = reader.next_event().map_err(invalid)? {
+        writer.event(&event).map_err(invalid)?;
+        n_events += 1;
+    }
+    match writer.finish() {
+        Ok(()) => {}
+        Err(CaptureOutError::Finish(e)) => Err(invalid(e))?,
+        Err(CaptureOutError::Flush(e) | CaptureOutError::Create { source: e, .. }) => {
+            Err(e).with_context(|| format!("cannot write `{}`", output.display()))?
         }
-        CaptureForm::Jsonl => {
-            let mut writer = jsonl::Writer::new(out);
-            writer.write_snapshot(reader.snapshot()).map_err(invalid)?;
-            while let Some(event) = reader.next_event().map_err(invalid)? {
-                writer.write_event(&event).map_err(invalid)?;
-                n_events += 1;
-            }
-            writer.finish().map_err(invalid)?
-        }
-    };
-    out.into_inner()
-        .map_err(|e| e.into_error())
-        .with_context(|| format!("cannot write `{}`", output.display()))?
-        .sync_all()
-        .with_context(|| format!("cannot write `{}`", output.display()))?;
+    }
     eprintln!("converted {n_events} events to `{}`", output.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -269,13 +199,7 @@ pub fn fields(json: bool, names_only: bool) -> Result<ExitCode> {
         .collect();
     defs.sort_by_key(|d| d.name);
     for def in defs {
-        let arg = match def.arg {
-            vigil_fields::ArgKind::None => "",
-            vigil_fields::ArgKind::Index => "[N]",
-            vigil_fields::ArgKind::OptionalIndex => "[N]?",
-            vigil_fields::ArgKind::Key => "[KEY]",
-            vigil_fields::ArgKind::OptionalKey => "[KEY]?",
-        };
+        let arg = def.arg.suffix();
         if names_only {
             writeln!(out, "{}", def.name)?;
         } else if json {
@@ -335,31 +259,7 @@ pub fn support(selection: &RulesSelection) -> Result<ExitCode> {
     } else {
         vigil_engine::read_rules_paths(paths).map_err(|e| InvalidInput(format!("{e:#}")))?
     };
-    let read = |name: &str| {
-        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default()
-    };
-    let cmdline: Vec<String> = std::env::args().collect();
-    let versions = vigil_agent::Versions::current();
-    let report = serde_json::json!({
-        "version": versions.falco_version,
-        "engine_info": versions.to_json(),
-        "system_info": {
-            "sysname": read("ostype"),
-            "nodename": host_name(),
-            "release": read("osrelease"),
-            "version": read("version"),
-            "machine": std::env::consts::ARCH,
-        },
-        "cmdline": cmdline.join(" "),
-        "config": config.to_yaml(),
-        // Falco's shape: each file's text under `variants` (one variant per file).
-        "rules_files": files
-            .iter()
-            .map(|f| serde_json::json!({ "name": f.name, "variants": [{ "content": f.text }] }))
-            .collect::<Vec<_>>(),
-    });
+    let report = vigil_agent::Versions::current().support_report(&config.to_yaml(), &files);
     let mut out = io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &report)?;
     writeln!(out)?;
@@ -430,7 +330,7 @@ pub fn profile(args: &ProfileArgs) -> Result<ExitCode> {
             .map(|s| Box::new(s) as Box<dyn vigil_capture::Source>)
     };
     let hostname = host_name();
-    let state = || system_state_config(&hostname);
+    let state = || vigil_agent::system_state_config(&hostname, notice);
     let profile = vigil_engine::profile::profile(ruleset, &open, &state)
         .map_err(|e| InvalidInput(format!("{}: {e}", path.display())))?;
     let mut out = io::stdout().lock();

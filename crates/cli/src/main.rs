@@ -19,7 +19,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
-mod capture_out;
 mod error;
 mod falco_cli;
 mod flags;
@@ -28,7 +27,6 @@ mod inspect;
 mod live;
 mod replay;
 mod run;
-mod run_reload;
 mod selection;
 mod watch;
 

@@ -7,13 +7,13 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use vigil_agent::Agent;
+use vigil_agent::{Agent, Drive};
 use vigil_capture::{FollowSource, ReplaySource, Source};
 use vigil_engine::Engine;
 
 use crate::flags::LiveArgs;
-use crate::live::{agent_flags, host_name, init_logging};
-use crate::selection::{configure, system_state_config, RulesSelection};
+use crate::live::{agent_flags, host_name, init_logging, notice};
+use crate::selection::{configure, RulesSelection};
 
 #[derive(Args)]
 pub struct ReplayArgs {
@@ -46,7 +46,11 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let reconfigure = || configure(&args.selection, args.live.rule_matching, args.live.json);
     let (config, ruleset) = reconfigure()?;
     let hostname = host_name();
-    let mut engine = Engine::new(ruleset, system_state_config(&hostname), hostname.clone());
+    let mut engine = Engine::new(
+        ruleset,
+        vigil_agent::system_state_config(&hostname, notice),
+        hostname.clone(),
+    );
     let path = &args.file;
     init_logging();
     // Not a live capture: a replay runs as it was started (no privilege drop).
@@ -67,7 +71,7 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
         engine.load_snapshot(&snapshot);
         let mut reload = || reconfigure().map_err(Into::into);
         agent
-            .drive(&mut engine, source.as_mut(), &mut reload)
+            .drive(&mut engine, source.as_mut(), &mut reload, Drive::default())
             .with_context(cannot)?;
         Ok(())
     })();

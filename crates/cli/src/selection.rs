@@ -12,7 +12,6 @@ use vigil_engine::RulesText;
 use vigil_rules::{
     Diagnostic, LoadOptions, LoadResult, Priority, RuleMatching, Ruleset, Selection, Severity,
 };
-use vigil_state::StateConfig;
 
 use crate::error::InvalidInput;
 
@@ -194,40 +193,5 @@ pub fn load_selection_with(
             Ok(ruleset)
         }
         _ => Err(InvalidInput(format!("rules failed to load: {errors} error(s)")).into()),
-    }
-}
-
-/// State configuration for this host: its user database (an unreadable one is reported and
-/// replaced by an empty one, so names print as `<NA>`) and hostname.
-pub fn system_state_config(hostname: &str) -> StateConfig {
-    let user_db: Box<dyn vigil_state::UserDb> = match vigil_state::FileUserDb::system() {
-        Ok(db) => Box::new(db),
-        Err(err) => {
-            eprintln!("vigil: warning: {err}; user and group names will be unknown");
-            Box::new(vigil_state::MemUserDb::default())
-        }
-    };
-    StateConfig {
-        hostname: hostname.as_bytes().to_vec(),
-        user_db,
-        ..StateConfig::default()
-    }
-}
-
-/// State configuration for live capture on this host (`watch`, `run`): users and groups are
-/// followed as they change — the host's `/etc/passwd` and `/etc/group`, and each container's
-/// own files through `/proc/PID/root` — instead of read once.
-pub fn live_state_config(hostname: &str) -> StateConfig {
-    let live_users = vigil_state::LiveUsers::system();
-    if let Some(err) = live_users.start_error() {
-        let cause = std::error::Error::source(err).map_or(String::new(), |e| format!(": {e}"));
-        eprintln!(
-            "vigil: warning: {err}{cause}; user and group names stay unknown until it can be read"
-        );
-    }
-    StateConfig {
-        hostname: hostname.as_bytes().to_vec(),
-        live_users: Some(live_users),
-        ..StateConfig::default()
     }
 }

@@ -1,29 +1,17 @@
-//! `vigil watch`: host-wide capture with eBPF, evaluated live against the rules.
-//!
-//! Set-up runs with the privileges the agent was started with (loading BPF programs, reading
-//! every process's `/proc`, creating the capture); then [`Agent::start`] drops all but
-//! [`vigil_privs::watch_keeps`] (re-attaching tracepoints on SIGHUP, reading `/proc` and
-//! container files lazily) and sets `no_new_privs`, before any thread starts. The reasons for
-//! each kept capability are in `vigil-privs`.
+//! `vigil watch`'s flags: host-wide capture with eBPF, evaluated live against the rules. The
+//! assembly (set-up, privilege drop, the loop) is [`vigil_agent::watch`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use vigil_capture::{InterestSet, Source};
-use vigil_ebpf::{BpfOptions, BpfSource, Floor, Hook};
-use vigil_engine::Engine;
-use vigil_event::{Event, EventType};
-use vigil_rules::Ruleset;
+use vigil_agent::watch::{WatchError, WatchOptions};
+use vigil_ebpf::{Floor, Hook};
 
-use vigil_agent::{Agent, AgentFlags};
-
-use crate::capture_out::CaptureOut;
 use crate::flags::{DurationArgs, LiveArgs, WriteArgs};
-use crate::live::{agent_flags, init_logging};
-use crate::selection::{configure, live_state_config, RulesSelection};
+use crate::live::{init_logging, notice};
+use crate::selection::{configure, RulesSelection};
 
 #[derive(Args)]
 pub struct WatchArgs {
@@ -134,352 +122,43 @@ impl clap::ValueEnum for BpfFloor {
     }
 }
 
-/// The rules, rule matching and configuration of a watch (again on SIGHUP).
-fn watch_configure(args: &WatchArgs) -> Result<(vigil_config::Config, Ruleset)> {
-    configure(&args.selection, args.live.rule_matching, args.live.json)
-}
-
-/// The event types the rules watch (every type for a rule without one, with a warning).
-fn rules_interest(ruleset: &Ruleset) -> InterestSet {
-    let types = ruleset.event_types();
-    if types.is_all() {
-        eprintln!(
-            "vigil: warning: a rule without an event type watches every syscall; capture will be costly"
-        );
-        InterestSet::all()
-    } else {
-        types.ids().map(EventType).collect()
-    }
-}
-
-/// The event types whose failed calls nothing in this watch can use, for the driver to filter
-/// out in the kernel: no enabled rule watching the type may match a failure
-/// ([`Ruleset::may_match_failure`]), and no capture is written (a capture records the whole
-/// interest set, failures included, for a replay with other rules). The driver keeps the
-/// failures the state engine learns from (`vigil_ebpf::STATE_USES_FAILED`).
-fn failed_unused(ruleset: &Ruleset, interest: &InterestSet, capture: bool) -> InterestSet {
-    if capture {
-        return InterestSet::new();
-    }
-    vigil_ebpf::driver_interest(interest)
-        .iter()
-        .filter(|t| t.spec().nr.is_some() && !ruleset.may_match_failure(t.0))
-        .collect()
-}
-
 pub fn watch(args: WatchArgs) -> Result<ExitCode> {
-    let (config, ruleset) = watch_configure(&args)?;
-    let interest = rules_interest(&ruleset);
-    let unused = failed_unused(&ruleset, &interest, args.write.is_some());
-    vigil_ebpf::check_support()?;
-    let duration = args.duration.duration;
-
-    // The start snapshot is read once the programs are attached, so that nothing that happens
-    // in between is missed; this process is left out (`exclude_pid`), as in the kernel.
-    let mut snapshot_stats = vigil_state::SnapshotStats::default();
-    let start_snapshot = || {
-        let (snapshot, stats) = vigil_state::read_snapshot(
-            &vigil_state::RealProc::default(),
-            &vigil_state::SnapshotOptions::default(),
-        )?;
-        snapshot_stats = stats;
-        Ok::<_, vigil_state::ProcError>(snapshot)
+    let reconfigure = || configure(&args.selection, args.live.rule_matching, args.live.json);
+    let started = reconfigure()?;
+    let options = WatchOptions {
+        write: args.write.write.clone(),
+        duration: args.duration.duration,
+        raw_fallback: args.raw_fallback,
+        hook: args.syscall_hook.0,
+        floor: args.bpf_floor.0,
+        docker_data_roots: args.docker_data_root.clone(),
+        verbose: args.verbose,
+        stats_file: args
+            .live
+            .stats_file
+            .for_agent()
+            .map(|(path, every)| (path.to_path_buf(), every)),
+        stats: args.live.stats,
+        watch: args.selection.watch_sources(),
+        notice,
+        logging: init_logging,
     };
-    let mut source = BpfSource::open(
-        BpfOptions {
-            interest,
-            failed_unused: unused,
-            raw_fallback: args.raw_fallback,
-            hook: args.syscall_hook.0,
-            floor: args.bpf_floor.0,
-            ..BpfOptions::default()
-        },
-        start_snapshot,
-    )
-    .context("cannot start eBPF capture")?;
-    let mut snapshot = source
-        .snapshot()
-        .context("cannot read the start snapshot")?;
-    // Before the drop: what this process could read other processes' /proc entries with.
-    let start_caps = vigil_state::procfs::own_status().map_or(0, |s| s.cap_eff);
-    // Live: container names, images and labels come from the runtimes' state on this host;
-    // those of the containers already running go into the snapshot (and a capture's replay).
-    let mut runtime_dirs = vigil_container::RuntimeDirs::system();
-    runtime_dirs
-        .docker_roots
-        .extend(args.docker_data_root.iter().cloned());
-    vigil_container::add_snapshot_containers(&runtime_dirs, &mut snapshot);
-    let mut capture = match args.write.as_ref() {
-        Some(path) => Some({
-            let mut cap = CaptureOut::create(path)?;
-            cap.snapshot(&snapshot)
-                .with_context(|| format!("cannot write `{}`", path.display()))?;
-            cap
-        }),
-        None => None,
-    };
-    let hostname = String::from_utf8_lossy(&snapshot.hostname).into_owned();
-    let mut state_config = live_state_config(&hostname);
-    state_config.container_runtime = Some(runtime_dirs);
-    let mut engine = Engine::new(ruleset, state_config, hostname.clone());
-    engine.load_snapshot(&snapshot);
-    init_logging();
-    let keep = vigil_privs::watch_keeps();
-    let flags = AgentFlags {
-        // Everything that needed more is done: programs loaded, snapshot read, capture
-        // open; the stats and metrics files and the web server come before the drop.
-        privileges: Some(&keep),
-        ..agent_flags(&args.live.stats_file, "modern_bpf", true)
-    };
-    let mut agent = Agent::start(config, &hostname, &flags, &mut engine)?;
-    agent.watch_files(args.selection.watch_sources());
-    report_coverage(&source, args.raw_fallback, args.verbose, false);
-    if args.verbose {
-        eprintln!("vigil: {}", source.tracefs_origin());
-        if let Some(why) = source.hook_fallback() {
-            eprintln!(
-                "vigil: BPF trampolines (fexit) are not available on this kernel ({why}): \
-                 syscalls hooked by their exit tracepoints (every syscall of the host takes \
-                 the kernel's slow path; `vigil bench overhead --agent 'watch:--bpf-floor \
-                 nop'` measures that floor)"
-            );
-        }
-    }
-    if args.bpf_floor.0 != Floor::None {
-        eprintln!(
-            "vigil: floor run ({:?}): programs attached, nothing captured",
-            args.bpf_floor.0
-        );
-    }
-    // One line says what is watched and how; a second one, only when something is
-    // degraded, what it costs. The details are behind -v.
-    let how = match source.hook_fallback() {
-        Some(_) => "their exit tracepoints",
-        None => source.hook().name(),
-    };
-    eprintln!(
-        "vigil: watching {} syscalls on this host ({} processes at start); syscalls hooked by \
-         {how}",
-        source.attached_syscalls().len() + source.fallback_syscalls().len(),
-        snapshot_stats.processes
-    );
-    let mut degraded = Vec::new();
-    if source.hook_fallback().is_some() {
-        degraded.push(
-            "no BPF trampolines (fexit) on this kernel: every syscall of the host takes the \
-             kernel's slow path"
-                .to_owned(),
-        );
-    }
-    if !source.unsupported().is_empty() {
-        degraded.push(unsupported_text(&source, args.raw_fallback));
-    }
-    if args.verbose {
-        eprintln!(
-            "vigil: start snapshot: {} processes, {} threads, {} descriptors; {} reads of \
-             /proc refused",
-            snapshot_stats.processes,
-            snapshot_stats.threads,
-            snapshot_stats.fds,
-            snapshot_stats.permission_denied
-        );
-    }
-    degraded.extend(snapshot_denials_text(&snapshot_stats, start_caps));
-    if !degraded.is_empty() {
-        eprintln!(
-            "vigil: warning: {}{}",
-            degraded.join("; "),
-            if args.verbose {
-                ""
-            } else {
-                " (-v for details)"
-            }
-        );
-    }
-
-    let started = Instant::now();
-    let end = duration.map(|d| started + d);
-    let mut batch: Vec<Event> = Vec::with_capacity(4096);
-    let mut draining = false;
-    // A stop signal ends the source's wait on the rings at once.
-    let _wake = agent.wake_on_signals(source.waker())?;
-    let result = (|| -> Result<()> {
-        loop {
-            batch.clear();
-            if agent.stop_requested() || end.is_some_and(|end| Instant::now() >= end) {
-                // The end: whatever the kernel committed or the reordering holds back is
-                // processed too, so the last events before the signal are not lost.
-                if draining {
-                    break;
-                }
-                draining = true;
-                source.drain(&mut batch).context("eBPF capture failed")?;
-            } else {
-                // Blocks until events come, the agent's next timer, or the end of `-M`.
-                let until = end.map_or(agent.next_due(), |end| end.min(agent.next_due()));
-                source
-                    .next_batch_until(&mut batch, 4096, until)
-                    .context("eBPF capture failed")?;
-            }
-            if let Some(cap) = capture.as_mut() {
-                for event in &batch {
-                    cap.event(event).context("cannot write the capture")?;
-                }
-            }
-            agent.process(&mut engine, &batch);
-            let reloaded = agent.housekeeping(&mut engine, &|| source.stats(), &mut || {
-                watch_configure(&args).map_err(Into::into)
-            })?;
-            if reloaded.is_some() {
-                let interest = rules_interest(engine.ruleset());
-                let unused = failed_unused(engine.ruleset(), &interest, args.write.is_some());
-                source
-                    .set_interest_and_failures(&interest, &unused)
-                    .context("cannot apply the reloaded rules' event types")?;
-                // The reload notice came before the attach: this line says the kernel now
-                // captures what the new rules watch (a user testing a new rule waits for it).
-                eprintln!(
-                    "vigil: watching {} syscalls after the reload",
-                    source.attached_syscalls().len() + source.fallback_syscalls().len()
-                );
-                report_coverage(&source, args.raw_fallback, args.verbose, true);
-            }
-        }
-        Ok(())
-    })();
-    let source_stats = source.stats();
-    // Alerts produced before an error are still delivered.
-    let finished = agent.finish(&engine, &source_stats, false);
-    result?;
-    finished?;
-    if let (Some(cap), Some(path)) = (capture, args.write.as_ref()) {
-        cap.finish()
-            .with_context(|| format!("cannot write `{}`", path.display()))?;
-    }
-    if args.live.stats {
-        let engine_stats = engine.stats();
-        let mut dropped = serde_json::Map::new();
-        for (reason, n) in &source_stats.dropped {
-            dropped.insert(reason.to_string(), (*n).into());
-        }
-        let line = serde_json::json!({
-            "events_in": engine_stats.processed + source_stats.dropped_total(),
-            "processed": engine_stats.processed,
-            "dropped": source_stats.dropped_total(),
-            "dropped_by_reason": dropped,
-            "alerts": engine_stats.alerts,
-            "read_faults": source.read_faults(),
-            "filtered_failed": source_stats.filtered_failed,
-            "seconds": started.elapsed().as_secs_f64(),
-        });
+    let configure_again = || reconfigure().map_err(Into::into);
+    let stats =
+        vigil_agent::watch::watch(options, started, &configure_again).map_err(|e| match e {
+            // The agent's own error, with its exit-code class.
+            WatchError::Agent(e) => anyhow::Error::from(e),
+            e => e.into(),
+        })?;
+    if let Some(line) = stats {
         eprintln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The start-up warning when reads of other processes' `/proc` entries (`exe`, `cwd`,
-/// `environ`, `fd`) were refused while the start snapshot was read (`stats`; the effective
-/// capabilities `cap_eff` at the time): the processes already running keep those fields
-/// unknown. The kernel allows them for another user's process, or one holding capabilities
-/// this one lacks, only with `CAP_SYS_PTRACE` (`ptrace_may_access`) and, for the 0500 `fd`
-/// directories, `CAP_DAC_READ_SEARCH`; with both, something else refused (a security module:
-/// AppArmor's container profiles let a process read only processes of the same profile; or
-/// a process this kernel protects even from them, as PID 1 of this project's VMs).
-fn snapshot_denials_text(stats: &vigil_state::SnapshotStats, cap_eff: u64) -> Option<String> {
-    const CAP_DAC_READ_SEARCH: u32 = 2;
-    const CAP_SYS_PTRACE: u32 = 19;
-    if stats.permission_denied == 0 {
-        return None;
-    }
-    let missing: Vec<&str> = [
-        (CAP_SYS_PTRACE, "CAP_SYS_PTRACE"),
-        (CAP_DAC_READ_SEARCH, "CAP_DAC_READ_SEARCH"),
-    ]
-    .iter()
-    .filter(|(bit, _)| cap_eff & (1 << bit) == 0)
-    .map(|(_, name)| *name)
-    .collect();
-    let why = if missing.is_empty() {
-        "although CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH are effective: a security module? \
-         AppArmor's container profiles allow reading processes of the same profile only"
-            .to_owned()
-    } else {
-        format!("the agent lacks {}", missing.join(" and "))
-    };
-    Some(format!(
-        "the /proc entries of {} of the {} processes running at start could not all be read \
-         ({} reads refused; {why}): their executable, directory, environment or descriptors \
-         stay unknown",
-        stats.denied_processes,
-        stats.processes + stats.vanished_processes,
-        stats.permission_denied
-    ))
-}
-
-/// The watched syscalls that cannot be captured on this kernel, and why.
-fn unsupported_text(source: &BpfSource, raw_fallback: bool) -> String {
-    format!(
-        "not captured, no tracepoint on this kernel (not implemented here, calls fail with \
-         ENOSYS{}): {}",
-        if raw_fallback {
-            ""
-        } else {
-            "; --raw-fallback captures them at a cost on every syscall"
-        },
-        source.unsupported().join(", ")
-    )
-}
-
-/// With `verbose`, names on stderr the watched syscalls captured through `raw_syscalls` and
-/// those whose failed calls are filtered out in the kernel (a cost and a saving, nothing the
-/// rules miss); with `unsupported`, warns of those that cannot be captured on this kernel.
-fn report_coverage(source: &BpfSource, raw_fallback: bool, verbose: bool, unsupported: bool) {
-    if verbose && !source.filtered_failures().is_empty() {
-        eprintln!(
-            "vigil: failed calls filtered out in the kernel (no rule and no state update can \
-             use them; counted as filtered_failed): {}",
-            source.filtered_failures().join(", ")
-        );
-    }
-    if verbose && !source.fallback_syscalls().is_empty() {
-        eprintln!(
-            "vigil: no tracepoint of their own on this kernel, captured through raw_syscalls \
-             (every syscall pays a short filter while they are watched): {}",
-            source.fallback_syscalls().join(", ")
-        );
-    }
-    if unsupported && !source.unsupported().is_empty() {
-        eprintln!("vigil: warning: {}", unsupported_text(source, raw_fallback));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vigil_engine::RulesText;
-
-    fn ruleset(name: &str, text: String) -> Ruleset {
-        let result = vigil_engine::load_rules(
-            &[RulesText {
-                name: name.to_owned(),
-                text,
-            }],
-            &vigil_rules::LoadOptions::default(),
-        );
-        result
-            .ruleset
-            .unwrap_or_else(|| panic!("{name}: rules do not load: {:?}", result.diagnostics))
-    }
-
-    fn rule(condition: &str) -> Ruleset {
-        ruleset(
-            "test.yaml",
-            format!(
-                "- rule: r\n  desc: d\n  condition: {condition}\n  output: o %proc.name\n  \
-                 priority: WARNING\n"
-            ),
-        )
-    }
 
     /// `--syscall-hook` and `--bpf-floor` take the driver's names, in the order the help lists
     /// them (scripts and `vigil bench` agent specs pass them), each parsed to its own hook or
@@ -515,145 +194,5 @@ mod tests {
         assert_eq!(BpfFloor::from_str("nop", false), Ok(BpfFloor(Floor::Nop)));
         assert_eq!(BpfFloor::from_str("ring", false), Ok(BpfFloor(Floor::Ring)));
         assert!(SyscallHook::from_str("kprobe", false).is_err());
-    }
-
-    #[test]
-    fn snapshot_denials_name_the_missing_capabilities() {
-        let stats = vigil_state::SnapshotStats {
-            processes: 40,
-            vanished_processes: 2,
-            permission_denied: 7,
-            denied_processes: 3,
-            ..Default::default()
-        };
-        let none = vigil_state::SnapshotStats {
-            permission_denied: 0,
-            ..stats.clone()
-        };
-        assert_eq!(snapshot_denials_text(&none, 0), None);
-        let both = (1 << 2) | (1 << 19);
-        let text = snapshot_denials_text(&stats, both & !(1 << 19)).expect("a warning");
-        assert!(
-            text.starts_with("the /proc entries of 3 of the 42 processes")
-                && text.contains("(7 reads refused; the agent lacks CAP_SYS_PTRACE)"),
-            "{text}"
-        );
-        let text = snapshot_denials_text(&stats, 0).expect("a warning");
-        assert!(
-            text.contains("lacks CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH"),
-            "{text}"
-        );
-        let text = snapshot_denials_text(&stats, both).expect("a warning");
-        assert!(text.contains("a security module?"), "{text}");
-    }
-
-    fn names(set: &InterestSet) -> Vec<&'static str> {
-        set.iter().map(|t| t.name()).collect()
-    }
-
-    fn unused_for(condition: &str) -> Vec<&'static str> {
-        let rs = rule(condition);
-        names(&failed_unused(&rs, &rules_interest(&rs), false))
-    }
-
-    #[test]
-    fn failures_are_unused_only_where_no_rule_may_match_one() {
-        // The state needs every open, close, setuid… whatever the rules watch; with no rule
-        // on them, their failures are of no use to the rules.
-        let unused = unused_for("evt.type = kill and proc.name = x");
-        for name in ["openat", "close", "setuid", "connect"] {
-            assert!(unused.contains(&name), "{name} in {unused:?}");
-        }
-        assert!(
-            !unused.contains(&"kill"),
-            "no result test: failures may match"
-        );
-        assert!(!unused.contains(&"procexit"), "not a syscall: {unused:?}");
-        for condition in [
-            "evt.type = openat and evt.res != SUCCESS",
-            "evt.type = openat and evt.failed = true",
-            "evt.type = openat and proc.name = x",
-        ] {
-            let unused = unused_for(condition);
-            assert!(!unused.contains(&"openat"), "{condition}: {unused:?}");
-        }
-        for condition in [
-            "evt.type = openat and evt.res = SUCCESS and proc.name = x",
-            "evt.type = openat and evt.rawres >= 0",
-        ] {
-            let unused = unused_for(condition);
-            assert!(unused.contains(&"openat"), "{condition}: {unused:?}");
-        }
-        // A capture records failures for a replay with other rules: nothing is filtered.
-        let rs = rule("evt.type = openat and evt.rawres >= 0");
-        assert!(failed_unused(&rs, &rules_interest(&rs), true).is_empty());
-    }
-
-    /// Falco's stable rules: `open_read`/`open_write` (`fd.num>=0`, the result of an open)
-    /// exclude failures, but `Directory traversal monitored file read` also takes
-    /// `open_file_failed`, so failed opens stay delivered; `spawned_process` has no result
-    /// test (failed execs may match); the state's credential, session, descriptor-duplicating
-    /// and clone calls are watched by no rule that may match a failure.
-    #[test]
-    fn falco_stable_rules_filter_the_failures_no_rule_matches() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/falco-rules/falco_rules.yaml"
-        );
-        let Ok(text) = std::fs::read_to_string(path) else {
-            assert!(
-                std::env::var("VIGIL_TEST_STRICT").as_deref() != Ok("1"),
-                "VIGIL_TEST_STRICT=1 and {path} is missing"
-            );
-            eprintln!("skipping: {path} is missing");
-            return;
-        };
-        let rs = ruleset("falco_rules.yaml", text);
-        let unused = names(&failed_unused(&rs, &rules_interest(&rs), false));
-        let openat = vigil_event::table::by_name("openat").expect("openat");
-        let rule = |name: &str| {
-            rs.rules()
-                .iter()
-                .find(|r| r.name == name)
-                .unwrap_or_else(|| panic!("no rule {name}"))
-        };
-        for name in ["Read sensitive file untrusted", "Clear Log Activities"] {
-            assert!(
-                !rule(name).filter().may_match_failure(openat.0),
-                "{name}: open_read/open_write exclude a failed open (fd.num>=0)"
-            );
-        }
-        assert!(rule("Directory traversal monitored file read")
-            .filter()
-            .may_match_failure(openat.0));
-        for name in [
-            "open", "openat", "openat2", "execve", "execveat", "connect", "socket",
-        ] {
-            assert!(
-                !unused.contains(&name),
-                "{name}'s failures may match: {unused:?}"
-            );
-        }
-        for name in [
-            "setuid",
-            "setresuid",
-            "setgid",
-            "capset",
-            "dup2",
-            "fcntl",
-            "clone",
-            "chdir",
-            "accept4",
-            "bind",
-            "prctl",
-            "unshare",
-            "pipe2",
-            "memfd_create",
-        ] {
-            assert!(
-                unused.contains(&name),
-                "{name}: no rule matches a failure: {unused:?}"
-            );
-        }
     }
 }

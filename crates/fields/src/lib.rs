@@ -89,6 +89,19 @@ pub enum ArgKind {
     OptionalKey,
 }
 
+impl ArgKind {
+    /// How `vigil fields` shows it after the name: `[N]`, `[N]?`, `[KEY]`, `[KEY]?` or nothing.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            ArgKind::None => "",
+            ArgKind::Index => "[N]",
+            ArgKind::OptionalIndex => "[N]?",
+            ArgKind::Key => "[KEY]",
+            ArgKind::OptionalKey => "[KEY]?",
+        }
+    }
+}
+
 /// The static description of one field.
 #[derive(Clone, Copy, Debug)]
 pub struct FieldDef {

@@ -296,6 +296,76 @@ impl Action {
         None
     }
 
+    /// The object `vigil generate list --json` prints for this action (the rule names per
+    /// ruleset are the shape `vigil generate bench` reads).
+    pub fn to_json(&self, ctx: &Context) -> serde_json::Value {
+        let expects: Vec<_> = self
+            .all_expects()
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "ruleset": e.ruleset.to_string(),
+                    "rule": e.rule,
+                    "container_only": e.scope == Scope::Container,
+                })
+            })
+            .collect();
+        let rules_of = |set: Ruleset| -> Vec<&str> {
+            self.all_expects()
+                .iter()
+                .filter(|e| e.ruleset == set)
+                .map(|e| e.rule)
+                .collect()
+        };
+        serde_json::json!({
+            "name": self.name,
+            "rules_stable": rules_of(Ruleset::FalcoStable),
+            "rules_default": rules_of(Ruleset::Vigil),
+            "description": self.description,
+            "needs_root": self.needs_root,
+            "needs_runc": self.needs_runc(),
+            "slow": self.slow,
+            "under_run": {
+                "outcome": self.under_run.outcome(),
+                "reason": self.under_run.reason(),
+            },
+            "expects": expects,
+            "unavailable": self.unavailable(ctx),
+            "unavailable_under_run": self.unavailable_under_run(ctx),
+        })
+    }
+
+    /// The entry `vigil generate list` prints for this action, each line ending in a newline.
+    pub fn to_text(&self, ctx: &Context) -> String {
+        let mut needs = Vec::new();
+        if self.needs_root {
+            needs.push("root");
+        }
+        if self.needs_runc() {
+            needs.push("runc");
+        }
+        if self.slow {
+            needs.push("slow");
+        }
+        let mut text = self.name.to_string();
+        if !needs.is_empty() {
+            text.push_str(&format!(" [{}]", needs.join(", ")));
+        }
+        text.push_str(&format!("\n    {}\n", self.description));
+        for e in self.expected() {
+            text.push_str(&format!("    -> {}: {}\n", e.ruleset, e.rule));
+        }
+        if let Some(why) = self.under_run.reason() {
+            text.push_str(&format!(
+                "    under `vigil run`: the action fails, the rules still fire ({why})\n"
+            ));
+        }
+        if let Some(why) = self.unavailable(ctx) {
+            text.push_str(&format!("    (cannot run here: {why})\n"));
+        }
+        text
+    }
+
     /// Performs the action; returns a one-line account of what it did.
     pub fn run(&self, ctx: &Context) -> Result<String, Error> {
         match self.kind {
@@ -337,6 +407,20 @@ impl Action {
     }
 }
 
+/// The uid and gid of the user `name` in `/etc/passwd` (`vigil generate run --as-user`);
+/// `Ok(None)` when there is no such user.
+pub fn user_ids(name: &str) -> std::io::Result<Option<(u32, u32)>> {
+    let passwd = std::fs::read_to_string("/etc/passwd")?;
+    Ok(passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let user = f.next()?;
+        let _ = f.next()?;
+        let uid = f.next()?.parse().ok()?;
+        let gid = f.next()?.parse().ok()?;
+        (user == name).then_some((uid, gid))
+    }))
+}
+
 /// Every action, in a stable order.
 pub fn registry() -> &'static [Action] {
     actions::ACTIONS
@@ -370,6 +454,12 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
     use std::path::Path;
+
+    #[test]
+    fn users_from_passwd() {
+        assert_eq!(user_ids("root").unwrap(), Some((0, 0)));
+        assert_eq!(user_ids("no-such-user-here").unwrap(), None);
+    }
 
     fn rule_names(path: &Path) -> HashSet<String> {
         let text = std::fs::read_to_string(path)

@@ -3,11 +3,26 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
 use vigil_event::codec::{binary, jsonl, CaptureError};
 use vigil_event::{Event, Snapshot};
+
+/// Why a capture cannot be created or ended.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureOutError {
+    #[error("cannot create `{}`", path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The writer's last records (the codec's message, as the command line printed it).
+    #[error("cannot write the capture: {0}")]
+    Finish(CaptureError),
+    #[error("cannot write the capture")]
+    Flush(#[source] std::io::Error),
+}
 
 /// The capture being written, in either form.
 pub enum CaptureOut {
@@ -18,19 +33,26 @@ pub enum CaptureOut {
 impl CaptureOut {
     /// Creates `path`, owner-only (a capture holds whole process environments); the form
     /// follows its extension.
-    pub fn create(path: &Path) -> Result<CaptureOut> {
-        let file = vigil_output::files::create(path)
-            .with_context(|| format!("cannot create `{}`", path.display()))?;
-        let out = BufWriter::new(file);
+    pub fn create(path: &Path) -> Result<CaptureOut, CaptureOutError> {
+        let file = vigil_output::files::create(path).map_err(|source| CaptureOutError::Create {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let jsonl = matches!(
             path.extension().and_then(|e| e.to_str()),
             Some("jsonl" | "json")
         );
-        Ok(if jsonl {
+        Ok(CaptureOut::new(file, jsonl))
+    }
+
+    /// A capture written to `file`, as JSON lines or in the binary form.
+    pub fn new(file: File, jsonl: bool) -> CaptureOut {
+        let out = BufWriter::new(file);
+        if jsonl {
             CaptureOut::Jsonl(jsonl::Writer::new(out))
         } else {
             CaptureOut::Binary(binary::Writer::new(out))
-        })
+        }
     }
 
     pub fn snapshot(&mut self, snapshot: &Snapshot) -> Result<(), CaptureError> {
@@ -48,17 +70,15 @@ impl CaptureOut {
     }
 
     /// Ends the capture and flushes it to disk.
-    pub fn finish(self) -> Result<()> {
+    pub fn finish(self) -> Result<(), CaptureOutError> {
         let out = match self {
             CaptureOut::Binary(w) => w.finish(),
             CaptureOut::Jsonl(w) => w.finish(),
         }
-        .map_err(|e| anyhow::anyhow!("cannot write the capture: {e}"))?;
+        .map_err(CaptureOutError::Finish)?;
         out.into_inner()
-            .map_err(|e| e.into_error())
-            .context("cannot write the capture")?
+            .map_err(|e| CaptureOutError::Flush(e.into_error()))?
             .sync_all()
-            .context("cannot write the capture")?;
-        Ok(())
+            .map_err(CaptureOutError::Flush)
     }
 }
