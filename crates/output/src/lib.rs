@@ -1,67 +1,23 @@
-//! Alerts and their wire formats.
+//! Alerts, their wire formats and their delivery.
 //!
-//! Owns the [`Alert`] record and the two formats Falco's tooling consumes: the text line
-//! (`HH:MM:SS.nnnnnnnnn: Priority output`) and the JSON object (`hostname, output, priority,
-//! rule, source, tags, time, output_fields`); and alert delivery: the outputs Falco users run
-//! ([`sinks`], [`http`]), one delivery worker per output with a bounded queue, retries and a
-//! bounded disk spool ([`delivery`], [`spool`]), the set of configured outputs ([`Outputs`]),
-//! the metrics registry with Prometheus text exposition ([`metrics`]) and Falco's stats file
-//! ([`stats`]); every file it writes is opened owner-only ([`files`]). Its settings are its own
-//! ([`settings`]: each output's section under Falco's key names, and [`OutputSettings`]);
-//! `vigil-config` reads them from YAML, this crate knows no configuration file. Knows nothing
-//! about rules, events or state: an alert arrives already rendered, with its typed output
-//! fields.
+//! Owns the [`Alert`] record and the two formats Falco's tooling consumes ([`Formatter`]: the text
+//! line `HH:MM:SS.nnnnnnnnn: Priority output` and the JSON object `hostname, output, priority,
+//! rule, source, tags, time, output_fields`), the outputs ([`sinks`], [`http`], and the fleet
+//! outputs [`otlp`] and [`kafka`] with their [`envelope`]), one delivery worker per output
+//! ([`delivery`]) with an optional disk
+//! spool ([`spool`]), the configured set ([`Outputs`]: `from_config`, `emit`, `reopen`,
+//! `check_drops`, `shutdown`), the metrics registry ([`metrics`]) and Falco's stats file
+//! ([`stats`]). Its settings are its own ([`settings`], [`OutputSettings`]): `vigil-config`
+//! reads them from YAML. Knows nothing about rules, events or state: an alert arrives rendered,
+//! with its typed output fields (values already escaped, `docs/alert-text.md`).
 //!
-//! # The modules
-//!
-//! `Alert` and its wire formats: Falco's text line (`HH:MM:SS.nnnnnnnnn: Priority output`, UTC) and
-//! JSON object (`hostname, output, priority, rule, source, tags, time, output_fields`; numbers and
-//! booleans typed, `<NA>` as `null`, the time-string fields as the raw nanosecond timestamp, tags
-//! sorted, as Falco emits them); `Formatter` (`json_output`, `json_include_*`,
-//! `time_format_iso_8601`); `settings` (each output's section as `falco.yaml` names it, with
-//! Falco's defaults, and `OutputSettings`, what `Outputs` start from: the output crate owns them
-//! and knows no configuration parser). Delivery: `sinks` (stdout, file with reopen, syslog in
-//! `syslog(3)`'s format over a datagram socket, program via `sh -c`) and `http` (ureq on rustls: CA
-//! file/bundle/dir, insecure, mTLS, gzip uploads, a per-request `timeout`); `delivery` (per output:
-//! a worker thread, capped exponential backoff, drops counted per reason; without a spool a bounded
-//! in-memory queue; with one, write-ahead: `enqueue` appends to the spool before it returns and the
-//! worker delivers from it, committing after each attempt (an output may take several records per
-//! attempt, `Sink::batching`: the spool moves past them and commits once they are delivered, so a
-//! crash resends at most that attempt); a shutdown with a spool does not wait for a failing output
-//! (one more attempt, then everything pending is on disk for the next run); for HTTP, Falco's
-//! `max_consecutive_timeouts`: a timed-out attempt is retried at once; past the budget an alert is
-//! given up and counted as `reason="timeout"` without a spool, kept in the spool with one), `spool`
-//! (bounded on-disk FIFO: segment files of frames carrying a sequence number and a CRC-32, an `ack`
-//! cursor file, a versioned segment header with the headerless format of earlier builds still read;
-//! directory `0700`, files `0600` whatever the umask; `SpoolSync`: one `write(2)` per alert,
-//! `fdatasync` of what was written once a second on a separate thread by default), `Outputs` (the
-//! configured set: `from_config` of an `OutputSettings`, `emit`, `reopen`, `check_drops` → the
-//! internal alerts "Vigil dropped events", "Vigil dropped alerts" and, rate-limited on its own,
-//! "Vigil lost spooled alerts" with running totals of damaged and missing spool records;
-//! `final_drops` at exit reports what is not yet reported, whatever the rate limits;
-//! `shutdown(deadline)`), `metrics` (registry and Prometheus text under Falco's names, `FAMILIES`
-//! with each family's Falco `metrics:` category, hidden at render when its flag is off;
-//! `rule_labels` for Falco's per-rule match series; the agent's and host's CPU and memory from
-//! `/proc`; `vigil_*` names only where Falco has none, see `docs/metrics.md`), `stats` (Falco's
-//! `-s` stats lines) and `files` (every file the agent writes — alert files, captures, stats,
-//! metrics, learned profiles — is created 0600 whatever the umask; an existing regular file that
-//! group or others can read is tightened to its owner bits, with a warning once per path; devices
-//! and FIFOs are left alone). A record is one line: field values arrive already escaped in
-//! `Alert::output` (`vigil_rules::escape`, `docs/alert-text.md`), JSON's `output` is that same
-//! line.
-//!
-//! # Nothing blocks, nothing is lost silently
-//!
-//! an output never blocks the event loop, and loses nothing silently: the order is head → spool →
-//! queue, so alerts are delivered once and in order across outages; an alert is dropped only when
-//! the queue (no spool) or the spool budget is full (or, without a spool, after the retry budget,
-//! or after the HTTP output's consecutive-timeout budget), and then counted in
-//! `vigil_output_dropped_total{sink,reason}`. With a spool an alert is on disk once `enqueue`
-//! returns: a crash or `kill -9` loses nothing, and delivery is at-least-once across it (the alert
-//! being sent may be sent again); power loss loses at most about the last second. A spool record
-//! that fails its checksum, is torn, or is missing from the sequence is never sent and is counted
-//! (`reason="spool_corrupt"` / `"spool_gap"`). Enqueue with a spool costs one `write(2)`; the disk
-//! sync runs on its own thread.
+//! Invariants: an output never blocks the event loop and loses nothing silently. The order is
+//! head → spool → queue, so alerts are delivered once and in order across outages; an alert is
+//! dropped only when the queue (no spool) or the spool budget is full, or past a retry or
+//! timeout budget, and then counted in `vigil_output_dropped_total{sink,reason}`. With a spool
+//! an alert is on disk once `enqueue` returns (a crash loses nothing; at-least-once across it); a
+//! damaged or missing spool record is never sent and is counted. Every file it writes is created
+//! 0600 ([`files`]).
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
