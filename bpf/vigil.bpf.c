@@ -1018,11 +1018,31 @@ static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
 	return 1;
 }
 
+// A dup (or fcntl(F_DUPFD*)) that is written (a rule watches it) to the descriptor the
+// thread's held operation sets replaces or removes what that operation left there (the state
+// engine applies the dup before any rule reads the event's fields): the held one is folded
+// away. Not for a close, whose event shows the descriptor as it was before it.
+static __always_inline void fold_held_into(__u32 nr, const __u64 *args, __s64 ret)
+{
+	__s64 set, read;
+	if (nr == NR_CLOSE || !state_op(nr, args, ret, &set, &read))
+		return;
+	struct held_op *o = bpf_task_storage_get(&held_ops, bpf_get_current_task_btf(), 0, 0);
+	if (!o || !o->valid)
+		return;
+	__s64 held_set, held_read;
+	if (state_op(o->h.nr, o->h.args, o->h.res, &held_set, &held_read) && held_set == set) {
+		o->valid = 0;
+		count_folded();
+	}
+}
+
 // The record of a completed syscall `nr` with its six argument registers and result.
 static __always_inline int emit_syscall(__u8 *buf, __u32 nr, const __u64 *args, __s64 ret)
 {
 	if (hold_state_op(nr, args, ret))
 		return 0;
+	fold_held_into(nr, args, ret);
 	struct rec_hdr *h = (struct rec_hdr *)buf;
 	fill_hdr(h, REC_SYSCALL, (__u16)nr, ret);
 	#pragma unroll

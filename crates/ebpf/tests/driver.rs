@@ -1295,6 +1295,29 @@ fn held_descriptor_operations(hook: Option<Hook>) {
         source.stats()
     );
 
+    // Rules now watch dup (Falco's redirect rule does): every dup arrives, and the closes
+    // captured for the state alone fold into the dups that reuse their numbers.
+    let rules = types(&["openat", "read", "write", "dup"]);
+    source
+        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules))
+        .expect("set_interest_and_failures");
+    let (events, pid) = run_fd_actions(&mut source, &path);
+    let mine: Vec<&Event> = events.iter().filter(|e| e.pid == pid).collect();
+    let dups: Vec<&&Event> = mine.iter().filter(|e| name_of(e) == "dup").collect();
+    let closes = mine.iter().filter(|e| name_of(e) == "close").count();
+    assert!(
+        dups.len() == DUP_LOOP
+            && dups
+                .iter()
+                .all(|e| e.params == [Param::Int(0)] && e.res > 2),
+        "every watched dup arrives with its fields: {} of {DUP_LOOP}",
+        dups.len()
+    );
+    assert!(
+        closes < 20,
+        "the closes fold into the dups that reuse their numbers: {closes} close events"
+    );
+
     // Rules now watch dup2 and close (a reload): every call arrives, with its fields.
     let rules = types(&["openat", "read", "write", "dup2", "close"]);
     source
