@@ -992,8 +992,10 @@ static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
 		return 1;
 	}
 	struct task_struct *task = bpf_get_current_task_btf();
-	if (BPF_CORE_READ(task, signal, nr_threads) != 1 ||
-	    BPF_CORE_READ(task, files, count.counter) != 1)
+	// Direct loads through the BTF pointer (CO-RE relocated, no helper call each).
+	struct signal_struct *sig = task->signal;
+	struct files_struct *files = task->files;
+	if (!sig || !files || sig->nr_threads != 1 || files->count.counter != 1)
 		return 0;
 	struct held_op *o =
 		bpf_task_storage_get(&held_ops, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
