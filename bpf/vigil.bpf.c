@@ -47,6 +47,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 // Not a loss: records committed to a ring buffer (user space compares what it processed and
 // counted as dropped with this count, so a record lost between the ring and the engine shows).
 #define RECORDS_SUBMITTED 4
+// Not a loss: state-only descriptor operations folded away, never recorded (`hold_state_op`).
+#define FILTERED_STATE 5
 
 struct rec_hdr {
 	__u64 ts;
@@ -128,7 +130,7 @@ struct stash {
 // Per CPU: the DROP_* counters, FILTERED_FAILED (filtering by design, not a loss) and
 // RECORDS_SUBMITTED.
 struct drops {
-	__u64 n[5];
+	__u64 n[6];
 };
 
 // Set before load: the agent's thread group, never captured.
@@ -303,6 +305,15 @@ static __always_inline void count_drop(int reason)
 		d->n[reason & 3] += 1;
 }
 
+// One more state-only operation folded away (FILTERED_STATE).
+static __always_inline void count_folded(void)
+{
+	__u32 zero = 0;
+	struct drops *d = bpf_map_lookup_elem(&drop_counts, &zero);
+	if (d)
+		d->n[FILTERED_STATE] += 1;
+}
+
 // One more record committed to a ring buffer (RECORDS_SUBMITTED).
 static __always_inline void count_submitted(void)
 {
@@ -472,7 +483,33 @@ static __always_inline void woke(int reason, struct wake_state *st, __u64 ts)
 		st->filled += 1;
 }
 
-static __always_inline void emit(__u8 *buf, __u32 len)
+// A state-only descriptor operation (close, dup*, fcntl(F_DUPFD*)) of a thread that alone
+// owns its descriptor table, held back instead of recorded (see `hold_state_op`): the record
+// as it would have been written, and whether one is held.
+struct held_op {
+	struct rec_hdr h;
+	__u32 valid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct held_op);
+} held_ops SEC(".maps");
+
+// Syscall numbers (close, dup, dup2, dup3, fcntl) captured only for the state engine's
+// descriptor table (1, set by user space): no enabled rule watches them and no capture is
+// written. Their records may be held back and folded (`hold_state_op`).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 512);
+	__type(key, __u32);
+	__type(value, __u8);
+} state_only SEC(".maps");
+
+static __always_inline void emit_raw(const __u8 *buf, __u32 len)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	void *rb = bpf_map_lookup_elem(&ringbufs, &cpu);
@@ -491,6 +528,28 @@ static __always_inline void emit(__u8 *buf, __u32 len)
 		count_submitted();
 		woke(reason, st, h->ts);
 	}
+}
+
+// Writes the operation the current thread holds back, if any, stamped `ts`: the time of the
+// record about to follow it (user space delivers records in time order, equal times in the
+// order written, so the held one is applied just ahead of that record and the stream stays
+// in order; its own time is not shown anywhere, as no rule watches it and no capture is
+// written).
+static __always_inline void flush_held(__u64 ts)
+{
+	struct held_op *o = bpf_task_storage_get(&held_ops, bpf_get_current_task_btf(), 0, 0);
+	if (o && o->valid) {
+		o->valid = 0;
+		o->h.ts = ts;
+		emit_raw((const __u8 *)&o->h, sizeof(o->h));
+	}
+}
+
+// Every record goes out after the operation its thread holds back.
+static __always_inline void emit(const __u8 *buf, __u32 len)
+{
+	flush_held(((const struct rec_hdr *)buf)->ts);
+	emit_raw(buf, len);
 }
 
 static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __s64 res)
@@ -789,6 +848,11 @@ static __always_inline __u32 put_cgroup(__u8 *buf, __u32 off, struct task_struct
 #define NR_EXECVE 59
 #define NR_EXECVEAT 322
 #define NR_CLONE3 435
+#define NR_CLOSE 3
+#define NR_DUP 32
+#define NR_DUP2 33
+#define NR_DUP3 292
+#define NR_FCNTL 72
 #elif defined(__TARGET_ARCH_arm64)
 #define SYS_PREFIX "__arm64_sys_"
 #define NR_CLONE 220
@@ -797,6 +861,11 @@ static __always_inline __u32 put_cgroup(__u8 *buf, __u32 off, struct task_struct
 #define NR_EXECVE 221
 #define NR_EXECVEAT 281
 #define NR_CLONE3 435
+#define NR_CLOSE 57
+#define NR_DUP 23
+#define NR_DUP2 0xfffffffe
+#define NR_DUP3 24
+#define NR_FCNTL 25
 #else
 #error "vigil.bpf.c knows x86 and arm64 (__TARGET_ARCH_x86, __TARGET_ARCH_arm64)"
 #endif
@@ -874,9 +943,108 @@ static __always_inline __u32 put_msghdr(__u8 *buf, __u32 off, const struct user_
 	return off;
 }
 
+#define EBADF 9
+#define F_DUPFD 0
+#define F_DUPFD_CLOEXEC 1030
+
+// The descriptor a state-only operation sets (the one a dup creates, the one a close
+// releases) and the one it reads (a dup's source; -1 for a close), or 0 when the call is
+// not one that can be held back (a failed dup, fcntl of another command, dup2(fd, fd)).
+static __always_inline int state_op(__u32 nr, const __u64 *args, __s64 ret, __s64 *set,
+				    __s64 *read)
+{
+	if (nr == NR_CLOSE) {
+		*set = (__s32)args[0];
+		*read = -1;
+		return 1;
+	}
+	if (ret < 0)
+		return 0;
+	if (nr == NR_FCNTL && args[1] != F_DUPFD && args[1] != F_DUPFD_CLOEXEC)
+		return 0;
+	if (nr != NR_DUP && nr != NR_DUP2 && nr != NR_DUP3 && nr != NR_FCNTL)
+		return 0;
+	*set = ret;
+	*read = (__s32)args[0];
+	return *read != *set;
+}
+
+// Holds back or folds away a record of `nr` that only the state engine's descriptor table
+// needs (`state_only`), when the calling thread alone owns its table (one thread, a
+// files_struct nobody shares): no other task can act on one of its descriptors until this
+// thread writes another record (a clone of it is a fork record), and every record it writes
+// goes out after the held one (`emit`). Two operations in a row that set the same descriptor
+// fold into the second: user space's table ends the same (a dup or close of N then a dup to
+// N or a close of N: the second replaces or removes what the first left at N; a dup's source
+// is never its target). A close failing with EBADF changes nothing and is dropped. Returns 1
+// when the record is held or dropped (nothing to write now), 0 to write it as usual.
+static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
+{
+	__u32 key = nr & 511;
+	__u8 *on = bpf_map_lookup_elem(&state_only, &key);
+	if (!on || !*on)
+		return 0;
+	__s64 set, read;
+	if (!state_op(nr, args, ret, &set, &read))
+		return 0;
+	if (nr == NR_CLOSE && ret == -EBADF) {
+		count_folded();
+		return 1;
+	}
+	struct task_struct *task = bpf_get_current_task_btf();
+	// Direct loads through the BTF pointer (CO-RE relocated, no helper call each).
+	struct signal_struct *sig = task->signal;
+	struct files_struct *files = task->files;
+	if (!sig || !files || sig->nr_threads != 1 || files->count.counter != 1)
+		return 0;
+	struct held_op *o =
+		bpf_task_storage_get(&held_ops, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!o)
+		return 0;
+	if (o->valid) {
+		__s64 held_set, held_read;
+		if (state_op(o->h.nr, o->h.args, o->h.res, &held_set, &held_read) &&
+		    held_set == set) {
+			count_folded();
+		} else {
+			o->h.ts = bpf_ktime_get_boot_ns();
+			emit_raw((const __u8 *)&o->h, sizeof(o->h));
+		}
+	}
+	fill_hdr(&o->h, REC_SYSCALL, (__u16)nr, ret);
+	#pragma unroll
+	for (int i = 0; i < 6; i++)
+		o->h.args[i] = args[i];
+	hdr_set_len(&o->h, sizeof(o->h));
+	o->valid = 1;
+	return 1;
+}
+
+// A dup (or fcntl(F_DUPFD*)) that is written (a rule watches it) to the descriptor the
+// thread's held operation sets replaces or removes what that operation left there (the state
+// engine applies the dup before any rule reads the event's fields): the held one is folded
+// away. Not for a close, whose event shows the descriptor as it was before it.
+static __always_inline void fold_held_into(__u32 nr, const __u64 *args, __s64 ret)
+{
+	__s64 set, read;
+	if (nr == NR_CLOSE || !state_op(nr, args, ret, &set, &read))
+		return;
+	struct held_op *o = bpf_task_storage_get(&held_ops, bpf_get_current_task_btf(), 0, 0);
+	if (!o || !o->valid)
+		return;
+	__s64 held_set, held_read;
+	if (state_op(o->h.nr, o->h.args, o->h.res, &held_set, &held_read) && held_set == set) {
+		o->valid = 0;
+		count_folded();
+	}
+}
+
 // The record of a completed syscall `nr` with its six argument registers and result.
 static __always_inline int emit_syscall(__u8 *buf, __u32 nr, const __u64 *args, __s64 ret)
 {
+	if (hold_state_op(nr, args, ret))
+		return 0;
+	fold_held_into(nr, args, ret);
 	struct rec_hdr *h = (struct rec_hdr *)buf;
 	fill_hdr(h, REC_SYSCALL, (__u16)nr, ret);
 	#pragma unroll
@@ -1181,6 +1349,8 @@ int BPF_PROG(vigil_fork, struct task_struct *parent, struct task_struct *child)
 {
 	if (floor_mode == FLOOR_NOP || excluded())
 		return 0;
+	// The child (or the new thread) shares or copies the descriptor table as it is now.
+	flush_held(bpf_ktime_get_boot_ns());
 	__u64 args[6] = {};
 	__u32 nr;
 	if (hook_mode == HOOK_TRACEPOINT) {
@@ -1259,6 +1429,8 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 {
 	if (floor_mode == FLOOR_NOP || excluded())
 		return 0;
+	// Before the exec record (which applies close-on-exec), whether or not one follows.
+	flush_held(bpf_ktime_get_boot_ns());
 	__u32 key = (__u32)old_pid;
 	__u64 args[6] = {};
 	__u32 nr = NO_STASH;

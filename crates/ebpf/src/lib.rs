@@ -30,7 +30,12 @@
 //! `BpfOptions::failed_unused`: `vigil watch` passes the event types no enabled rule may match a
 //! failure of, none while `-w` writes a capture, again on reload; the driver keeps
 //! `close`/`connect`, whose failures the state uses) and counted apart from losses
-//! (`filtered_failed`). Syscall tracepoints are attached by id (perf event + BPF link,
+//! (`filtered_failed`). Descriptor operations captured for the state engine alone (close, dup*,
+//! `fcntl(F_DUPFD*)` when no rule watches them and no capture is written, `spec::state_only`)
+//! are held back per thread in the kernel while the thread alone owns its descriptor table:
+//! the next record of that thread (or its clone or exec) writes the held one first, and two in
+//! a row that set the same descriptor fold into the second (`folded_state`), so `close(dup(0))`
+//! in a loop writes no record at all. Syscall tracepoints are attached by id (perf event + BPF link,
 //! `sys/perf_event.rs`), the id read from the host's tracefs when one is mounted, else from a
 //! private tracefs instance created with `fsopen`/`fsmount` and mounted nowhere (`sys::Tracefs`):
 //! the agent starts on a host where nobody mounted tracefs and leaves the host's mounts as they
@@ -464,6 +469,14 @@ impl BpfSource {
         self.bpf.set_syscalls(&wanted)?;
         self.bpf.set_fallback(&fallback)?;
         self.bpf.set_wake_types(&wake_keys(interest))?;
+        let state_only: Vec<u32> = spec::STATE_FOLDABLE
+            .iter()
+            .filter_map(|name| vigil_event::table::by_name(name))
+            .filter(|&etype| spec::state_only(etype, interest, &self.failed_unused))
+            .filter_map(|etype| vigil_event::arch::native_nr(etype.spec().nr?))
+            .map(u32::from)
+            .collect();
+        self.bpf.set_state_only(&state_only)?;
         Ok(())
     }
 
@@ -550,6 +563,13 @@ impl BpfSource {
     /// Arguments the kernel could not read (the events were delivered with `<NA>` there).
     pub fn read_faults(&self) -> u64 {
         self.bpf.drops().read_faults
+    }
+
+    /// Descriptor operations the kernel folded away because only the state engine needed
+    /// them and its table ends the same without them ([`spec::state_only`]): not delivered,
+    /// and not drops.
+    pub fn folded_state(&self) -> u64 {
+        self.bpf.drops().folded_state
     }
 
     /// Failed calls the kernel filtered out because nothing could use them

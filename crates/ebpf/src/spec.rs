@@ -280,6 +280,24 @@ pub fn skip_failed(etype: EventType, failed_unused: &InterestSet) -> bool {
     failed_unused.contains(etype) && !STATE_USES_FAILED.contains(&etype.name())
 }
 
+/// The state-needed descriptor operations the kernel may fold away when they are captured for
+/// the state engine alone (`hold_state_op` in `bpf/vigil.bpf.c`): each only sets one
+/// descriptor (a close releases it, a dup or `fcntl(F_DUPFD*)` makes it from another), so
+/// two in a row that set the same descriptor leave the state engine's table as the second
+/// alone does, and one that no other record of its thread follows changes nothing anybody
+/// can observe.
+pub const STATE_FOLDABLE: &[&str] = &["close", "dup", "dup2", "dup3", "fcntl"];
+
+/// Whether the kernel may hold back and fold the records of `etype`: a
+/// [`STATE_FOLDABLE`] type that no rule watches (not in `rules`), whose failures nothing uses
+/// either (in `failed_unused`, which is empty when a capture is written: a capture keeps the
+/// whole interest set, for a replay with other rules).
+pub fn state_only(etype: EventType, rules: &InterestSet, failed_unused: &InterestSet) -> bool {
+    STATE_FOLDABLE.contains(&etype.name())
+        && !rules.contains(etype)
+        && failed_unused.contains(etype)
+}
+
 /// The rules' interest set plus what the state engine needs.
 pub fn driver_interest(rules: &InterestSet) -> InterestSet {
     let mut set = rules.clone();
@@ -369,6 +387,30 @@ mod tests {
         );
         for name in STATE_USES_FAILED {
             assert!(STATE_NEEDS.contains(name), "{name} is a state need");
+        }
+    }
+
+    #[test]
+    fn only_unwatched_descriptor_operations_are_folded() {
+        let t = |n| table::by_name(n).unwrap();
+        let rules: InterestSet = [t("dup2"), t("openat")].into_iter().collect();
+        let unused: InterestSet = driver_interest(&rules).iter().collect();
+        for name in ["close", "dup", "dup3", "fcntl"] {
+            assert!(state_only(t(name), &rules, &unused), "{name}");
+        }
+        assert!(
+            !state_only(t("dup2"), &rules, &unused),
+            "a rule watches dup2"
+        );
+        assert!(!state_only(t("openat"), &rules, &unused), "not a fold type");
+        assert!(
+            !state_only(t("close"), &rules, &InterestSet::new()),
+            "a capture is written: nothing folded"
+        );
+        for name in STATE_FOLDABLE {
+            assert!(STATE_NEEDS.contains(name), "{name} is a state need");
+            let spec = capture_spec(t(name));
+            assert_eq!(spec, CaptureSpec::default(), "{name}: a header-only record");
         }
     }
 

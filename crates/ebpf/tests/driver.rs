@@ -1121,3 +1121,229 @@ mod wakeups {
         );
     }
 }
+
+// Descriptor operations captured for the state engine alone (`vigil_ebpf::spec::state_only`)
+// are held back in the kernel and folded (`hold_state_op` in `bpf/vigil.bpf.c`). The state
+// engine, fed the delivered stream, must still name every descriptor the watched calls use.
+
+per_hook!(held_descriptor_operations:
+    held_descriptor_operations_keep_the_state_right = None,
+    held_descriptor_operations_keep_the_state_right_raw = Some(Hook::Raw),
+    held_descriptor_operations_keep_the_state_right_exit = Some(Hook::Exit),
+    held_descriptor_operations_keep_the_state_right_tracepoint = Some(Hook::Tracepoint),
+);
+
+const FD_CHILD_ENV: &str = "VIGIL_EBPF_TEST_FD_CHILD";
+/// Where the dup2 of the descriptor actions puts the file (far from the low numbers).
+const DUP_TARGET: i32 = 100;
+/// How many `close(dup(0))` the descriptor actions make.
+const DUP_LOOP: usize = 1000;
+
+/// Runs in the child (the test binary re-executed with `FD_CHILD_ENV` set to a file's path):
+/// forks a single-threaded process (the test harness may have threads, and the kernel holds
+/// back only the operations of a thread that alone owns its descriptor table) that
+/// 1. opens the file (A), `dup2(A, 100)`, closes A, reads from 100: the read must name the file;
+/// 2. opens it again (A again), closes it, makes an eventfd (A again, a type not captured) and
+///    writes to it: the write must not name the file;
+/// 3. runs `close(dup(0))` `DUP_LOOP` times (the UnixBench `syscall` loop).
+#[test]
+#[allow(unsafe_code)]
+fn fd_child_actions() {
+    let Ok(path) = std::env::var(FD_CHILD_ENV) else {
+        return;
+    };
+    let path = std::ffi::CString::new(path).expect("a path without NUL");
+    // SAFETY: the forked child makes only async-signal-safe calls (open, dup, dup2, close,
+    // read, write, eventfd, _exit) on memory allocated before the fork.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let mut buf = [0u8; 8];
+            let a = libc::open(path.as_ptr(), libc::O_RDONLY);
+            let ok_dup = libc::dup2(a, DUP_TARGET) == DUP_TARGET;
+            libc::close(a);
+            let ok_read = libc::read(DUP_TARGET, buf.as_mut_ptr().cast(), 5) == 5;
+            let b = libc::open(path.as_ptr(), libc::O_RDONLY);
+            libc::close(b);
+            let e = libc::eventfd(0, 0);
+            let one = 1u64.to_ne_bytes();
+            let ok_write = libc::write(e, one.as_ptr().cast(), 8) == 8;
+            for _ in 0..DUP_LOOP {
+                libc::close(libc::dup(0));
+            }
+            let ok = a >= 0 && b == a && e == a && ok_dup && ok_read && ok_write;
+            libc::_exit(if ok { 0 } else { 3 });
+        }
+        let mut status = 0;
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid, "waitpid");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the descriptor actions failed (status {status:#x}): the fd numbers were not reused \
+             as planned, or a call failed"
+        );
+    }
+}
+
+/// The value of field `name` of `evt` as Falco prints it, or `None`.
+fn field(state: &vigil_state::State, evt: &Event, name: &str) -> Option<String> {
+    use vigil_fields::{Catalog, Extract};
+    let field = vigil_state::catalog()
+        .lookup(name, None)
+        .unwrap_or_else(|e| panic!("field {name}: {e:?}"));
+    let view = state.view(evt);
+    let mut out = Vec::new();
+    if !view.extract(&field, &mut out) {
+        return None;
+    }
+    let mut s = String::new();
+    for v in &out {
+        v.render(&mut s);
+    }
+    Some(s)
+}
+
+/// Runs `fd_child_actions` on `path`; returns the events collected until its forked process
+/// exited, and that process's id.
+fn run_fd_actions(source: &mut BpfSource, path: &str) -> (Vec<Event>, i64) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let status = Command::new(exe)
+        .args([
+            "--exact",
+            "fd_child_actions",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(FD_CHILD_ENV, path)
+        .status()
+        .expect("run the child");
+    assert!(status.success(), "child failed: {status}");
+    // The forked process: the one that opened the file.
+    let opener = |evs: &[Event]| {
+        evs.iter()
+            .find(|e| name_of(e) == "openat" && bytes(e.param_by_name("name")) == path.as_bytes())
+            .map(|e| e.pid)
+    };
+    let events = collect(source, |evs| {
+        opener(evs).is_some_and(|pid| evs.iter().any(|e| e.pid == pid && name_of(e) == "procexit"))
+    });
+    let pid = opener(&events).expect("the child's openat of the file was captured");
+    (events, pid)
+}
+
+fn held_descriptor_operations(hook: Option<Hook>) {
+    // What `vigil watch` asks for with rules watching openat, read and write that cannot match
+    // a failure, and no capture: close and dup* are captured for the state engine alone.
+    let rules = types(&["openat", "read", "write"]);
+    let Some(mut source) = open_options(BpfOptions {
+        interest: rules.clone(),
+        failed_unused: vigil_ebpf::driver_interest(&rules),
+        hook,
+        ..BpfOptions::default()
+    }) else {
+        return;
+    };
+    let mut state = vigil_state::State::new(vigil_state::StateConfig::default());
+    state.load_snapshot(&source.snapshot().expect("snapshot"));
+    let path = temp_path("fds");
+    let folded_before = source.folded_state();
+    let (events, pid) = run_fd_actions(&mut source, &path);
+
+    let mut read_name = None;
+    let mut write_name = None;
+    let (mut dups, mut closes) = (0, 0);
+    for evt in &events {
+        state.apply(evt);
+        if evt.pid == pid {
+            match name_of(evt) {
+                "read" if evt.param_by_name("fd") == &Param::Int(DUP_TARGET.into()) => {
+                    read_name = Some(field(&state, evt, "fd.name"));
+                }
+                "write" => write_name = Some(field(&state, evt, "fd.name")),
+                "dup" | "dup2" | "dup3" | "fcntl" => dups += 1,
+                "close" => closes += 1,
+                _ => {}
+            }
+        }
+        state.finish(evt);
+    }
+    assert_eq!(
+        read_name,
+        Some(Some(path.clone())),
+        "the read from the dup2'd descriptor (its source closed) names the file"
+    );
+    let write_name = write_name.expect("the write to the eventfd was captured");
+    assert!(
+        write_name.as_deref() != Some(path.as_str()),
+        "the write to the eventfd (the file's descriptor number, closed and reused by a type \
+         that is not captured) does not name the file: {write_name:?}"
+    );
+    assert!(
+        dups + closes < 20,
+        "close(dup(0)) x {DUP_LOOP}, captured for the state alone, writes (almost) no record: \
+         {dups} dup and {closes} close events delivered"
+    );
+    let folded = source.folded_state() - folded_before;
+    assert!(
+        folded >= 2 * DUP_LOOP as u64 - 20,
+        "the folded operations are counted: {folded}"
+    );
+    assert_eq!(
+        source.stats().dropped_total(),
+        0,
+        "folding is not a loss: {:?}",
+        source.stats()
+    );
+
+    // Rules now watch dup (Falco's redirect rule does): every dup arrives, and the closes
+    // captured for the state alone fold into the dups that reuse their numbers.
+    let rules = types(&["openat", "read", "write", "dup"]);
+    source
+        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules))
+        .expect("set_interest_and_failures");
+    let (events, pid) = run_fd_actions(&mut source, &path);
+    let mine: Vec<&Event> = events.iter().filter(|e| e.pid == pid).collect();
+    let dups: Vec<&&Event> = mine.iter().filter(|e| name_of(e) == "dup").collect();
+    let closes = mine.iter().filter(|e| name_of(e) == "close").count();
+    assert!(
+        dups.len() == DUP_LOOP
+            && dups
+                .iter()
+                .all(|e| e.params == [Param::Int(0)] && e.res > 2),
+        "every watched dup arrives with its fields: {} of {DUP_LOOP}",
+        dups.len()
+    );
+    assert!(
+        closes < 20,
+        "the closes fold into the dups that reuse their numbers: {closes} close events"
+    );
+
+    // Rules now watch dup2 and close (a reload): every call arrives, with its fields.
+    let rules = types(&["openat", "read", "write", "dup2", "close"]);
+    source
+        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules))
+        .expect("set_interest_and_failures");
+    let (events, pid) = run_fd_actions(&mut source, &path);
+    let _ = std::fs::remove_file(&path);
+    let mine: Vec<&Event> = events.iter().filter(|e| e.pid == pid).collect();
+    let fd_a = mine
+        .iter()
+        .find(|e| name_of(e) == "openat")
+        .map(|e| e.res)
+        .expect("the openat");
+    assert!(
+        mine.iter().any(|e| name_of(e) == "dup2"
+            && e.params == [Param::Int(fd_a), Param::Int(DUP_TARGET.into())]
+            && e.res == i64::from(DUP_TARGET)),
+        "the watched dup2 arrives with its fields: {:?}",
+        mine.iter()
+            .filter(|e| name_of(e) == "dup2")
+            .collect::<Vec<_>>()
+    );
+    let closes = mine.iter().filter(|e| name_of(e) == "close").count();
+    let dups = mine.iter().filter(|e| name_of(e) == "dup").count();
+    assert!(
+        closes >= DUP_LOOP + 2 && dups == DUP_LOOP,
+        "every watched close arrives, and the dup each closes: {closes} close, {dups} dup"
+    );
+}

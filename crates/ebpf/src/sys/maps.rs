@@ -21,6 +21,11 @@ pub struct KernelDrops {
     /// kernel: see [`crate::BpfOptions::failed_unused`]). Filtering, not loss: these events
     /// were never meant to be delivered.
     pub filtered_failed: u64,
+    /// Descriptor operations only the state engine needed (close, dup*, fcntl(F_DUPFD*))
+    /// folded away in the kernel instead of recorded (`hold_state_op` in
+    /// `bpf/vigil.bpf.c`; see [`crate::spec::state_only`]). Filtering, not loss: user space's
+    /// descriptor table ends the same without them.
+    pub folded_state: u64,
     /// Records committed to the ring buffers (every kind, floor records included): what user
     /// space can consume, so `consumed + still in the rings == submitted`.
     pub submitted: u64,
@@ -100,6 +105,26 @@ impl Bpf {
         Ok(())
     }
 
+    /// Makes exactly the syscalls `nrs` (kernel numbers) "state only" (`state_only`): their
+    /// records may be held back and folded (`hold_state_op` in `bpf/vigil.bpf.c`).
+    pub fn set_state_only(&mut self, nrs: &[u32]) -> Result<(), EbpfError> {
+        let set = |key: u32, on: bool| {
+            self.skel
+                .maps
+                .state_only
+                .update(&key.to_ne_bytes(), &[u8::from(on)], MapFlags::ANY)
+                .map_err(load_err("fill the state-only syscall map"))
+        };
+        for &key in self.state_only_keys.iter().filter(|k| !nrs.contains(k)) {
+            set(key, false)?;
+        }
+        for &key in nrs.iter().filter(|k| !self.state_only_keys.contains(k)) {
+            set(key, true)?;
+        }
+        self.state_only_keys = nrs.to_vec();
+        Ok(())
+    }
+
     /// The kernel-side drop counters, summed over CPUs.
     pub fn drops(&self) -> KernelDrops {
         let mut drops = KernelDrops::default();
@@ -108,6 +133,7 @@ impl Bpf {
             drops.read_faults += cpu.read_faults;
             drops.stash_full += cpu.stash_full;
             drops.filtered_failed += cpu.filtered_failed;
+            drops.folded_state += cpu.folded_state;
             drops.submitted += cpu.submitted;
         }
         drops
@@ -163,6 +189,7 @@ impl Bpf {
                     stash_full: n(2),
                     filtered_failed: n(3),
                     submitted: n(4),
+                    folded_state: n(5),
                 }
             })
             .collect()

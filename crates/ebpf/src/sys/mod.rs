@@ -87,6 +87,8 @@ pub struct Bpf {
     rings: Vec<MapHandle>,
     /// The keys of `wake_types` set to 1 now.
     wake_keys: Vec<u32>,
+    /// The `state_only` keys as last set.
+    state_only_keys: Vec<u32>,
     skel: VigilSkel<'static>,
     /// Raw records consumed but not yet decoded: `[u32 length][bytes]…`.
     raw: Rc<RefCell<Vec<u8>>>,

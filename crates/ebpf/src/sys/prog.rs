@@ -160,6 +160,7 @@ impl Bpf {
             ring,
             rings,
             wake_keys: Vec::new(),
+            state_only_keys: Vec::new(),
             skel,
             raw,
             tracefs,
