@@ -239,6 +239,7 @@ pub fn counts(engine: &Engine, source: &SourceStats, eval: Duration) -> TickCoun
         processed,
         dropped,
         filtered_failed: source.filtered_failed,
+        folded_state: source.folded_state,
         kernel_records: source.kernel_records,
         eval_seconds: eval.as_secs_f64(),
         threads: state.threads as u64,

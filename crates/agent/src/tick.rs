@@ -31,6 +31,8 @@ pub struct TickCounts {
     pub dropped: Vec<(String, u64)>,
     /// Failed calls the source filtered out by design (not drops, not in `events_in`).
     pub filtered_failed: u64,
+    /// State-only records the source folded into later ones (not drops, not in `events_in`).
+    pub folded_state: u64,
     /// Records the source's kernel side committed (the eBPF driver's ring buffers), counted
     /// there; `None` for a source without a kernel side.
     pub kernel_records: Option<u64>,
@@ -486,6 +488,7 @@ impl Tick {
             &[],
             counts.filtered_failed as f64,
         );
+        m.set(names::SOURCE_FOLDED_STATE, &[], counts.folded_state as f64);
         // Before the processed count: a scrape between the two sees the previous tick's
         // processed count with this tick's records, never more processed than recorded.
         if let Some(records) = counts.kernel_records {
@@ -580,6 +583,7 @@ mod tests {
             names::N_DROPS_BUG,
             names::SOURCE_QUEUE_DROPS,
             names::SOURCE_FILTERED_FAILED,
+            names::SOURCE_FOLDED_STATE,
             names::N_EVTS,
         ] {
             assert!(metrics.has(family, &[]), "{family}");
@@ -595,6 +599,7 @@ mod tests {
                 ("queue_full".into(), 4),
             ],
             filtered_failed: 6,
+            folded_state: 9,
             kernel_records: Some(17),
             eval_seconds: 0.5,
             threads: 7,
@@ -634,6 +639,11 @@ mod tests {
             metrics.get(names::SOURCE_FILTERED_FAILED, &[]),
             6.0,
             "filtered, not dropped: outside n_drops"
+        );
+        assert_eq!(
+            metrics.get(names::SOURCE_FOLDED_STATE, &[]),
+            9.0,
+            "folded, not dropped"
         );
         assert_eq!(metrics.get(names::BPF_RECORDS_SUBMITTED, &[]), 17.0);
         // Every drop is in exactly one of the breakdown series.

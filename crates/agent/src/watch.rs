@@ -313,6 +313,7 @@ pub fn watch(
             "alerts": engine_stats.alerts,
             "read_faults": source.read_faults(),
             "filtered_failed": source_stats.filtered_failed,
+            "folded_state": source_stats.folded_state,
             "seconds": started.elapsed().as_secs_f64(),
         });
         return Ok(Some(line));

@@ -127,6 +127,10 @@ pub struct SourceStats {
     /// eBPF driver's kernel-side filter): neither delivered nor lost, so outside
     /// `events_in` and `dropped`.
     pub filtered_failed: u64,
+    /// State-only records the source's kernel side folded into a later one that leaves user
+    /// space's tables the same (the eBPF driver's held close/dup: `bpf/README.md`): neither
+    /// delivered nor lost, so outside `events_in` and `dropped`.
+    pub folded_state: u64,
     /// Records the source's kernel side committed for user space (the eBPF driver's ring
     /// buffers; `None` for a source without one). Counted where they are written, not where
     /// they are read, so `events_in + malformed drops + records not yet consumed` equals it and

@@ -746,6 +746,7 @@ impl Source for BpfSource {
             events_in: self.delivered,
             dropped: Vec::new(),
             filtered_failed: drops.filtered_failed,
+            folded_state: drops.folded_state,
             kernel_records: Some(drops.submitted),
         };
         let buffer = drops.buffer_full + drops.stash_full;

@@ -1289,6 +1289,11 @@ fn held_descriptor_operations(hook: Option<Hook>) {
         "the folded operations are counted: {folded}"
     );
     assert_eq!(
+        source.stats().folded_state,
+        source.folded_state(),
+        "the source's stats carry the count to --stats and /metrics"
+    );
+    assert_eq!(
         source.stats().dropped_total(),
         0,
         "folding is not a loss: {:?}",

@@ -109,6 +109,7 @@ pub mod names {
     pub const EVENTS_PROCESSED: &str = "vigil_events_processed_total";
     pub const SOURCE_QUEUE_DROPS: &str = "vigil_source_queue_drops_total";
     pub const SOURCE_FILTERED_FAILED: &str = "vigil_source_filtered_failed_total";
+    pub const SOURCE_FOLDED_STATE: &str = "vigil_source_folded_state_total";
     pub const BPF_RECORDS_SUBMITTED: &str = "vigil_bpf_records_submitted_total";
     pub const EVAL_SECONDS: &str = "vigil_rule_evaluation_seconds_total";
     pub const RULE_EVAL_SECONDS: &str = "vigil_rule_eval_seconds_total";
@@ -254,6 +255,12 @@ pub const FAMILIES: &[(&str, Kind, Category, &str)] = &[
         Counter,
         Kernel,
         "Failed system calls the eBPF driver filtered out because no rule and no state update can use them (filtering, not drops: in neither n_evts nor n_drops).",
+    ),
+    (
+        names::SOURCE_FOLDED_STATE,
+        Counter,
+        Kernel,
+        "Descriptor operations no rule watches (close, dup*, fcntl F_DUPFD*) the eBPF driver folded into a later record that leaves the state engine's tables the same (not drops: in neither n_evts nor n_drops).",
     ),
     (
         names::BPF_RECORDS_SUBMITTED,
