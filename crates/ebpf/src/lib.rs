@@ -1,93 +1,32 @@
 //! The eBPF driver: host-wide capture of completed syscalls and process lifecycle, as
 //! [`vigil_event::Event`]s, through [`BpfSource`] (a [`vigil_capture::Source`]).
 //!
-//! Kernel side: `bpf/vigil.bpf.c` (CO-RE, built by `build.rs` with libbpf-cargo; how each hook
-//! costs: `bpf/README.md`), described below. [`BpfSource::drain`] ends a capture without losing
-//! what is still in flight.
+//! Kernel side: `bpf/vigil.bpf.c` (CO-RE, built by `build.rs` with libbpf-cargo). How syscalls
+//! are hooked (fexit where trampolines are allowed, else the watched syscalls' exit
+//! tracepoints), which failed calls are filtered out, which descriptor operations are held back
+//! and folded, the record layout, the wakeup rules and what each kernel needs: `bpf/README.md`.
 //!
-//! This crate knows the event model and the [`vigil_capture::Source`] interface; it knows
-//! nothing of the state engine, rules or outputs. The start snapshot is the caller's to read
-//! ([`BpfSource::open`] calls it back once the programs are attached). All `unsafe` is in the
-//! `sys` module.
+//! Entry points: [`check_support`], [`BpfSource::open`] (loads and attaches, then calls its
+//! caller back for the start snapshot), the [`vigil_capture::Source`] methods (a reader that
+//! blocks in `epoll_wait` on the per-CPU rings and merges them in time order),
+//! [`BpfSource::set_interest_and_failures`] (a reload), [`BpfSource::drain`] (the end of a
+//! capture, nothing in flight lost). Inside: `spec.rs` (per syscall, where each schema parameter
+//! comes from; the kernel's capture spec derives from it), `decode.rs` (records → events),
+//! `policy.rs` (`Hook`, `Floor`, `WakeTuning`), `sys/` (the skeleton and every `unsafe`, one
+//! module per kernel object).
 //!
-//! # How syscalls are hooked and records read
-//!
-//! The eBPF driver. `bpf/vigil.bpf.c` (CO-RE C against the committed `bpf/include/vmlinux.h`,
-//! compiled by `build.rs` with libbpf-cargo and clang): one record per completed syscall of exactly
-//! the syscalls in the interest set (the rules' event types plus the state engine's own needs,
-//! `driver_interest`), hooked by a BPF trampoline (fexit on `__x64_sys_X`: a per-syscall stub from
-//! `bpf/vigil_stubs.bpf.c` tail-calls one capture program; unwatched syscalls run nothing) where
-//! the kernel allows trampolines, else by the per-syscall exit tracepoints with the arguments read
-//! from the saved user registers (`Hook`, `--syscall-hook`; the raw `sys_exit` tracepoint and the
-//! previous enter/exit tracepoint pair stay selectable for measurement; `bpf/README.md` compares
-//! them); clones from `tp_btf/sched_process_fork` (before the child runs), successful execs from
-//! `sched_process_exec` (argv, env, cwd, exe path, cgroup, credentials, tty,
-//! writable/overlay-upper/memfd flags, read from the task), thread exits from `sched_process_exit`.
-//! One ring buffer per CPU (array of maps; each record carries the CPU it was written on in the
-//! upper half of its header's `len` word, `Event::cpu`, Falco's `evt.cpu`), read by a reader that
-//! blocks on them (below, *Wakeups*); kernel drop counters per CPU and reason. Failed
-//! calls nothing can use are filtered out at exit (`skip_failed` per syscall,
-//! `BpfOptions::failed_unused`: `vigil watch` passes the event types no enabled rule may match a
-//! failure of, none while `-w` writes a capture, again on reload; the driver keeps
-//! `close`/`connect`, whose failures the state uses) and counted apart from losses
-//! (`filtered_failed`). Descriptor operations captured for the state engine alone (close, dup*,
-//! `fcntl(F_DUPFD*)` when no rule watches them and no capture is written, `spec::state_only`)
-//! are held back per thread in the kernel while the thread alone owns its descriptor table:
-//! the next record of that thread (or its clone or exec) writes the held one first, and two in
-//! a row that set the same descriptor fold into the second (`folded_state`), so `close(dup(0))`
-//! in a loop writes no record at all. Syscall tracepoints are attached by id (perf event + BPF link,
-//! `sys/perf_event.rs`), the id read from the host's tracefs when one is mounted, else from a
-//! private tracefs instance created with `fsopen`/`fsmount` and mounted nowhere (`sys::Tracefs`):
-//! the agent starts on a host where nobody mounted tracefs and leaves the host's mounts as they
-//! were; the start-up log says which. Creating that instance needs `CAP_SYS_ADMIN`; `fexit` needs
-//! no tracefs at all, so without either (a container with `CAP_BPF` and `CAP_PERFMON` only) it
-//! still runs, and where trampolines are refused the error says both. A `bpf()` call refused
-//! outright (a container runtime's seccomp profile) is named as such before the feature probes,
-//! which would take it for a missing kernel feature (`EbpfError::BpfRefused`). `spec.rs` says per
-//! syscall where each schema parameter comes from (and derives the kernel's capture spec from
-//! that), `decode.rs` turns records into `Event`s (untrusted bytes, never panics), `sys/` holds the
-//! skeleton and every `unsafe` (one module per kernel object), `policy.rs` the choices `sys`
-//! carries out (`Hook`, `Floor`, `WakeTuning`). `BpfSource` (a `Source`) attaches first, then calls back its caller for the start snapshot (`vigil watch` reads
-//! `/proc` for it; the driver knows nothing of the state engine), and merges the per-CPU streams in
-//! time order (2 ms reorder window; the queue is bounded at 16,384 events, beyond which the rings
-//! are left to fill and overload shows as counted `buffer_full` drops, not memory growth).
-//!
-//! # Wakeups
-//!
-//! [`Source::next_batch_until`] blocks in `epoll_wait` on every CPU's ring buffer
-//! (edge-triggered: a ring is reported when the kernel wakes the reader, not whenever it holds
-//! a record) and a [`Waker`] socket ([`Source::waker`]: a stop signal's handler writes to it),
-//! until the kernel wakes it, the caller's deadline (its next timer),
-//! or [`BpfOptions::max_wait`] (1 s: the longest a record may sit unread). The kernel decides
-//! per record (`wake_reason` in `bpf/vigil.bpf.c`): a record *alert-worthy* — its event type is
-//! one an enabled rule watches (the rules' interest set, [`BpfOptions::interest`]; a rule on
-//! `procexit` makes exits alert-worthy) — wakes the reader (`BPF_RB_FORCE_WAKEUP`); so does any
-//! record once its CPU's ring holds [`BpfOptions::wake_bytes`] (512 KiB of the 4 MiB ring); the
-//! types only the state engine needs (`close`, `dup`, credentials…) are written with
-//! `BPF_RB_NO_WAKEUP` below that and are read with the next wakeup. And no CPU wakes the reader
-//! twice within half the reorder window (1 ms): after a wakeup the reader holds what it read for
-//! the reorder window and, when the window of the oldest held event ends, it reads every ring
-//! again (its wait is bounded by that time, so a held event never waits for an unrelated
-//! wakeup), which picks up every record committed in the gap. Idle, only alert-worthy records
-//! wake the agent (two wakeups each: the record, the end of its window); under load a CPU costs
-//! at most one wakeup per millisecond, however many records it writes. `drain` reads everything
-//! whatever the wakeups.
-//!
-//! # Kernel differences
-//!
-//! Kernel differences are handled before or at load, never by luck: what a kernel lacks entirely
-//! (the ring buffer, task storage, `bpf_task_pt_regs`, `bpf_loop`: `REQUIRED` in `sys/probe.rs`,
-//! oldest supported kernel `OLDEST_KERNEL` = 5.17) is probed with libbpf's probes first and named in
-//! one line (`EbpfError::Unsupported`); struct fields that moved (`kernfs_node.parent` →
-//! `__parent`, inode times, `kernel_cap_t`) have CO-RE fallbacks in `bpf/vigil.bpf.c`; a type only
-//! a module knows (`ovl_inode`) is guarded by `bpf_core_type_exists`; trampolines are tried and,
-//! when refused, the exit tracepoints are used and the start-up line says why. fexit stubs attach
-//! to `__x64_sys_X` or, for syscalls without arguments, the aliased `__do_sys_X`; since a tail call
-//! needs the same BTF prototype on both sides, the capture program is loaded once per prototype
-//! (`fexit_prototypes`, `fexit_function`). libbpf's messages during a load are kept, not printed: a
-//! refused load is one line naming the program and the verifier's reason, with the full log in a
-//! 0600 file whose path the error gives. `crates/cli/tests/e2e/kernels.rs` proves it on Debian's stock
-//! kernels under qemu (`scripts/kernels/`, README's *Supported kernels*).
+//! Invariants:
+//! - knows the event model and the `Source` interface, nothing of the state engine, rules or
+//!   outputs; the record layout has one source (`bpf/include/vigil_record.h`, read by `build.rs`);
+//! - records are untrusted bytes: decoding never panics, a malformed record is a counted drop;
+//! - nothing is lost silently: the kernel counts drops per CPU and reason; failed calls filtered
+//!   out (`filtered_failed`) and descriptor operations folded (`folded_state`) are counted apart
+//!   from losses; the reorder queue is bounded, so overload shows as counted `buffer_full` drops,
+//!   not memory growth;
+//! - kernel differences are handled before or at load, never by luck: a missing feature is named
+//!   in one line (oldest supported kernel 5.17), a refused load names the program and the
+//!   verifier's reason with the full log in a 0600 file, and the host's mounts are left as they
+//!   were (a private tracefs instance when none is mounted).
 
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
@@ -566,7 +505,7 @@ impl BpfSource {
     }
 
     /// Descriptor operations the kernel folded away because only the state engine needed
-    /// them and its table ends the same without them ([`spec::state_only`]): not delivered,
+    /// them and its table ends the same without them (`spec::state_only`): not delivered,
     /// and not drops.
     pub fn folded_state(&self) -> u64 {
         self.bpf.drops().folded_state

@@ -23,7 +23,7 @@ pub struct KernelDrops {
     pub filtered_failed: u64,
     /// Descriptor operations only the state engine needed (close, dup*, fcntl(F_DUPFD*))
     /// folded away in the kernel instead of recorded (`hold_state_op` in
-    /// `bpf/vigil.bpf.c`; see [`crate::spec::state_only`]). Filtering, not loss: user space's
+    /// `bpf/vigil.bpf.c`; see `spec::state_only`). Filtering, not loss: user space's
     /// descriptor table ends the same without them.
     pub folded_state: u64,
     /// Records committed to the ring buffers (every kind, floor records included): what user
