@@ -1,21 +1,16 @@
 //! The Falco-compatible rules engine: rules files → diagnostics and a compiled, event-type
 //! indexed ruleset → matches.
 //!
-//! Phases, as in Falco's loader: **read** (YAML → items with source positions, [`loader`]),
-//! **collect** (lists, macros, rules; `append`/`override`; exceptions; enable/disable), **compile**
-//! (expand macros, resolve fields against a [`vigil_fields::Catalog`], type-check operators, build
-//! the evaluator, [`compile`]), then **evaluate** ([`Ruleset`]).
-//!
 //! This crate knows nothing about kernels, processes or I/O beyond the rules text handed to it:
 //! event data arrives only through [`vigil_fields::Extract`].
 //!
 //! # The phases
 //!
-//! Falco's rules language in phases: `parser` (condition text → `ast::Expr`, bounded depth),
-//! `loader` (YAML with positions → items; collect lists/macros/rules with `append`/`override`,
-//! exceptions, enable/disable; resolve macros and lists), `compile` (fields resolved and
-//! type-checked against a `Catalog`, literals pre-parsed, lists as hash sets, regex/glob compiled;
-//! structurally identical groups across rules share a memo slot, so an expanded macro is evaluated
+//! As in Falco's loader, read → collect → compile → evaluate: `parser` (condition text →
+//! `ast::Expr`, bounded depth), [`loader`] (YAML with positions → items; collect
+//! lists/macros/rules with `append`/`override`, exceptions, enable/disable; resolve macros and
+//! lists), [`compile`] (fields resolved and type-checked against a [`vigil_fields::Catalog`],
+//! literals pre-parsed, lists as hash sets, regex/glob compiled; structurally identical groups across rules share a memo slot, so an expanded macro is evaluated
 //! at most once per event; `Ruleset::new` unwraps the memos no two rules share; `and`/`or` keep the
 //! author's order except that `evt.type` tests move first; besides the exact program, a rule that
 //! tests a result-dependent field (`Catalog::depends_on_result`) gets an *entry program* with those
