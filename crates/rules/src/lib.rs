@@ -10,8 +10,9 @@
 //! `ast::Expr`, bounded depth), [`loader`] (YAML with positions → items; collect
 //! lists/macros/rules with `append`/`override`, exceptions, enable/disable; resolve macros and
 //! lists), [`compile`] (fields resolved and type-checked against a [`vigil_fields::Catalog`],
-//! literals pre-parsed, lists as hash sets, regex/glob compiled; structurally identical groups across rules share a memo slot, so an expanded macro is evaluated
-//! at most once per event; `Ruleset::new` unwraps the memos no two rules share; `and`/`or` keep the
+//! literals pre-parsed, lists as hash sets, regex/glob compiled; structurally identical groups
+//! across rules share a memo slot, so an expanded macro is evaluated at most once per event;
+//! `Ruleset::new` unwraps the memos no two rules share; `and`/`or` keep the
 //! author's order except that `evt.type` tests move first; besides the exact program, a rule that
 //! tests a result-dependent field (`Catalog::depends_on_result`) gets an *entry program* with those
 //! tests relaxed to "could be either", which a kernel-less driver evaluates at syscall entry, and
