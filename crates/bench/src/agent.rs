@@ -942,19 +942,27 @@ mod tests {
         assert_eq!(split_words(" strace  -f "), vec!["strace", "-f"], "words");
     }
 
-    #[test]
-    fn command_agent_starts_and_stops() {
-        let dir = std::env::temp_dir().join(format!("vigil-bench-agent-{}", std::process::id()));
-        let launch = AgentLaunch {
+    /// A command agent's launch: ready when it prints `READY`, logs under `dir`.
+    fn command_launch(dir: &Path, ready_timeout: Duration) -> AgentLaunch {
+        AgentLaunch {
             exe: PathBuf::from("/nonexistent"),
             watch_cmd: None,
             watch_args: Vec::new(),
             ready_line: Some("READY".into()),
             warmup: Duration::ZERO,
-            ready_timeout: Duration::from_secs(10),
-            pin: Some("0".into()),
-            log_dir: dir.clone(),
+            ready_timeout,
+            pin: None,
+            log_dir: dir.to_path_buf(),
             falco: None,
+        }
+    }
+
+    #[test]
+    fn command_agent_starts_and_stops() {
+        let dir = std::env::temp_dir().join(format!("vigil-bench-agent-{}", std::process::id()));
+        let launch = AgentLaunch {
+            pin: Some("0".into()),
+            ..command_launch(&dir, Duration::from_secs(10))
         };
         fs::create_dir_all(&dir).unwrap();
         let script = dir.join("agent.sh");
@@ -981,17 +989,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("vigil-bench-stall-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        let launch = AgentLaunch {
-            exe: PathBuf::from("/nonexistent"),
-            watch_cmd: None,
-            watch_args: Vec::new(),
-            ready_line: Some("READY".into()),
-            warmup: Duration::ZERO,
-            ready_timeout: Duration::from_millis(500),
-            pin: None,
-            log_dir: dir.clone(),
-            falco: None,
-        };
+        let launch = command_launch(&dir, Duration::from_millis(500));
         // Each start appends to `starts`; `ready_on` says on which start it prints READY.
         let script = dir.join("agent.sh");
         fs::write(
