@@ -88,19 +88,8 @@ impl Bpf {
     /// Makes exactly the records of `keys` (syscall numbers, [`WAKE_KEY_PROCEXIT`]) wake the
     /// reader (`wake_types`).
     pub fn set_wake_types(&mut self, keys: &[u32]) -> Result<(), EbpfError> {
-        let set = |key: u32, on: bool| {
-            self.skel
-                .maps
-                .wake_types
-                .update(&key.to_ne_bytes(), &[u8::from(on)], MapFlags::ANY)
-                .map_err(load_err("fill the wakeup map"))
-        };
-        for &key in self.wake_keys.iter().filter(|k| !keys.contains(k)) {
-            set(key, false)?;
-        }
-        for &key in keys.iter().filter(|k| !self.wake_keys.contains(k)) {
-            set(key, true)?;
-        }
+        let map = &self.skel.maps.wake_types;
+        sync_flags(map, &self.wake_keys, keys, "fill the wakeup map")?;
         self.wake_keys = keys.to_vec();
         Ok(())
     }
@@ -108,19 +97,13 @@ impl Bpf {
     /// Makes exactly the syscalls `nrs` (kernel numbers) "state only" (`state_only`): their
     /// records may be held back and folded (`hold_state_op` in `bpf/vigil.bpf.c`).
     pub fn set_state_only(&mut self, nrs: &[u32]) -> Result<(), EbpfError> {
-        let set = |key: u32, on: bool| {
-            self.skel
-                .maps
-                .state_only
-                .update(&key.to_ne_bytes(), &[u8::from(on)], MapFlags::ANY)
-                .map_err(load_err("fill the state-only syscall map"))
-        };
-        for &key in self.state_only_keys.iter().filter(|k| !nrs.contains(k)) {
-            set(key, false)?;
-        }
-        for &key in nrs.iter().filter(|k| !self.state_only_keys.contains(k)) {
-            set(key, true)?;
-        }
+        let map = &self.skel.maps.state_only;
+        sync_flags(
+            map,
+            &self.state_only_keys,
+            nrs,
+            "fill the state-only syscall map",
+        )?;
         self.state_only_keys = nrs.to_vec();
         Ok(())
     }
@@ -194,4 +177,25 @@ impl Bpf {
             })
             .collect()
     }
+}
+
+/// Makes a `u32 → u8` flag map hold exactly `new` (set to 1), given that it held `old`: clears
+/// the keys that left, sets the keys that came.
+fn sync_flags(
+    map: &impl MapCore,
+    old: &[u32],
+    new: &[u32],
+    what: &'static str,
+) -> Result<(), EbpfError> {
+    let set = |key: u32, on: bool| {
+        map.update(&key.to_ne_bytes(), &[u8::from(on)], MapFlags::ANY)
+            .map_err(load_err(what))
+    };
+    for &key in old.iter().filter(|k| !new.contains(k)) {
+        set(key, false)?;
+    }
+    for &key in new.iter().filter(|k| !old.contains(k)) {
+        set(key, true)?;
+    }
+    Ok(())
 }
