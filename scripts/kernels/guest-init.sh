@@ -30,6 +30,15 @@ OUT=/dev/ttyS1
 [ "$(uname -m)" = aarch64 ] && OUT=/dev/ttyAMA0
 ACTIONS='^syscall\.'
 say() { echo "$*" >"$OUT"; }
+# A phase line carries the guest's uptime (`at=`): a run the host stopped says how far it got.
+sayp() { say "phase $* at=$(cut -d' ' -f1 /proc/uptime)s"; }
+# Budgets (seconds) of each step of a phase. A step past its budget is stopped and the phase
+# says so (`…_timeout=1`) and goes on: one hang costs its own phase, never the guest's run, and
+# the host reports which step hung with what the agent had written. Under emulation on a
+# loaded host a step takes up to ~2 min; a hang is what these catch.
+READY_BUDGET=300
+STEP_BUDGET=480
+TERM_BUDGET=120
 emit() { # NAME FILE
     [ -f "$2" ] || return 0
     say "=== begin $1"
@@ -55,15 +64,16 @@ watch_phase() {
     actions=$2
     shift 2
     wanted "$name" || return 0
-    say "phase $name start"
+    sayp "$name start"
     /vigil watch --json -o webserver.enabled=false "$@" >/tmp/"$name".alerts 2>/tmp/"$name".err &
     pid=$!
     waited=0
-    while ! grep -q watching /tmp/"$name".err && kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 900 ]; do
+    while ! grep -q watching /tmp/"$name".err && kill -0 "$pid" 2>/dev/null \
+        && [ "$waited" -lt "$READY_BUDGET" ]; do
         sleep 1
         waited=$((waited + 1))
     done
-    say "phase $name ready_after=${waited}s"
+    sayp "$name ready_after=${waited}s"
     if grep -q watching /tmp/"$name".err; then
         if [ "$name" = exit ]; then
             # An unwatched syscall runs no Vigil program: 2×100000 read/write calls by dd
@@ -77,22 +87,32 @@ watch_phase() {
             dd if=/dev/zero of=/dev/null bs=1 count=100000 2>/dev/null
             dd_exit=$?
             after=$(run_counts "$pid")
-            say "phase $name unwatched_syscalls=200000 bpf_runs=$((after - before)) dd_exit=$dd_exit"
+            sayp "$name unwatched_syscalls=200000 bpf_runs=$((after - before)) dd_exit=$dd_exit"
             files=$(yes /etc/hostname | head -n 1000)
             before=$(run_counts "$pid")
             # shellcheck disable=SC2086 # one argument per line of $files
             cat $files >/dev/null
             cat_exit=$?
             after=$(run_counts "$pid")
-            say "phase $name watched_syscalls=1000 watched_bpf_runs=$((after - before)) cat_exit=$cat_exit"
+            sayp "$name watched_syscalls=1000 watched_bpf_runs=$((after - before)) cat_exit=$cat_exit"
         fi
-        /vigil generate run "$actions" --sleep 0s >/tmp/"$name".gen 2>&1
-        say "phase $name generate_exit=$?"
+        timeout -k 10 "$STEP_BUDGET" /vigil generate run "$actions" --sleep 0s >/tmp/"$name".gen 2>&1
+        gen=$?
+        [ "$gen" = 124 ] && sayp "$name generate_timeout=1"
+        sayp "$name generate_exit=$gen"
         sleep 3
-        kill -TERM "$pid"
+    elif kill -0 "$pid" 2>/dev/null; then
+        sayp "$name ready_timeout=1"
     fi
+    # SIGTERM drains and exits; an agent still there after the budget is killed.
+    kill -TERM "$pid" 2>/dev/null
+    (sleep "$TERM_BUDGET" && kill -KILL "$pid" 2>/dev/null && sayp "$name term_timeout=1") &
+    dog=$!
     wait "$pid"
-    say "phase $name exit=$?"
+    rc=$?
+    kill "$dog" 2>/dev/null
+    wait "$dog" 2>/dev/null
+    sayp "$name exit=$rc"
     emit "$name.alerts" /tmp/"$name".alerts
     emit "$name.err" /tmp/"$name".err
     emit "$name.gen" /tmp/"$name".gen
@@ -104,10 +124,12 @@ run_phase() {
     name=$1
     shift
     wanted "$name" || return 0
-    say "phase $name start"
-    /vigil run --json --alerts /tmp/"$name".alerts "$@" -- \
+    sayp "$name start"
+    timeout -k 10 "$STEP_BUDGET" /vigil run --json --alerts /tmp/"$name".alerts "$@" -- \
         /vigil generate run "$ACTIONS" --sleep 0s >/tmp/"$name".gen 2>/tmp/"$name".err
-    say "phase $name exit=$?"
+    rc=$?
+    [ "$rc" = 124 ] && sayp "$name run_timeout=1"
+    sayp "$name exit=$rc"
     emit "$name.alerts" /tmp/"$name".alerts
     emit "$name.err" /tmp/"$name".err
     emit "$name.gen" /tmp/"$name".gen
@@ -135,9 +157,9 @@ run_phase run-falco -r /rules/falco_rules.yaml --stats
 # A capture written on another architecture (the host's, initramfs.sh's CAPTURE) replayed
 # here: the host replays the same file and compares.
 if [ -f /captures/host.cap ] && wanted replay; then
-    say "phase replay start"
-    /vigil replay --json /captures/host.cap >/tmp/replay.alerts 2>/tmp/replay.err
-    say "phase replay exit=$?"
+    sayp "replay start"
+    timeout -k 10 "$STEP_BUDGET" /vigil replay --json /captures/host.cap >/tmp/replay.alerts 2>/tmp/replay.err
+    sayp "replay exit=$?"
     emit replay.alerts /tmp/replay.alerts
     emit replay.err /tmp/replay.err
 fi
