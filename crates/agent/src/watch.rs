@@ -579,5 +579,15 @@ mod tests {
                 "{name}: no rule matches a failure: {unused:?}"
             );
         }
+        // The redirect rule watches every dup but matches only results 0, 1, 2: the kernel
+        // holds the others back (`BpfOptions::result_masks`).
+        let masks: Vec<(&str, u64)> = vigil_engine::descriptor_result_masks(&rs)
+            .into_iter()
+            .map(|(t, m)| (t.name(), m))
+            .collect();
+        assert_eq!(masks, [("dup", 0b111), ("dup2", 0b111), ("dup3", 0b111)]);
+        for name in ["dup", "dup3"] {
+            assert!(unused.contains(&name), "{name}: {unused:?}");
+        }
     }
 }
