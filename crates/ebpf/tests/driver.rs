@@ -1120,6 +1120,61 @@ mod wakeups {
             "no wakeup at the threshold: {woken:?} → {now:?}"
         );
     }
+
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_held_dup_does_not_wake_the_reader() {
+        // The rules watch dup3 only for results 0..2 (Falco's redirect rule): a dup3 to 77 is
+        // held, then goes out ahead of its process's exit record; neither wakes the reader (a
+        // minute of timeout, no size threshold). A dup3 to 2 does, and brings it along.
+        let mut options = wake_options(Duration::from_secs(60), u64::MAX);
+        options.interest = types(&["dup3"]);
+        options.failed_unused = vigil_ebpf::driver_interest(&options.interest);
+        options.result_masks = vec![(table::by_name("dup3").expect("dup3"), 0b111)];
+        let Some(mut source) = open_options(options) else {
+            return;
+        };
+        let file = std::fs::File::open("/").expect("open /");
+        let old = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let run = |newfd: i32| -> i64 {
+            // SAFETY: the forked child makes only async-signal-safe calls (dup3, _exit).
+            unsafe {
+                let pid = libc::fork();
+                assert!(pid >= 0, "fork failed");
+                if pid == 0 {
+                    let ok = libc::dup3(old, newfd, 0) == newfd;
+                    libc::_exit(if ok { 0 } else { 3 });
+                }
+                let mut status = 0;
+                assert_eq!(libc::waitpid(pid, &mut status, 0), pid, "waitpid");
+                assert!(
+                    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                    "dup3({old}, {newfd}) failed: {status:#x}"
+                );
+                i64::from(pid)
+            }
+        };
+        let before = source.wakeups();
+        let held = run(77);
+        let is_held = |e: &Event| e.pid == held && name_of(e) == "dup3" && e.res == 77;
+        std::thread::sleep(Duration::from_millis(300));
+        let after = source.wakeups();
+        assert_eq!(
+            after.watched, before.watched,
+            "the held dup3 (a result no rule matches) woke the reader"
+        );
+        run(2);
+        let seen = wait_for(&mut source, Instant::now() + LIVENESS, is_held);
+        assert!(
+            seen.is_some(),
+            "the held dup3 is delivered with the next wakeup (a dup3 to 2)"
+        );
+        assert!(
+            source.wakeups().watched > after.watched,
+            "the dup3 to 2 woke the reader"
+        );
+        drop(file);
+    }
 }
 
 // Descriptor operations captured for the state engine alone (`vigil_ebpf::spec::state_only`)
