@@ -449,7 +449,7 @@ static __always_inline __u32 put_kernel_mem(__u8 *buf, __u32 off, __u8 tag, cons
 // however many records it writes; on an idle host, only the records a rule may alert on wake
 // it at all. `*state` is this CPU's slot, for `woke` once the record is written.
 static __always_inline int wake_reason(void *rb, const struct rec_hdr *h, __u32 len,
-				       struct wake_state **state)
+				       struct wake_state **state, int held)
 {
 	__u32 zero = 0;
 	struct wake_state *st = bpf_map_lookup_elem(&wake_states, &zero);
@@ -457,7 +457,7 @@ static __always_inline int wake_reason(void *rb, const struct rec_hdr *h, __u32 
 	if (!st || h->ts - st->last < wake_gap_ns)
 		return WAKE_NONE;
 	__u32 key = h->kind == REC_EXIT ? WAKE_KEY_PROCEXIT : (__u32)(h->nr & 511);
-	__u8 *watched = bpf_map_lookup_elem(&wake_types, &key);
+	__u8 *watched = held ? 0 : bpf_map_lookup_elem(&wake_types, &key);
 	if (watched && *watched)
 		return WAKE_WATCHED;
 	if (bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) + len >= wake_bytes)
@@ -509,7 +509,28 @@ struct {
 	__type(value, __u8);
 } state_only SEC(".maps");
 
-static __always_inline void emit_raw(const __u8 *buf, __u32 len)
+// Per syscall number (dup, dup2, dup3) that an enabled rule watches but only with a result
+// among a few (Falco's `evt.rawres in (0, 1, 2)`), set by user space when its failures are
+// unused too (`BpfOptions::result_masks`): the results 0..63 a rule may match (bit n for
+// result n). A successful call with another result is treated as state-only
+// (`hold_state_op`); `active` 0: no filter.
+struct result_filter {
+	__u64 allowed;
+	__u32 active;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 512);
+	__type(key, __u32);
+	__type(value, struct result_filter);
+} result_filters SEC(".maps");
+
+// `held`: a record held back (`hold_state_op`), which never wakes the reader for its own
+// type (a rule may watch it, but cannot match it): it goes out ahead of its thread's next
+// record, which wakes the reader if that one should.
+static __always_inline void emit_raw(const __u8 *buf, __u32 len, int held)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	void *rb = bpf_map_lookup_elem(&ringbufs, &cpu);
@@ -521,7 +542,7 @@ static __always_inline void emit_raw(const __u8 *buf, __u32 len)
 		return;
 	const struct rec_hdr *h = (const struct rec_hdr *)buf;
 	struct wake_state *st;
-	int reason = wake_reason(rb, h, len, &st);
+	int reason = wake_reason(rb, h, len, &st, held);
 	if (bpf_ringbuf_output(rb, buf, len, wake_flags(reason)) < 0)
 		count_drop(DROP_BUFFER_FULL);
 	else {
@@ -533,15 +554,15 @@ static __always_inline void emit_raw(const __u8 *buf, __u32 len)
 // Writes the operation the current thread holds back, if any, stamped `ts`: the time of the
 // record about to follow it (user space delivers records in time order, equal times in the
 // order written, so the held one is applied just ahead of that record and the stream stays
-// in order; its own time is not shown anywhere, as no rule watches it and no capture is
-// written).
+// in order; its own time is not shown anywhere that matters: no rule watches it, or none can
+// match it (`result_filters`), and no capture is written).
 static __always_inline void flush_held(__u64 ts)
 {
 	struct held_op *o = bpf_task_storage_get(&held_ops, bpf_get_current_task_btf(), 0, 0);
 	if (o && o->valid) {
 		o->valid = 0;
 		o->h.ts = ts;
-		emit_raw((const __u8 *)&o->h, sizeof(o->h));
+		emit_raw((const __u8 *)&o->h, sizeof(o->h), 1);
 	}
 }
 
@@ -549,7 +570,7 @@ static __always_inline void flush_held(__u64 ts)
 static __always_inline void emit(const __u8 *buf, __u32 len)
 {
 	flush_held(((const struct rec_hdr *)buf)->ts);
-	emit_raw(buf, len);
+	emit_raw(buf, len, 0);
 }
 
 static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __s64 res)
@@ -970,7 +991,8 @@ static __always_inline int state_op(__u32 nr, const __u64 *args, __s64 ret, __s6
 }
 
 // Holds back or folds away a record of `nr` that only the state engine's descriptor table
-// needs (`state_only`), when the calling thread alone owns its table (one thread, a
+// needs (`state_only`, or a successful watched dup whose result no rule can match:
+// `result_filters`), when the calling thread alone owns its table (one thread, a
 // files_struct nobody shares): no other task can act on one of its descriptors until this
 // thread writes another record (a clone of it is a fork record), and every record it writes
 // goes out after the held one (`emit`). Two operations in a row that set the same descriptor
@@ -982,8 +1004,14 @@ static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
 {
 	__u32 key = nr & 511;
 	__u8 *on = bpf_map_lookup_elem(&state_only, &key);
-	if (!on || !*on)
-		return 0;
+	if (!on || !*on) {
+		// A watched dup whose result no rule can match is state-only all the same.
+		struct result_filter *rf = bpf_map_lookup_elem(&result_filters, &key);
+		if (!rf || !rf->active || ret < 0)
+			return 0;
+		if (ret < 64 && (rf->allowed & (1ULL << ret)))
+			return 0;
+	}
 	__s64 set, read;
 	if (!state_op(nr, args, ret, &set, &read))
 		return 0;
@@ -1008,7 +1036,7 @@ static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
 			count_folded();
 		} else {
 			o->h.ts = bpf_ktime_get_boot_ns();
-			emit_raw((const __u8 *)&o->h, sizeof(o->h));
+			emit_raw((const __u8 *)&o->h, sizeof(o->h), 1);
 		}
 	}
 	fill_hdr(&o->h, REC_SYSCALL, (__u16)nr, ret);
@@ -1103,7 +1131,7 @@ static __always_inline int emit_floor(__u32 nr, __s64 ret)
 		h->args[i] = 0;
 	// The same wakeups as a real record of this syscall: the floor includes their cost.
 	struct wake_state *st;
-	int reason = wake_reason(rb, h, sizeof(*h), &st);
+	int reason = wake_reason(rb, h, sizeof(*h), &st, 0);
 	__u64 ts = h->ts;
 	bpf_ringbuf_submit(h, wake_flags(reason));
 	count_submitted();

@@ -145,6 +145,7 @@ pub fn watch(
         BpfOptions {
             interest,
             failed_unused: unused,
+            result_masks: vigil_engine::descriptor_result_masks(&ruleset),
             raw_fallback: options.raw_fallback,
             hook: options.hook,
             floor: options.floor,
@@ -269,7 +270,8 @@ pub fn watch(
     let mut reapply = |source: &mut BpfSource, ruleset: &Ruleset| -> Result<Reapplied, StepError> {
         let interest = rules_interest(ruleset, notice);
         let unused = failed_unused(ruleset, &interest, write);
-        source.set_interest_and_failures(&interest, &unused)?;
+        let masks = vigil_engine::descriptor_result_masks(ruleset);
+        source.set_interest_and_failures(&interest, &unused, &masks)?;
         Ok(Reapplied {
             syscalls: source.attached_syscalls().len() + source.fallback_syscalls().len(),
             notes: coverage(source, raw_fallback, verbose, true),
@@ -576,6 +578,16 @@ mod tests {
                 unused.contains(&name),
                 "{name}: no rule matches a failure: {unused:?}"
             );
+        }
+        // The redirect rule watches every dup but matches only results 0, 1, 2: the kernel
+        // holds the others back (`BpfOptions::result_masks`).
+        let masks: Vec<(&str, u64)> = vigil_engine::descriptor_result_masks(&rs)
+            .into_iter()
+            .map(|(t, m)| (t.name(), m))
+            .collect();
+        assert_eq!(masks, [("dup", 0b111), ("dup2", 0b111), ("dup3", 0b111)]);
+        for name in ["dup", "dup3"] {
+            assert!(unused.contains(&name), "{name}: {unused:?}");
         }
     }
 }

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use vigil_capture::{
     DropReason, InterestSet, Source, SourceError, SourceStats, WakeReceiver, Waker,
 };
-use vigil_event::{Event, Snapshot};
+use vigil_event::{Event, EventType, Snapshot};
 
 mod decode;
 mod policy;
@@ -139,6 +139,12 @@ pub struct BpfOptions {
     /// types whose failures the state engine learns from ([`STATE_USES_FAILED`]). Empty (the
     /// default): every failed call is delivered.
     pub failed_unused: InterestSet,
+    /// Per descriptor-duplicating syscall the rules watch, the results 0..=63 some rule may
+    /// match (bit `n`: result `n`; `vigil_engine::descriptor_result_masks`). For a type whose
+    /// failures are unused too (`spec::result_filtered`), the kernel treats a successful
+    /// call with another result as state-only: held back and folded like an unwatched one
+    /// (counted in [`KernelDrops::folded_state`]). Empty (the default): no such filter.
+    pub result_masks: Vec<(EventType, u64)>,
     /// The longest [`Source::next_batch`] (and [`Source::next_batch_until`], whatever its
     /// deadline) blocks before it returns, with an empty batch if nothing came: the bound on
     /// how long a record written without a wakeup stays unread.
@@ -170,6 +176,7 @@ impl Default for BpfOptions {
         BpfOptions {
             interest: InterestSet::new(),
             failed_unused: InterestSet::new(),
+            result_masks: Vec::new(),
             max_wait: Duration::from_secs(1),
             wake_bytes: u64::from(sys::RING_BYTES / 8),
             reorder_window: Duration::from_nanos(REORDER_WINDOW_NS),
@@ -259,6 +266,8 @@ pub struct BpfSource {
     hook_fallback: Option<String>,
     /// [`BpfOptions::failed_unused`], as last set.
     failed_unused: InterestSet,
+    /// [`BpfOptions::result_masks`], as last set.
+    result_masks: Vec<(EventType, u64)>,
     /// The watched syscalls whose failed calls are filtered out in the kernel.
     filtered: Vec<&'static str>,
     /// [`BpfOptions::reorder_window`].
@@ -336,6 +345,7 @@ impl BpfSource {
                 raw_fallback: options.raw_fallback,
                 hook_fallback,
                 failed_unused: options.failed_unused.clone(),
+                result_masks: options.result_masks.clone(),
                 filtered: Vec::new(),
                 reorder_window_ns,
                 waiter,
@@ -416,17 +426,32 @@ impl BpfSource {
             .map(u32::from)
             .collect();
         self.bpf.set_state_only(&state_only)?;
+        let result_filters: Vec<(u32, u64)> = self
+            .result_masks
+            .iter()
+            .filter(|&&(etype, _)| spec::result_filtered(etype, interest, &self.failed_unused))
+            .filter_map(|&(etype, mask)| {
+                Some((
+                    u32::from(vigil_event::arch::native_nr(etype.spec().nr?)?),
+                    mask,
+                ))
+            })
+            .collect();
+        self.bpf.set_result_filters(&result_filters)?;
         Ok(())
     }
 
     /// Changes what is watched ([`Source::set_interest`]) and which failed calls are filtered
-    /// out in the kernel ([`BpfOptions::failed_unused`]), e.g. after the rules were reloaded.
+    /// out in the kernel ([`BpfOptions::failed_unused`]) and which results of the watched dups
+    /// ([`BpfOptions::result_masks`]), e.g. after the rules were reloaded.
     pub fn set_interest_and_failures(
         &mut self,
         interest: &InterestSet,
         failed_unused: &InterestSet,
+        result_masks: &[(EventType, u64)],
     ) -> Result<(), EbpfError> {
         self.failed_unused = failed_unused.clone();
+        self.result_masks = result_masks.to_vec();
         self.attach(interest)
     }
 
@@ -505,8 +530,9 @@ impl BpfSource {
     }
 
     /// Descriptor operations the kernel folded away because only the state engine needed
-    /// them and its table ends the same without them (`spec::state_only`): not delivered,
-    /// and not drops.
+    /// them (`spec::state_only`, or a watched dup with a result no rule matches:
+    /// [`BpfOptions::result_masks`]) and its table ends the same without them: not
+    /// delivered, and not drops.
     pub fn folded_state(&self) -> u64 {
         self.bpf.drops().folded_state
     }

@@ -298,6 +298,22 @@ pub fn state_only(etype: EventType, rules: &InterestSet, failed_unused: &Interes
         && failed_unused.contains(etype)
 }
 
+/// The [`STATE_FOLDABLE`] types whose successful calls the kernel may treat as state-only when
+/// their result is one no rule can match (`result_filters` in `bpf/vigil.bpf.c`): each returns
+/// the descriptor it makes, which a rule may require to be one of a few numbers (Falco's
+/// `evt.rawres in (0, 1, 2)`).
+pub const RESULT_FOLDABLE: &[&str] = &["dup", "dup2", "dup3"];
+
+/// Whether the kernel holds back and folds the successful calls of `etype` whose result is
+/// not among those the rules require (`mask`, from the rules): a [`RESULT_FOLDABLE`] type a
+/// rule watches (in `rules`; an unwatched one is [`state_only`] whatever its result), whose
+/// failures nothing uses (in `failed_unused`, empty when a capture is written).
+pub fn result_filtered(etype: EventType, rules: &InterestSet, failed_unused: &InterestSet) -> bool {
+    RESULT_FOLDABLE.contains(&etype.name())
+        && rules.contains(etype)
+        && failed_unused.contains(etype)
+}
+
 /// The rules' interest set plus what the state engine needs.
 pub fn driver_interest(rules: &InterestSet) -> InterestSet {
     let mut set = rules.clone();
@@ -411,6 +427,36 @@ mod tests {
             assert!(STATE_NEEDS.contains(name), "{name} is a state need");
             let spec = capture_spec(t(name));
             assert_eq!(spec, CaptureSpec::default(), "{name}: a header-only record");
+        }
+    }
+
+    #[test]
+    fn watched_dups_are_result_filtered_only_when_their_failures_are_unused() {
+        let t = |n| table::by_name(n).unwrap();
+        let rules: InterestSet = [t("dup"), t("dup2"), t("fcntl"), t("openat")]
+            .into_iter()
+            .collect();
+        let unused: InterestSet = driver_interest(&rules)
+            .iter()
+            .filter(|&e| e != t("dup2"))
+            .collect();
+        assert!(result_filtered(t("dup"), &rules, &unused));
+        assert!(
+            !result_filtered(t("dup2"), &rules, &unused),
+            "a rule may match a failed dup2"
+        );
+        assert!(
+            !result_filtered(t("dup3"), &rules, &unused),
+            "unwatched: state-only instead"
+        );
+        assert!(!result_filtered(t("fcntl"), &rules, &unused), "not a dup");
+        assert!(!result_filtered(t("openat"), &rules, &unused));
+        assert!(
+            !result_filtered(t("dup"), &rules, &InterestSet::new()),
+            "a capture is written: every dup is recorded"
+        );
+        for name in RESULT_FOLDABLE {
+            assert!(STATE_FOLDABLE.contains(name), "{name} is state-foldable");
         }
     }
 

@@ -846,7 +846,7 @@ fn failed_calls_filtered(hook: Option<Hook>) {
 
     // The rules now want failures (a reload): the failed call is delivered with its error.
     source
-        .set_interest_and_failures(&types(&interest), &InterestSet::new())
+        .set_interest_and_failures(&types(&interest), &InterestSet::new(), &[])
         .expect("set_interest_and_failures");
     assert!(source.filtered_failures().is_empty());
     let missing = format!("{present}.missing2");
@@ -1120,6 +1120,61 @@ mod wakeups {
             "no wakeup at the threshold: {woken:?} → {now:?}"
         );
     }
+
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_held_dup_does_not_wake_the_reader() {
+        // The rules watch dup3 only for results 0..2 (Falco's redirect rule): a dup3 to 77 is
+        // held, then goes out ahead of its process's exit record; neither wakes the reader (a
+        // minute of timeout, no size threshold). A dup3 to 2 does, and brings it along.
+        let mut options = wake_options(Duration::from_secs(60), u64::MAX);
+        options.interest = types(&["dup3"]);
+        options.failed_unused = vigil_ebpf::driver_interest(&options.interest);
+        options.result_masks = vec![(table::by_name("dup3").expect("dup3"), 0b111)];
+        let Some(mut source) = open_options(options) else {
+            return;
+        };
+        let file = std::fs::File::open("/").expect("open /");
+        let old = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let run = |newfd: i32| -> i64 {
+            // SAFETY: the forked child makes only async-signal-safe calls (dup3, _exit).
+            unsafe {
+                let pid = libc::fork();
+                assert!(pid >= 0, "fork failed");
+                if pid == 0 {
+                    let ok = libc::dup3(old, newfd, 0) == newfd;
+                    libc::_exit(if ok { 0 } else { 3 });
+                }
+                let mut status = 0;
+                assert_eq!(libc::waitpid(pid, &mut status, 0), pid, "waitpid");
+                assert!(
+                    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                    "dup3({old}, {newfd}) failed: {status:#x}"
+                );
+                i64::from(pid)
+            }
+        };
+        let before = source.wakeups();
+        let held = run(77);
+        let is_held = |e: &Event| e.pid == held && name_of(e) == "dup3" && e.res == 77;
+        std::thread::sleep(Duration::from_millis(300));
+        let after = source.wakeups();
+        assert_eq!(
+            after.watched, before.watched,
+            "the held dup3 (a result no rule matches) woke the reader"
+        );
+        run(2);
+        let seen = wait_for(&mut source, Instant::now() + LIVENESS, is_held);
+        assert!(
+            seen.is_some(),
+            "the held dup3 is delivered with the next wakeup (a dup3 to 2)"
+        );
+        assert!(
+            source.wakeups().watched > after.watched,
+            "the dup3 to 2 woke the reader"
+        );
+        drop(file);
+    }
 }
 
 // Descriptor operations captured for the state engine alone (`vigil_ebpf::spec::state_only`)
@@ -1145,7 +1200,9 @@ const DUP_LOOP: usize = 1000;
 /// 1. opens the file (A), `dup2(A, 100)`, closes A, reads from 100: the read must name the file;
 /// 2. opens it again (A again), closes it, makes an eventfd (A again, a type not captured) and
 ///    writes to it: the write must not name the file;
-/// 3. runs `close(dup(0))` `DUP_LOOP` times (the UnixBench `syscall` loop).
+/// 3. runs `close(dup(0))` `DUP_LOOP` times (the UnixBench `syscall` loop);
+/// 4. opens the file (C), `dup2(C, 1)` twice (a result Falco's redirect rule matches), closes
+///    C, reads from 1: the read must name the file.
 #[test]
 #[allow(unsafe_code)]
 fn fd_child_actions() {
@@ -1172,7 +1229,13 @@ fn fd_child_actions() {
             for _ in 0..DUP_LOOP {
                 libc::close(libc::dup(0));
             }
+            let c = libc::open(path.as_ptr(), libc::O_RDONLY);
+            // Twice: were the first held, the second would fold it away.
+            let ok_stdout = c > 1 && libc::dup2(c, 1) == 1 && libc::dup2(c, 1) == 1;
+            libc::close(c);
+            let ok_read1 = libc::read(1, buf.as_mut_ptr().cast(), 5) == 5;
             let ok = a >= 0 && b == a && e == a && ok_dup && ok_read && ok_write;
+            let ok = ok && ok_stdout && ok_read1;
             libc::_exit(if ok { 0 } else { 3 });
         }
         let mut status = 0;
@@ -1304,7 +1367,7 @@ fn held_descriptor_operations(hook: Option<Hook>) {
     // captured for the state alone fold into the dups that reuse their numbers.
     let rules = types(&["openat", "read", "write", "dup"]);
     source
-        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules))
+        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules), &[])
         .expect("set_interest_and_failures");
     let (events, pid) = run_fd_actions(&mut source, &path);
     let mine: Vec<&Event> = events.iter().filter(|e| e.pid == pid).collect();
@@ -1323,10 +1386,68 @@ fn held_descriptor_operations(hook: Option<Hook>) {
         "the closes fold into the dups that reuse their numbers: {closes} close events"
     );
 
+    // Rules watch every dup but only with a result in (0, 1, 2) (Falco's redirect rule):
+    // a dup to another descriptor is state-only (held and folded); `dup2(C, 1)` arrives with
+    // its fields; the state names the file at both reads.
+    let rules = types(&["openat", "read", "write", "dup", "dup2", "dup3"]);
+    let masks: Vec<(vigil_event::EventType, u64)> = ["dup", "dup2", "dup3"]
+        .iter()
+        .map(|n| (table::by_name(n).expect("a dup type"), 0b111))
+        .collect();
+    source
+        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules), &masks)
+        .expect("set_interest_and_failures");
+    let folded_before = source.folded_state();
+    let (events, pid) = run_fd_actions(&mut source, &path);
+    let (mut dups, mut closes) = (0, 0);
+    let mut reads = Vec::new();
+    let mut to_stdout = Vec::new();
+    for evt in &events {
+        state.apply(evt);
+        if evt.pid == pid {
+            match name_of(evt) {
+                "read" => reads.push((
+                    evt.param_by_name("fd").clone(),
+                    field(&state, evt, "fd.name"),
+                )),
+                "dup2" if evt.res == 1 => to_stdout.push(evt.params.clone()),
+                "dup" | "dup2" | "dup3" => dups += 1,
+                "close" => closes += 1,
+                _ => {}
+            }
+        }
+        state.finish(evt);
+    }
+    assert!(
+        dups + closes < 20,
+        "close(dup(0)) x {DUP_LOOP}, watched only for results 0..2, writes (almost) no record: \
+         {dups} dup and {closes} close events delivered"
+    );
+    let folded = source.folded_state() - folded_before;
+    assert!(
+        folded >= 2 * DUP_LOOP as u64 - 20,
+        "the folded operations are counted: {folded}"
+    );
+    assert!(
+        to_stdout.len() == 2
+            && to_stdout
+                .iter()
+                .all(|p| matches!(p.as_slice(), [Param::Int(c), Param::Int(1)] if *c > 1)),
+        "both dup2(C, 1), a result the rules match, arrive with their fields (none held): {to_stdout:?}"
+    );
+    for fd in [DUP_TARGET, 1] {
+        assert!(
+            reads
+                .iter()
+                .any(|(f, name)| f == &Param::Int(fd.into()) && name.as_deref() == Some(&*path)),
+            "the read from descriptor {fd} names the file: {reads:?}"
+        );
+    }
+
     // Rules now watch dup2 and close (a reload): every call arrives, with its fields.
     let rules = types(&["openat", "read", "write", "dup2", "close"]);
     source
-        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules))
+        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules), &[])
         .expect("set_interest_and_failures");
     let (events, pid) = run_fd_actions(&mut source, &path);
     let _ = std::fs::remove_file(&path);

@@ -186,6 +186,44 @@ fn result_arg_conditions(ruleset: &Ruleset) -> Vec<(u16, ArgIn)> {
     out
 }
 
+/// The results a successful call of `event_type` (one that returns a new descriptor: `dup`,
+/// `dup2`, `dup3`) must return for some enabled rule to match: every candidate rule requires
+/// `evt.rawres` (or every one `fd.num`, the descriptor such a call returns) to be one of at
+/// most 16 numbers, returned as compiled (sorted; a negative one is an errno). `None` when
+/// some rule does not constrain its result so.
+pub fn required_results(ruleset: &Ruleset, event_type: u16) -> Option<Vec<i128>> {
+    const MAX_VALUES: usize = 16;
+    let catalog = vigil_state::catalog();
+    ["evt.rawres", "fd.num"].iter().find_map(|name| {
+        let field = catalog.lookup(name, None).ok()?;
+        ruleset
+            .required_values(event_type, &field)
+            .filter(|values| values.len() <= MAX_VALUES)
+    })
+}
+
+/// For the kernel driver's result filter: per descriptor-duplicating syscall (`dup`, `dup2`,
+/// `dup3`) that enabled rules watch, the results 0..=63 a successful call must return for
+/// some rule to match ([`required_results`]), bit `n` for result `n`. Left out (no filter)
+/// when some rule watching it does not require such a result, or requires a negative one (a
+/// failure) or one above 63 (beyond the mask). Whether the failures are used too is the
+/// caller's to add (the driver filters only a type whose failures nothing uses).
+pub fn descriptor_result_masks(ruleset: &Ruleset) -> Vec<(vigil_event::EventType, u64)> {
+    ["dup", "dup2", "dup3"]
+        .iter()
+        .filter_map(|name| vigil_event::table::by_name(name))
+        .filter(|etype| !ruleset.candidates(etype.0).is_empty())
+        .filter_map(|etype| {
+            let values = required_results(ruleset, etype.0)?;
+            let mut mask = 0u64;
+            for v in values {
+                mask |= 1u64.checked_shl(u32::try_from(v).ok().filter(|&v| v < 64)?)?;
+            }
+            Some((etype, mask))
+        })
+        .collect()
+}
+
 /// Seccomp conditions for opens whose every watching rule requires a write
 /// (`evt.is_open_write = true` as a top-level conjunct, as in Falco's `open_write` macro): the
 /// access mode in the flags register (`flags & O_ACCMODE`) is `O_WRONLY` or `O_RDWR`, exactly
@@ -344,6 +382,53 @@ mod tests {
         let rules = ruleset(&rule("Any dup", "evt.type = dup2", "a"));
         let f = KernelFilter::derive(&rules, None, false).unwrap();
         assert!(f.report_when.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn dup_result_requirements_become_result_masks() {
+        let masks = |text: &str| -> Vec<(&'static str, u64)> {
+            descriptor_result_masks(&ruleset(text))
+                .into_iter()
+                .map(|(t, m)| (t.spec().name, m))
+                .collect()
+        };
+        // Falco's redirect rule: every dup type, results 0, 1, 2.
+        let redirect = rule(
+            "Redirect",
+            "evt.type in (dup, dup2, dup3) and evt.rawres in (0, 1, 2) and fd.type = ipv4",
+            "a",
+        );
+        assert_eq!(
+            masks(&redirect),
+            [("dup", 0b111), ("dup2", 0b111), ("dup3", 0b111)]
+        );
+        // `fd.num` (the descriptor a dup returns) counts as well; two rules: the union.
+        let nine = |values| {
+            rule(
+                "Nine",
+                &format!("evt.type = dup and fd.num in {values}"),
+                "a",
+            )
+        };
+        let two = format!("{}{}", nine("(9, 63)"), nine("(0)").replace("Nine", "Zero"));
+        assert_eq!(masks(&two), [("dup", 1 | 1 << 9 | 1 << 63)]);
+        // One rule on `evt.rawres`, another on `fd.num`: neither field is required by all.
+        let mixed = format!("{redirect}{}", nine("(9)"));
+        assert_eq!(masks(&mixed), [("dup2", 0b111), ("dup3", 0b111)]);
+        // A rule watching dup2 without a result requirement: no mask for dup2 only.
+        let any = format!("{redirect}{}", rule("Any dup2", "evt.type = dup2", "a"));
+        assert_eq!(masks(&any), [("dup", 0b111), ("dup3", 0b111)]);
+        // A required value beyond the mask, or negative (a failure): no mask.
+        for values in ["(1, 64)", "(-9, 1)"] {
+            let text = rule(
+                "Far",
+                &format!("evt.type = dup and evt.rawres in {values}"),
+                "a",
+            );
+            assert!(masks(&text).is_empty(), "{values}: {:?}", masks(&text));
+        }
+        // No rule watches them: nothing to filter (the state-only path applies).
+        assert!(masks(&rule("Open", "evt.type = openat", "a")).is_empty());
     }
 
     #[test]

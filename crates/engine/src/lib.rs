@@ -44,8 +44,8 @@ pub mod kernel_filter;
 pub mod profile;
 
 pub use kernel_filter::{
-    fold_workload_constants, is_workload_constant, EnforceSelection, FilterError, KernelFilter,
-    ENFORCE_TAG,
+    descriptor_result_masks, fold_workload_constants, is_workload_constant, EnforceSelection,
+    FilterError, KernelFilter, ENFORCE_TAG,
 };
 
 /// The name diagnostics use for the embedded default ruleset.
@@ -494,27 +494,17 @@ impl Engine {
     }
 
     /// The descriptor numbers a successful call of `event_type` (which returns a new
-    /// descriptor) must return for some enabled rule to match: every candidate rule requires
-    /// `evt.rawres` (or every one `fd.num`) to be one of at most 16 non-negative numbers.
-    /// `None` when some rule does not constrain its result so.
+    /// descriptor) must return for some enabled rule to match
+    /// ([`kernel_filter::required_results`], without the negative ones: an error, which no
+    /// rule matches here). `None` when some rule does not constrain its result so.
     fn required_results(&self, event_type: u16) -> Option<Vec<i64>> {
-        use vigil_fields::Catalog;
-        const MAX_TRIALS: usize = 16;
-        let catalog = vigil_state::catalog();
-        ["evt.rawres", "fd.num"].iter().find_map(|name| {
-            let field = catalog.lookup(name, None).ok()?;
-            let values = self.ruleset.required_values(event_type, &field)?;
-            if values.len() > MAX_TRIALS {
-                return None;
-            }
-            // A negative number is an error, which no rule matches here.
-            Some(
-                values
-                    .into_iter()
-                    .filter_map(|v| i64::try_from(v).ok().filter(|&v| v >= 0))
-                    .collect(),
-            )
-        })
+        let values = kernel_filter::required_results(&self.ruleset, event_type)?;
+        Some(
+            values
+                .into_iter()
+                .filter_map(|v| i64::try_from(v).ok().filter(|&v| v >= 0))
+                .collect(),
+        )
     }
 
     /// Process `pid` has descriptor `info` (read from `/proc`) whose creating call was not

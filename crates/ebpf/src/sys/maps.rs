@@ -108,6 +108,33 @@ impl Bpf {
         Ok(())
     }
 
+    /// Makes exactly the syscalls of `filters` (kernel number, results 0..=63 some rule may
+    /// match) result-filtered (`result_filters` in `bpf/vigil.bpf.c`): a successful call
+    /// with another result is held back and folded as a state-only one. The others: no filter.
+    pub fn set_result_filters(&mut self, filters: &[(u32, u64)]) -> Result<(), EbpfError> {
+        let map = &self.skel.maps.result_filters;
+        let set = |nr: u32, filter: Option<u64>| {
+            // struct result_filter: allowed (u64), active (u32), pad (u32).
+            let mut value = [0u8; 16];
+            if let Some(allowed) = filter {
+                value[..8].copy_from_slice(&allowed.to_ne_bytes());
+                value[8..12].copy_from_slice(&1u32.to_ne_bytes());
+            }
+            map.update(&nr.to_ne_bytes(), &value, MapFlags::ANY)
+                .map_err(load_err("fill the result-filter map"))
+        };
+        for &(nr, _) in &self.result_filters {
+            if !filters.iter().any(|&(n, _)| n == nr) {
+                set(nr, None)?;
+            }
+        }
+        for &filter in filters.iter().filter(|f| !self.result_filters.contains(f)) {
+            set(filter.0, Some(filter.1))?;
+        }
+        self.result_filters = filters.to_vec();
+        Ok(())
+    }
+
     /// The kernel-side drop counters, summed over CPUs.
     pub fn drops(&self) -> KernelDrops {
         let mut drops = KernelDrops::default();

@@ -89,6 +89,8 @@ pub struct Bpf {
     wake_keys: Vec<u32>,
     /// The `state_only` keys as last set.
     state_only_keys: Vec<u32>,
+    /// The `result_filters` entries as last set (kernel number, allowed results).
+    result_filters: Vec<(u32, u64)>,
     skel: VigilSkel<'static>,
     /// Raw records consumed but not yet decoded: `[u32 length][bytes]…`.
     raw: Rc<RefCell<Vec<u8>>>,

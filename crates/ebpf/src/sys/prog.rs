@@ -161,6 +161,7 @@ impl Bpf {
             rings,
             wake_keys: Vec::new(),
             state_only_keys: Vec::new(),
+            result_filters: Vec::new(),
             skel,
             raw,
             tracefs,
