@@ -201,27 +201,20 @@ mod tests {
     fn reused_descriptors_are_closed_first() {
         let me = i64::from(std::process::id());
         let mut ledger = Ledger::default();
+        // A number from 900 up, which no other test thread's lowest-free open reaches (the tests
+        // of this crate run in parallel and open files too): only this test changes it.
         let a = std::fs::File::open("/proc/self/stat").unwrap();
-        let fd = i64::from(a.as_raw_fd());
+        let held = crate::sys::dup_from(&a, 900).expect("dup to 900 and up");
+        drop(a);
+        let fd = i64::from(held.as_raw_fd());
         // Known after its open was delivered: no synthetic close.
         ledger.after(&ev("openat", me, fd, vec![]));
         let use_it = ev("fchdir", me, 0, vec![Param::Int(fd)]);
         assert!(ledger.stale_before(&use_it).is_empty());
         // Closed and reused by an untraced call (a different object under the same number).
-        drop(a);
-        // The lowest free number comes back, unless another test thread holds it for a
-        // moment (the tests of this crate run in parallel and open files too): try again.
-        let b = (0..200)
-            .find_map(|_| {
-                let b = std::fs::File::open("/etc/hostname").unwrap();
-                if i64::from(b.as_raw_fd()) == fd {
-                    return Some(b);
-                }
-                drop(b);
-                std::thread::sleep(std::time::Duration::from_millis(5));
-                None
-            })
-            .expect("the number is reused");
+        let b = std::fs::File::open("/etc/hostname").unwrap();
+        crate::sys::dup_onto(&b, &held).expect("dup3 onto the number");
+        drop(b);
         let fixes = ledger.stale_before(&use_it);
         assert_eq!(fixes.len(), 2, "a close, then the new object");
         let Fix::Close(close) = &fixes[0] else {
@@ -260,6 +253,6 @@ mod tests {
         ledger.fork(me, me + 1_000_000);
         ledger.exit(me);
         assert!(ledger.known.keys().all(|(p, _)| *p != me));
-        drop(b);
+        drop(held);
     }
 }

@@ -420,6 +420,27 @@ pub fn pipe() -> io::Result<(i32, i32)> {
     Ok((fds[0], fds[1]))
 }
 
+/// For tests: a close-on-exec copy of `fd` at the lowest free number from `min` up
+/// (`fcntl(F_DUPFD_CLOEXEC)`), owned.
+#[cfg(test)]
+pub fn dup_from(fd: &impl std::os::fd::AsRawFd, min: i32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `fd` is open (borrowed); the new number is this process's and owned by the result.
+    let new = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) }.into())?;
+    // SAFETY: `new` was just created by fcntl and is owned by nobody else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(new as i32) })
+}
+
+/// For tests: `target`, which the caller owns, now refers to `src`'s object (`dup3`, atomic).
+#[cfg(test)]
+pub fn dup_onto(src: &impl std::os::fd::AsRawFd, target: &std::os::fd::OwnedFd) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: both numbers are open; `target` is owned by the caller, so replacing its object
+    // affects no other owner.
+    check(unsafe { libc::dup3(src.as_raw_fd(), target.as_raw_fd(), libc::O_CLOEXEC) }.into())?;
+    Ok(())
+}
+
 pub fn close(fd: i32) {
     // SAFETY: closing an fd this module created; errors are irrelevant.
     unsafe {
