@@ -874,6 +874,10 @@ static __always_inline __u32 put_cgroup(__u8 *buf, __u32 off, struct task_struct
 #define NR_DUP2 33
 #define NR_DUP3 292
 #define NR_FCNTL 72
+#define NR_OPEN 2
+#define NR_OPENAT 257
+#define NR_CREAT 85
+#define NR_OPENAT2 437
 #elif defined(__TARGET_ARCH_arm64)
 #define SYS_PREFIX "__arm64_sys_"
 #define NR_CLONE 220
@@ -887,6 +891,10 @@ static __always_inline __u32 put_cgroup(__u8 *buf, __u32 off, struct task_struct
 #define NR_DUP2 0xfffffffe
 #define NR_DUP3 24
 #define NR_FCNTL 25
+#define NR_OPEN 0xfffffffe
+#define NR_OPENAT 56
+#define NR_CREAT 0xfffffffe
+#define NR_OPENAT2 437
 #else
 #error "vigil.bpf.c knows x86 and arm64 (__TARGET_ARCH_x86, __TARGET_ARCH_arm64)"
 #endif
@@ -1048,17 +1056,29 @@ static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
 	return 1;
 }
 
+static __always_inline int is_open(__u32 nr)
+{
+	return nr == NR_OPENAT || nr == NR_OPEN || nr == NR_CREAT || nr == NR_OPENAT2;
+}
+
 // A dup (or fcntl(F_DUPFD*)) that is written (a rule watches it) to the descriptor the
 // thread's held operation sets replaces or removes what that operation left there (the state
 // engine applies the dup before any rule reads the event's fields): the held one is folded
-// away. Not for a close, whose event shows the descriptor as it was before it.
+// away. Not for a close, whose event shows the descriptor as it was before it. So too for a
+// successful open returning the descriptor a held close released (the loop of open, read,
+// close, open again): the state engine's open replaces the entry the close would have removed.
 static __always_inline void fold_held_into(__u32 nr, const __u64 *args, __s64 ret)
 {
 	__s64 set, read;
-	if (nr == NR_CLOSE || !state_op(nr, args, ret, &set, &read))
+	int open = is_open(nr) && ret >= 0;
+	if (open)
+		set = ret;
+	else if (nr == NR_CLOSE || !state_op(nr, args, ret, &set, &read))
 		return;
 	struct held_op *o = bpf_task_storage_get(&held_ops, bpf_get_current_task_btf(), 0, 0);
 	if (!o || !o->valid)
+		return;
+	if (open && o->h.nr != NR_CLOSE)
 		return;
 	__s64 held_set, held_read;
 	if (state_op(o->h.nr, o->h.args, o->h.res, &held_set, &held_read) && held_set == set) {
@@ -1595,6 +1615,24 @@ int BPF_PROG(vigil_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	return 0;
 }
 
+// The operation held back by a thread that exits as the last of its process, its descriptor
+// table shared with no one (as when it was held: a clone since would have written it), is
+// folded away: the table goes with the process (before this tracepoint the kernel has not
+// released it yet), and user space drops its copy at the exit record.
+static __always_inline void drop_held_at_exit(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct held_op *o = bpf_task_storage_get(&held_ops, task, 0, 0);
+	if (!o || !o->valid)
+		return;
+	struct signal_struct *sig = task->signal;
+	struct files_struct *files = task->files;
+	if (!sig || !files || sig->nr_threads != 1 || files->count.counter != 1)
+		return;
+	o->valid = 0;
+	count_folded();
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(vigil_exit, struct task_struct *task)
 {
@@ -1602,6 +1640,7 @@ int BPF_PROG(vigil_exit, struct task_struct *task)
 	bpf_map_delete_elem(&exec_names, &tid);
 	if (floor_mode == FLOOR_NOP || excluded())
 		return 0;
+	drop_held_at_exit();
 	__u8 *buf = scratch_buf();
 	if (!buf)
 		return 0;

@@ -1125,8 +1125,9 @@ mod wakeups {
     #[allow(unsafe_code)]
     fn a_held_dup_does_not_wake_the_reader() {
         // The rules watch dup3 only for results 0..2 (Falco's redirect rule): a dup3 to 77 is
-        // held, then goes out ahead of its process's exit record; neither wakes the reader (a
-        // minute of timeout, no size threshold). A dup3 to 2 does, and brings it along.
+        // held and, its process exiting next, folded away; neither wakes the reader (a minute
+        // of timeout, no size threshold). In another process a dup3 to 77 then a dup3 to 2:
+        // the second wakes the reader and brings the held one along, ahead of it.
         let mut options = wake_options(Duration::from_secs(60), u64::MAX);
         options.interest = types(&["dup3"]);
         options.failed_unused = vigil_ebpf::driver_interest(&options.interest);
@@ -1136,38 +1137,53 @@ mod wakeups {
         };
         let file = std::fs::File::open("/").expect("open /");
         let old = std::os::fd::AsRawFd::as_raw_fd(&file);
-        let run = |newfd: i32| -> i64 {
-            // SAFETY: the forked child makes only async-signal-safe calls (dup3, _exit).
+        let run = |newfds: &[i32]| -> i64 {
+            // SAFETY: the forked child makes only async-signal-safe calls (dup3, _exit) on
+            // memory allocated before the fork.
             unsafe {
                 let pid = libc::fork();
                 assert!(pid >= 0, "fork failed");
                 if pid == 0 {
-                    let ok = libc::dup3(old, newfd, 0) == newfd;
+                    let ok = newfds.iter().all(|&fd| libc::dup3(old, fd, 0) == fd);
                     libc::_exit(if ok { 0 } else { 3 });
                 }
                 let mut status = 0;
                 assert_eq!(libc::waitpid(pid, &mut status, 0), pid, "waitpid");
                 assert!(
                     libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-                    "dup3({old}, {newfd}) failed: {status:#x}"
+                    "dup3({old}, {newfds:?}) failed: {status:#x}"
                 );
                 i64::from(pid)
             }
         };
         let before = source.wakeups();
-        let held = run(77);
-        let is_held = |e: &Event| e.pid == held && name_of(e) == "dup3" && e.res == 77;
+        let folded_before = source.folded_state();
+        let gone = run(&[77]);
         std::thread::sleep(Duration::from_millis(300));
         let after = source.wakeups();
         assert_eq!(
             after.watched, before.watched,
             "the held dup3 (a result no rule matches) woke the reader"
         );
-        run(2);
-        let seen = wait_for(&mut source, Instant::now() + LIVENESS, is_held);
-        assert!(
-            seen.is_some(),
-            "the held dup3 is delivered with the next wakeup (a dup3 to 2)"
+        assert_eq!(
+            source.folded_state(),
+            folded_before + 1,
+            "the dup3 held at its process's exit is folded away (and counted)"
+        );
+        let both = run(&[77, 2]);
+        let mut order = Vec::new();
+        let seen = wait_for(&mut source, Instant::now() + LIVENESS, |e| {
+            if name_of(e) == "dup3" && (e.pid == gone || e.pid == both) {
+                order.push((e.pid, e.res));
+            }
+            e.pid == both && e.res == 2
+        });
+        assert!(seen.is_some(), "the dup3 to 2 is delivered");
+        assert_eq!(
+            order,
+            [(both, 77), (both, 2)],
+            "the held dup3 goes out ahead of the next record of its thread; the one folded at \
+             exit never does"
         );
         assert!(
             source.wakeups().watched > after.watched,
@@ -1193,6 +1209,8 @@ const FD_CHILD_ENV: &str = "VIGIL_EBPF_TEST_FD_CHILD";
 const DUP_TARGET: i32 = 100;
 /// How many `close(dup(0))` the descriptor actions make.
 const DUP_LOOP: usize = 1000;
+/// How many `close(open(file))` the descriptor actions make.
+const OPEN_LOOP: usize = 200;
 
 /// Runs in the child (the test binary re-executed with `FD_CHILD_ENV` set to a file's path):
 /// forks a single-threaded process (the test harness may have threads, and the kernel holds
@@ -1200,9 +1218,14 @@ const DUP_LOOP: usize = 1000;
 /// 1. opens the file (A), `dup2(A, 100)`, closes A, reads from 100: the read must name the file;
 /// 2. opens it again (A again), closes it, makes an eventfd (A again, a type not captured) and
 ///    writes to it: the write must not name the file;
-/// 3. runs `close(dup(0))` `DUP_LOOP` times (the UnixBench `syscall` loop);
+/// 3. runs `close(open(file))` `OPEN_LOOP` times (each open reuses the number the last close
+///    released); then opens the file twice (F, F+1), closes both, opens it (F again), makes an
+///    eventfd (F+1) and writes to it: the write must not name the file (the close of F+1 is
+///    not one the open of F replaces);
+///    then runs `close(dup(0))` `DUP_LOOP` times (the UnixBench `syscall` loop);
 /// 4. opens the file (C), `dup2(C, 1)` twice (a result Falco's redirect rule matches), closes
-///    C, reads from 1: the read must name the file.
+///    C, reads from 1: the read must name the file;
+/// 5. closes 100 and exits.
 #[test]
 #[allow(unsafe_code)]
 fn fd_child_actions() {
@@ -1226,6 +1249,19 @@ fn fd_child_actions() {
             let e = libc::eventfd(0, 0);
             let one = 1u64.to_ne_bytes();
             let ok_write = libc::write(e, one.as_ptr().cast(), 8) == 8;
+            for _ in 0..OPEN_LOOP {
+                libc::close(libc::open(path.as_ptr(), libc::O_RDONLY));
+            }
+            let f = libc::open(path.as_ptr(), libc::O_RDONLY);
+            let g = libc::open(path.as_ptr(), libc::O_RDONLY);
+            libc::close(f);
+            libc::close(g);
+            let h = libc::open(path.as_ptr(), libc::O_RDONLY);
+            let e2 = libc::eventfd(0, 0);
+            let ok_write2 = libc::write(e2, one.as_ptr().cast(), 8) == 8;
+            libc::close(h);
+            libc::close(e2);
+            let ok_reuse = f >= 0 && g == f + 1 && h == f && e2 == g && ok_write2;
             for _ in 0..DUP_LOOP {
                 libc::close(libc::dup(0));
             }
@@ -1234,8 +1270,10 @@ fn fd_child_actions() {
             let ok_stdout = c > 1 && libc::dup2(c, 1) == 1 && libc::dup2(c, 1) == 1;
             libc::close(c);
             let ok_read1 = libc::read(1, buf.as_mut_ptr().cast(), 5) == 5;
+            // The last call: its process's table goes with it.
+            libc::close(DUP_TARGET);
             let ok = a >= 0 && b == a && e == a && ok_dup && ok_read && ok_write;
-            let ok = ok && ok_stdout && ok_read1;
+            let ok = ok && ok_stdout && ok_read1 && ok_reuse;
             libc::_exit(if ok { 0 } else { 3 });
         }
         let mut status = 0;
@@ -1313,8 +1351,8 @@ fn held_descriptor_operations(hook: Option<Hook>) {
     let (events, pid) = run_fd_actions(&mut source, &path);
 
     let mut read_name = None;
-    let mut write_name = None;
-    let (mut dups, mut closes) = (0, 0);
+    let mut write_names = Vec::new();
+    let (mut dups, mut closes, mut opens, mut last_closes) = (0, 0, 0, 0);
     for evt in &events {
         state.apply(evt);
         if evt.pid == pid {
@@ -1322,9 +1360,14 @@ fn held_descriptor_operations(hook: Option<Hook>) {
                 "read" if evt.param_by_name("fd") == &Param::Int(DUP_TARGET.into()) => {
                     read_name = Some(field(&state, evt, "fd.name"));
                 }
-                "write" => write_name = Some(field(&state, evt, "fd.name")),
+                "write" => write_names.push(field(&state, evt, "fd.name")),
                 "dup" | "dup2" | "dup3" | "fcntl" => dups += 1,
-                "close" => closes += 1,
+                "close" => {
+                    closes += 1;
+                    last_closes +=
+                        usize::from(evt.param_by_name("fd") == &Param::Int(DUP_TARGET.into()));
+                }
+                "openat" => opens += 1,
                 _ => {}
             }
         }
@@ -1335,20 +1378,31 @@ fn held_descriptor_operations(hook: Option<Hook>) {
         Some(Some(path.clone())),
         "the read from the dup2'd descriptor (its source closed) names the file"
     );
-    let write_name = write_name.expect("the write to the eventfd was captured");
     assert!(
-        write_name.as_deref() != Some(path.as_str()),
-        "the write to the eventfd (the file's descriptor number, closed and reused by a type \
-         that is not captured) does not name the file: {write_name:?}"
+        write_names.len() == 2
+            && write_names
+                .iter()
+                .all(|name| name.as_deref() != Some(path.as_str())),
+        "the writes to the eventfds (the file's descriptor numbers, closed and reused by a type \
+         that is not captured) do not name the file: {write_names:?}"
+    );
+    assert_eq!(
+        last_closes, 0,
+        "the close held at the process's exit is folded away, not delivered"
+    );
+    assert!(
+        opens >= OPEN_LOOP + 5,
+        "every watched open arrives: {opens} openat events"
     );
     assert!(
         dups + closes < 20,
-        "close(dup(0)) x {DUP_LOOP}, captured for the state alone, writes (almost) no record: \
-         {dups} dup and {closes} close events delivered"
+        "close(dup(0)) x {DUP_LOOP} and close(open(file)) x {OPEN_LOOP}, the closes and dups \
+         captured for the state alone, write (almost) no record: {dups} dup and {closes} close \
+         events delivered"
     );
     let folded = source.folded_state() - folded_before;
     assert!(
-        folded >= 2 * DUP_LOOP as u64 - 20,
+        folded >= (2 * DUP_LOOP + OPEN_LOOP) as u64 - 20,
         "the folded operations are counted: {folded}"
     );
     assert_eq!(
@@ -1425,7 +1479,7 @@ fn held_descriptor_operations(hook: Option<Hook>) {
     );
     let folded = source.folded_state() - folded_before;
     assert!(
-        folded >= 2 * DUP_LOOP as u64 - 20,
+        folded >= (2 * DUP_LOOP + OPEN_LOOP) as u64 - 20,
         "the folded operations are counted: {folded}"
     );
     assert!(
@@ -1469,7 +1523,10 @@ fn held_descriptor_operations(hook: Option<Hook>) {
     let closes = mine.iter().filter(|e| name_of(e) == "close").count();
     let dups = mine.iter().filter(|e| name_of(e) == "dup").count();
     assert!(
-        closes >= DUP_LOOP + 2 && dups == DUP_LOOP,
+        closes >= DUP_LOOP + OPEN_LOOP + 2
+            && dups == DUP_LOOP
+            && mine.iter().any(|e| name_of(e) == "close"
+                && e.param_by_name("fd") == &Param::Int(DUP_TARGET.into())),
         "every watched close arrives, and the dup each closes: {closes} close, {dups} dup"
     );
 }
