@@ -1405,10 +1405,16 @@ fn held_descriptor_operations(hook: Option<Hook>) {
         folded >= (2 * DUP_LOOP + OPEN_LOOP) as u64 - 20,
         "the folded operations are counted: {folded}"
     );
-    assert_eq!(
+    // The count is host-wide and live (any process's close may fold meanwhile): the stats'
+    // figure lies between two direct reads around it.
+    let (low, carried, high) = (
+        source.folded_state(),
         source.stats().folded_state,
         source.folded_state(),
-        "the source's stats carry the count to --stats and /metrics"
+    );
+    assert!(
+        low > 0 && low <= carried && carried <= high,
+        "the source's stats carry the count to --stats and /metrics: {low} <= {carried} <= {high}"
     );
     assert_eq!(
         source.stats().dropped_total(),
