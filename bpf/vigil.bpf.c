@@ -998,6 +998,16 @@ static __always_inline int state_op(__u32 nr, const __u64 *args, __s64 ret, __s6
 	return *read != *set;
 }
 
+// `task` alone owns its descriptor table: the only thread of its process, its files_struct
+// shared with no one (after a fork or a clone without CLONE_FILES it is a copy). Direct loads
+// through the BTF pointer (CO-RE relocated, no helper call each).
+static __always_inline int owns_table_alone(struct task_struct *task)
+{
+	struct signal_struct *sig = task->signal;
+	struct files_struct *files = task->files;
+	return sig && files && sig->nr_threads == 1 && files->count.counter == 1;
+}
+
 // Holds back or folds away a record of `nr` that only the state engine's descriptor table
 // needs (`state_only`, or a successful watched dup whose result no rule can match:
 // `result_filters`), when the calling thread alone owns its table (one thread, a
@@ -1028,10 +1038,7 @@ static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
 		return 1;
 	}
 	struct task_struct *task = bpf_get_current_task_btf();
-	// Direct loads through the BTF pointer (CO-RE relocated, no helper call each).
-	struct signal_struct *sig = task->signal;
-	struct files_struct *files = task->files;
-	if (!sig || !files || sig->nr_threads != 1 || files->count.counter != 1)
+	if (!owns_table_alone(task))
 		return 0;
 	struct held_op *o =
 		bpf_task_storage_get(&held_ops, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -1623,11 +1630,7 @@ static __always_inline void drop_held_at_exit(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct held_op *o = bpf_task_storage_get(&held_ops, task, 0, 0);
-	if (!o || !o->valid)
-		return;
-	struct signal_struct *sig = task->signal;
-	struct files_struct *files = task->files;
-	if (!sig || !files || sig->nr_threads != 1 || files->count.counter != 1)
+	if (!o || !o->valid || !owns_table_alone(task))
 		return;
 	o->valid = 0;
 	count_folded();
