@@ -316,21 +316,14 @@ pub fn run(opts: &CapacityOptions, progress: Progress) -> Result<Vec<BudgetResul
                     )),
                     step.error.as_ref().map_or(String::new(), |e| format!(" ({e})")),
                 ));
-                let dropped = step.stats.as_ref().is_some_and(|s| s.dropped_total() > 0);
-                let saturated = step.achieved < rate * 0.8;
-                let failed = step.error.is_some();
+                let (go_on, note) = after_step(&step, rate);
                 let result = &mut results[ai];
                 result.steps.push(step);
-                if dropped {
+                if !go_on {
                     active[ai] = false;
-                } else if saturated {
-                    result.note = Some(format!(
-                        "the load generator reached only {:.0}/s of {rate:.0}/s: add --load-workers or use a release build",
-                        result.steps.last().map_or(0.0, |s| s.achieved)
-                    ));
-                    active[ai] = false;
-                } else if failed {
-                    active[ai] = false;
+                    if note.is_some() {
+                        result.note = note;
+                    }
                 }
             }
         }
@@ -351,6 +344,36 @@ pub fn run(opts: &CapacityOptions, progress: Progress) -> Result<Vec<BudgetResul
     report::write_report(&opts.out, &md, &json)?;
     plots::from_report(&json, &opts.out)?;
     Ok(budgets)
+}
+
+/// Whether an agent's ramp goes on after `step` (which aimed at `rate`), and when it does not,
+/// the note saying why. Drops end it (the table shows them). A failed step ends it on that
+/// failure: an agent that did not start or died leaves the load at 0/s, and that is not the
+/// load generator's fault. A load short of its target without a failure is the load
+/// generator's ceiling.
+fn after_step(step: &StepResult, rate: f64) -> (bool, Option<String>) {
+    if step.stats.as_ref().is_some_and(|s| s.dropped_total() > 0) {
+        return (false, None);
+    }
+    if let Some(e) = &step.error {
+        return (
+            false,
+            Some(format!(
+                "the ramp ended at {rate:.0}/s on a failed step, not on drops: {}",
+                tail(e, 160)
+            )),
+        );
+    }
+    if step.achieved < rate * 0.8 {
+        return (
+            false,
+            Some(format!(
+                "the load generator reached only {:.0}/s of {rate:.0}/s: add --load-workers or use a release build",
+                step.achieved
+            )),
+        );
+    }
+    (true, None)
 }
 
 /// The report's name of agent `ai`.
@@ -631,6 +654,36 @@ mod tests {
             }),
             ..StepResult::default()
         }
+    }
+
+    #[test]
+    fn a_failed_step_ends_the_ramp_on_its_failure_not_on_the_load() {
+        // The agent did not start: the load never ran (0/s), and the note says so.
+        let mut failed = step(0.0, 0, None);
+        failed.error = Some("agent: falco did not write its metrics within 60s".into());
+        let (go_on, note) = after_step(&failed, 126_562.0);
+        let note = note.expect("a note");
+        assert!(!go_on);
+        assert!(
+            note.contains("failed step") && note.contains("did not write its metrics"),
+            "{note}"
+        );
+        assert!(!note.contains("load generator"), "{note}");
+        // A load short of its target, nothing failed: the load generator's ceiling.
+        let (go_on, note) = after_step(&step(100_000.0, 100_000, Some(0)), 150_000.0);
+        assert!(!go_on);
+        assert!(note
+            .expect("a note")
+            .contains("load generator reached only 100000/s"));
+        // Drops end the ramp without a note; a clean step goes on.
+        assert_eq!(
+            after_step(&step(150_000.0, 10, Some(3)), 150_000.0),
+            (false, None)
+        );
+        assert_eq!(
+            after_step(&step(150_000.0, 10, Some(0)), 150_000.0),
+            (true, None)
+        );
     }
 
     #[test]
