@@ -766,6 +766,19 @@ pub fn tail(text: &str, max: usize) -> String {
     text[start..].trim().replace('\n', " | ")
 }
 
+/// The first `max` bytes of `text`'s first line (on a char boundary), `…` when cut.
+pub fn head(text: &str, max: usize) -> String {
+    let line = text.trim().lines().next().unwrap_or("");
+    if line.len() <= max {
+        return line.to_string();
+    }
+    let mut end = max;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &line[..end])
+}
+
 /// Splits a command prefix on whitespace (`--wrap 'strace -f -o /dev/null'`).
 pub fn split_words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
@@ -939,6 +952,9 @@ mod tests {
     fn tail_and_words() {
         assert_eq!(tail("abc\ndef", 3), "def", "tail");
         assert_eq!(tail("é", 1), "", "char boundary");
+        assert_eq!(head("  abc\ndef", 3), "abc", "head: the first line");
+        assert_eq!(head("abcd", 3), "abc…", "head: cut");
+        assert_eq!(head("aé", 2), "a…", "head: char boundary");
         assert_eq!(split_words(" strace  -f "), vec!["strace", "-f"], "words");
     }
 

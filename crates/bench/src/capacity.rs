@@ -321,9 +321,7 @@ pub fn run(opts: &CapacityOptions, progress: Progress) -> Result<Vec<BudgetResul
                 result.steps.push(step);
                 if !go_on {
                     active[ai] = false;
-                    if note.is_some() {
-                        result.note = note;
-                    }
+                    result.note = note;
                 }
             }
         }
@@ -359,8 +357,9 @@ fn after_step(step: &StepResult, rate: f64) -> (bool, Option<String>) {
         return (
             false,
             Some(format!(
-                "the ramp ended at {rate:.0}/s on a failed step, not on drops: {}",
-                tail(e, 160)
+                "the ramp ended at {rate:.0}/s on a failed step, not on drops (the steps' \
+                 failures): {}",
+                crate::agent::head(e, 160)
             )),
         );
     }
@@ -660,12 +659,16 @@ mod tests {
     fn a_failed_step_ends_the_ramp_on_its_failure_not_on_the_load() {
         // The agent did not start: the load never ran (0/s), and the note says so.
         let mut failed = step(0.0, 0, None);
-        failed.error = Some("agent: falco did not write its metrics within 60s".into());
+        // As the bench writes it: what failed first, then the agent's stderr.
+        failed.error = Some(format!(
+            "agent: falco -r rules.yaml did not write `m.jsonl` within 60s: {}",
+            "libpman: failure while attaching TOCTOU mitigation program | ".repeat(8)
+        ));
         let (go_on, note) = after_step(&failed, 126_562.0);
         let note = note.expect("a note");
         assert!(!go_on);
         assert!(
-            note.contains("failed step") && note.contains("did not write its metrics"),
+            note.contains("failed step") && note.contains("did not write `m.jsonl` within 60s"),
             "{note}"
         );
         assert!(!note.contains("load generator"), "{note}");
