@@ -573,10 +573,12 @@ static __always_inline void emit(const __u8 *buf, __u32 len)
 	emit_raw(buf, len, 0);
 }
 
-static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __s64 res)
+// The header of a record stamped `ts`.
+static __always_inline void fill_hdr_at(struct rec_hdr *h, __u16 kind, __u16 nr, __s64 res,
+					__u64 ts)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	h->ts = bpf_ktime_get_boot_ns();
+	h->ts = ts;
 	h->tid = (__u32)id;
 	h->pid = id >> 32;
 	h->kind = kind;
@@ -585,6 +587,11 @@ static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __
 	// The CPU the record is written on: a program runs with migration disabled, so this is
 	// the CPU the syscall completed on. Carried in the upper half of `len`.
 	h->len = bpf_get_smp_processor_id() << 16;
+}
+
+static __always_inline void fill_hdr(struct rec_hdr *h, __u16 kind, __u16 nr, __s64 res)
+{
+	fill_hdr_at(h, kind, nr, res, bpf_ktime_get_boot_ns());
 }
 
 // Sets the record length, keeping the CPU that fill_hdr put in the upper 16 bits.
@@ -1054,7 +1061,10 @@ static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
 			emit_raw((const __u8 *)&o->h, sizeof(o->h), 1);
 		}
 	}
-	fill_hdr(&o->h, REC_SYSCALL, (__u16)nr, ret);
+	// Not stamped now: a held record is stamped when it is written (`flush_held`, or the
+	// next hold above), and a folded one never is. A clock read costs ~100 ns on some VMs, a
+	// third of this path (BENCHMARKS.md, "close(dup(0))": held ops not stamped).
+	fill_hdr_at(&o->h, REC_SYSCALL, (__u16)nr, ret, 0);
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
 		o->h.args[i] = args[i];

@@ -1172,9 +1172,11 @@ mod wakeups {
         );
         let both = run(&[77, 2]);
         let mut order = Vec::new();
+        let mut stamps = Vec::new();
         let seen = wait_for(&mut source, Instant::now() + LIVENESS, |e| {
             if name_of(e) == "dup3" && (e.pid == gone || e.pid == both) {
                 order.push((e.pid, e.res));
+                stamps.push(e.ts);
             }
             e.pid == both && e.res == 2
         });
@@ -1184,6 +1186,11 @@ mod wakeups {
             [(both, 77), (both, 2)],
             "the held dup3 goes out ahead of the next record of its thread; the one folded at \
              exit never does"
+        );
+        assert!(
+            stamps.len() == 2 && stamps[0] == stamps[1],
+            "the held dup3 is stamped when it is written, with the time of the record it goes \
+             out ahead of: {stamps:?}"
         );
         assert!(
             source.wakeups().watched > after.watched,
