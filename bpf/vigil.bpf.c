@@ -1063,7 +1063,7 @@ static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
 	}
 	// Not stamped now: a held record is stamped when it is written (`flush_held`, or the
 	// next hold above), and a folded one never is. A clock read costs ~100 ns on some VMs, a
-	// third of this path (BENCHMARKS.md, "close(dup(0))": held ops not stamped).
+	// third of this path (BENCHMARKS.md, "held operations stamped when written").
 	fill_hdr_at(&o->h, REC_SYSCALL, (__u16)nr, ret, 0);
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
