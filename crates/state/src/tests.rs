@@ -497,9 +497,22 @@ fn fd_lifecycle_open_dup_close() {
     );
     assert_eq!(f(&state, &fail, "fd.nameraw"), "secret/../key");
     assert_eq!(f(&state, &fail, "fd.directory"), "/home/alice/work");
-    // libsinsp's fd.num is the call's descriptor number: a failed open's negative result.
-    assert_eq!(f(&state, &fail, "fd.num"), "-2");
+    // libsinsp's fd.num of a failed open is -1 whatever the error, and its type character
+    // `f` (Falco's `open_file_failed`: `fd.typechar='f' and fd.num=-1`).
+    assert_eq!(f(&state, &fail, "fd.num"), "-1");
+    assert_eq!(f(&state, &fail, "fd.typechar"), "f");
     assert_eq!(field(&state, &fail, "fd.type"), None);
+    // libsinsp names `open`'s failures `o` (its type-character table leaves `open` out).
+    let fail_open = apply(
+        &mut state,
+        ev(400, "open")
+            .bytes("name", "/nowhere")
+            .uint("flags", O_RDONLY)
+            .res(-13)
+            .build(),
+    );
+    assert_eq!(f(&state, &fail_open, "fd.num"), "-1");
+    assert_eq!(f(&state, &fail_open, "fd.typechar"), "o");
     assert_eq!(field(&state, &read(400, 400, -2), "fd.name"), None);
     let fds_before = state.stats().fds;
     state.finish(&fail);
@@ -1534,7 +1547,7 @@ fn reused_objects_and_images_do_not_leak() {
 }
 
 /// `fd.num` is the call's result exactly where the view reads it from the result (a failed
-/// `openat`'s `fd.num` is its negative result), and an argument elsewhere.
+/// `openat`'s `fd.num` is -1), and an argument elsewhere.
 #[test]
 fn fd_num_is_the_result_of_descriptor_returning_calls() {
     use vigil_fields::Catalog;

@@ -234,12 +234,14 @@ impl<'a> EventView<'a> {
     }
 
     /// The descriptor number the event names (its argument, or the result of a call that
-    /// creates one), whether or not it is valid or tracked: a failed open's is its negative
-    /// result, as libsinsp's `fd.num` is.
+    /// creates one), whether or not it is valid or tracked. A call that failed to create
+    /// one names -1, whatever its error, as libsinsp's `fd.num` does (its last-event
+    /// descriptor is only set by a descriptor added to the table): Falco's
+    /// `open_file_failed` tests `fd.num=-1`.
     fn fd_number(&self) -> Option<i64> {
         match self.info.fd {
             FdRef::None => None,
-            FdRef::Res => Some(self.evt.res),
+            FdRef::Res => Some(self.evt.res.max(-1)),
             FdRef::Param(i) => param_i64(self.evt, i),
         }
     }
@@ -1179,15 +1181,28 @@ impl Extract for EventView<'_> {
                 .and_then(|c| label(c, "io.kubernetes.pod.uid"))
                 .is_some_and(|v| push_nonempty(out, v.as_bytes())),
             // ----- fd -----
-            // The number as the event gives it, tracked or not (`fd.num < 0` after a failed
-            // open holds, as in Falco).
+            // The number as the event gives it, tracked or not (-1 after a failed open, as in
+            // Falco).
             F::FdNum => push_opt(out, self.fd_number().map(Value::I64)),
             F::FdType => self
                 .fd()
                 .is_some_and(|(_, e)| push_str(out, e.obj.ty.name().as_bytes())),
-            F::FdTypechar => self
-                .fd()
-                .is_some_and(|(_, e)| push_str(out, e.obj.ty.typechar().as_bytes())),
+            F::FdTypechar => match self.fd() {
+                Some((_, e)) => push_str(out, e.obj.ty.typechar().as_bytes()),
+                // libsinsp's type character of an open without a descriptor (a failed one)
+                // comes from the event type: `f` for openat, openat2 and creat, `o` (other)
+                // for open, which its table leaves out. Falco's `open_file_failed` tests
+                // `fd.typechar='f'`.
+                None if matches!(self.info.op, Op::Open { .. }) && self.evt.res < 0 => {
+                    let c: &[u8] = if self.evt.etype.name() == "open" {
+                        b"o"
+                    } else {
+                        b"f"
+                    };
+                    push_str(out, c)
+                }
+                None => false,
+            },
             // Falco gives every tracked descriptor its name, empty for sockets without
             // endpoints (a packet socket: `fd.name` is "").
             F::FdName => match self.fd() {
