@@ -224,6 +224,24 @@ pub fn descriptor_result_masks(ruleset: &Ruleset) -> Vec<(vigil_event::EventType
         .collect()
 }
 
+/// The opens whose failed calls no rule can match unless the path as passed contains some
+/// bytes: per open type (`open`, `openat`, `openat2`, `creat`) whose failures some enabled
+/// rule may match, the string `fd.nameraw` must contain for any of them to
+/// ([`Ruleset::failure_substring`]: Falco's `directory_traversal` requires `'../'`). For a
+/// failed open, `fd.nameraw` is the path argument as passed, so the kernel driver can search
+/// the path it copied and leave out the other failures. Types whose failures no rule may
+/// match are left out here (they are filtered whole).
+pub fn failure_path_needles(ruleset: &Ruleset) -> Vec<(vigil_event::EventType, Vec<u8>)> {
+    let Ok(nameraw) = vigil_state::catalog().lookup("fd.nameraw", None) else {
+        return Vec::new();
+    };
+    ["open", "openat", "openat2", "creat"]
+        .iter()
+        .filter_map(|name| vigil_event::table::by_name(name))
+        .filter_map(|etype| Some((etype, ruleset.failure_substring(etype.0, &nameraw)?)))
+        .collect()
+}
+
 /// Seccomp conditions for opens whose every watching rule requires a write
 /// (`evt.is_open_write = true` as a top-level conjunct, as in Falco's `open_write` macro): the
 /// access mode in the flags register (`flags & O_ACCMODE`) is `O_WRONLY` or `O_RDWR`, exactly
@@ -382,6 +400,50 @@ mod tests {
         let rules = ruleset(&rule("Any dup", "evt.type = dup2", "a"));
         let f = KernelFilter::derive(&rules, None, false).unwrap();
         assert!(f.report_when.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn failed_opens_need_the_string_every_failure_matching_rule_requires() {
+        let needles = |text: &str| -> Vec<(&'static str, Vec<u8>)> {
+            failure_path_needles(&ruleset(text))
+                .into_iter()
+                .map(|(t, n)| (t.name(), n))
+                .collect()
+        };
+        let dots = || b"../".to_vec();
+        let traversal = rule(
+            "Traversal",
+            "evt.type in (open, openat) and fd.nameraw contains '../' \
+             and fd.nameraw glob '*../*'",
+            "a",
+        );
+        assert_eq!(needles(&traversal), [("open", dots()), ("openat", dots())]);
+        // Another rule that may match a failed openat and requires no such string: every
+        // failed openat may match.
+        let any = rule("Any", "evt.type = openat and proc.name = x", "a");
+        assert_eq!(needles(&format!("{traversal}{any}")), [("open", dots())]);
+        // One that excludes failures changes nothing.
+        let ok = rule("Ok", "evt.type = openat and fd.num >= 0", "a");
+        assert_eq!(needles(&format!("{traversal}{ok}")).len(), 2);
+        // Rules requiring different strings share none: no filter.
+        let other = rule(
+            "Other",
+            "evt.type = openat and fd.nameraw contains '/x/'",
+            "a",
+        );
+        assert_eq!(needles(&format!("{traversal}{other}")), [("open", dots())]);
+        // Two strings required, one shared: the shared one.
+        let both = rule(
+            "Both",
+            "evt.type = openat and fd.nameraw contains '/x/' and fd.nameraw contains '../'",
+            "a",
+        );
+        assert_eq!(
+            needles(&format!("{other}{both}")),
+            [("openat", b"/x/".to_vec())]
+        );
+        // No rule may match a failure: nothing here (the failures are filtered whole).
+        assert!(needles(&ok).is_empty());
     }
 
     #[test]

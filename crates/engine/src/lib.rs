@@ -44,8 +44,8 @@ pub mod kernel_filter;
 pub mod profile;
 
 pub use kernel_filter::{
-    descriptor_result_masks, fold_workload_constants, is_workload_constant, EnforceSelection,
-    FilterError, KernelFilter, ENFORCE_TAG,
+    descriptor_result_masks, failure_path_needles, fold_workload_constants, is_workload_constant,
+    EnforceSelection, FilterError, KernelFilter, ENFORCE_TAG,
 };
 
 /// The name diagnostics use for the embedded default ruleset.

@@ -111,6 +111,8 @@ impl<'c> Compiler<'c> {
         };
         let mut required = Vec::new();
         required_numbers(&root, &mut required);
+        let mut required_substrings = Vec::new();
+        self::required_substrings(&root, &mut required_substrings);
         let mut fields = Vec::new();
         fields_of(&root, &mut fields);
         let failed = self.failure_fields();
@@ -140,6 +142,7 @@ impl<'c> Compiler<'c> {
             code: crate::eval::lower(root),
             entry_code,
             required,
+            required_substrings,
             event_types,
             failure_types: failure_types.into(),
             fields,
@@ -1300,6 +1303,26 @@ fn required_numbers(node: &Node, out: &mut Vec<(FieldRef, Box<[i128]>)>) {
             };
             if let Some(field) = lhs.plain_field() {
                 out.push((field.clone(), values));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The `field contains 'S'` conjuncts of `node`'s top-level `and` (through memo wrappers), on
+/// untransformed fields: the condition cannot hold unless the field contains `S`.
+fn required_substrings(node: &Node, out: &mut Vec<(FieldRef, Box<[u8]>)>) {
+    match node {
+        Node::And(items) => items.iter().for_each(|n| required_substrings(n, out)),
+        Node::Memo { inner, .. } => required_substrings(inner, out),
+        Node::Test {
+            lhs,
+            test: Test::Contains(finder),
+            all: false,
+            ..
+        } if lhs.transformers.is_empty() => {
+            if let Some(field) = lhs.plain_field() {
+                out.push((field.clone(), finder.needle().into()));
             }
         }
         _ => {}
@@ -2557,6 +2580,34 @@ mod tests {
             let expr = parse_condition(src).unwrap();
             let filter = Compiler::new(&cat).compile(&expr).unwrap();
             assert_eq!(filter.required_values(&fd_num), want, "{src}");
+        }
+    }
+
+    #[test]
+    fn required_substrings_come_from_top_level_contains_conjuncts() {
+        let cat = FakeCatalog::new();
+        let nameraw = cat.lookup("fd.nameraw", None).unwrap();
+        let cases: [(&str, &[&str]); 7] = [
+            (
+                "(fd.nameraw contains '../' and fd.nameraw glob '*../*../*') and proc.name = cat",
+                &["../"],
+            ),
+            (
+                "fd.nameraw contains abc and (proc.name = x and fd.nameraw contains def)",
+                &["abc", "def"],
+            ),
+            ("fd.nameraw contains '../' or proc.name = cat", &[]),
+            ("not fd.nameraw contains '../' and proc.name = cat", &[]),
+            ("fd.nameraw icontains abc", &[]),
+            ("fd.nameraw startswith /etc", &[]),
+            ("fd.name contains abc", &[]),
+        ];
+        for (src, want) in cases {
+            let expr = parse_condition(src).unwrap();
+            let filter = Compiler::new(&cat).compile(&expr).unwrap();
+            let got: Vec<&[u8]> = filter.required_substrings(&nameraw).collect();
+            let want: Vec<&[u8]> = want.iter().map(|s| s.as_bytes()).collect();
+            assert_eq!(got, want, "{src}");
         }
     }
 }

@@ -826,6 +826,9 @@ pub struct Filter {
     /// Necessary conditions of the form `field = N` / `field in (N, …)`: conjuncts of the
     /// top-level `and` (the condition cannot hold unless the field takes one of the values).
     pub(crate) required: Vec<(FieldRef, Box<[i128]>)>,
+    /// Necessary conditions of the form `field contains 'S'`: conjuncts of the top-level
+    /// `and` (the condition cannot hold unless the field contains `S`).
+    pub(crate) required_substrings: Vec<(FieldRef, Box<[u8]>)>,
     pub(crate) event_types: Option<Vec<u16>>,
     /// Bit set of the event types for which the condition may hold on a failed call (one
     /// whose result is an error): clear where a test such as `evt.res = SUCCESS` rules
@@ -897,6 +900,19 @@ impl Filter {
             .iter()
             .find(|(f, _)| f == field)
             .map(|(_, values)| &values[..])
+    }
+
+    /// The byte strings `field` must contain for the condition to hold, as top-level
+    /// conjuncts say (`fd.nameraw contains '../' and …`): case-sensitive `contains` tests on
+    /// the untransformed field. Lets a driver filter before delivery (a kernel-side search).
+    pub fn required_substrings<'s>(
+        &'s self,
+        field: &'s FieldRef,
+    ) -> impl Iterator<Item = &'s [u8]> + 's {
+        self.required_substrings
+            .iter()
+            .filter(move |(f, _)| f == field)
+            .map(|(_, s)| &s[..])
     }
 
     /// Whether the condition may hold for a failed call of `event_type` (`false`: some test
@@ -2011,6 +2027,7 @@ mod tests {
                     code: lower(shape(&x)),
                     entry_code: None,
                     required: Vec::new(),
+                    required_substrings: Vec::new(),
                     event_types: None,
                     failure_types: Box::new([]),
                     fields: Vec::new(),

@@ -474,6 +474,41 @@ impl Ruleset {
             .any(|&i| self.rules[i as usize].filter.may_match_failure(event_type))
     }
 
+    /// A byte string that `field` must contain for any enabled rule watching `event_type` to
+    /// match a failed call of it: one that every such rule that may match a failure
+    /// ([`Ruleset::may_match_failure`]) requires ([`Filter::required_substrings`]; the
+    /// longest when several are shared). `None` when no rule may match a failure (the
+    /// failures are unused altogether), or when one of them requires no such string, or when
+    /// they share none.
+    pub fn failure_substring(
+        &self,
+        event_type: u16,
+        field: &vigil_fields::FieldRef,
+    ) -> Option<Vec<u8>> {
+        let mut shared: Option<Vec<&[u8]>> = None;
+        for &i in self.candidates(event_type) {
+            let filter = &self.rules[i as usize].filter;
+            if !filter.may_match_failure(event_type) {
+                continue;
+            }
+            let own: Vec<&[u8]> = filter
+                .required_substrings(field)
+                .filter(|s| !s.is_empty())
+                .collect();
+            shared = Some(match shared {
+                None => own,
+                Some(mut common) => {
+                    common.retain(|s| own.contains(s));
+                    common
+                }
+            });
+        }
+        shared?
+            .into_iter()
+            .max_by_key(|s| s.len())
+            .map(<[u8]>::to_vec)
+    }
+
     /// Whether some enabled rule watching `event_type` may need to see the syscall's entry:
     /// it may match a failed call (see [`Filter::may_match_failure`]), or its condition or
     /// output reads a field `entry_only` names (what only the entry arguments carry). When

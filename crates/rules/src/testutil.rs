@@ -60,6 +60,7 @@ static FIELDS: &[FieldDef] = &[
     def("evt.failed", FieldType::Bool, ArgKind::None, false),
     def("evt.cpu", FieldType::I64, ArgKind::None, false),
     def("thread.cpu", FieldType::Double, ArgKind::None, false),
+    def("fd.nameraw", FieldType::Str, ArgKind::None, false),
 ];
 
 pub(crate) struct FakeCatalog;
