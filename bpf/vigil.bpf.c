@@ -233,6 +233,25 @@ struct {
 	__type(value, __u8);
 } skip_failed SEC(".maps");
 
+// Per syscall number (the open family), set by user space when the rules may match a failed
+// call only if its path as passed contains some bytes (`BpfOptions::failure_needles`:
+// Falco's `directory_traversal` needs "../"): the bytes (`len` of them, 0: no filter) and the
+// argument holding the path. A failed call whose copied path lacks them is counted
+// (FILTERED_FAILED) and not recorded (`failure_wanted`).
+#define NEEDLE_MAX 16
+struct failure_needle {
+	__u8 b[NEEDLE_MAX];
+	__u32 len;
+	__u32 arg;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 512);
+	__type(key, __u32);
+	__type(value, struct failure_needle);
+} failure_needles SEC(".maps");
+
 struct scratch_buf {
 	__u8 b[SCRATCH_SIZE];
 };
@@ -1104,6 +1123,57 @@ static __always_inline void fold_held_into(__u32 nr, const __u64 *args, __s64 re
 	}
 }
 
+struct needle_ctx {
+	const struct failure_needle *nd;
+	__u32 data;  // the path's offset in the scratch buffer
+	__u32 last;  // the last offset (from `data`) the needle may start at
+	__u32 found;
+};
+
+// Whether the needle starts at offset `i` of the path (bpf_loop callback: 1 ends the loop).
+static long needle_at(__u64 i, struct needle_ctx *c)
+{
+	if (i > c->last)
+		return 1;
+	__u8 *buf = scratch_buf();
+	if (!buf)
+		return 1;
+	const struct failure_needle *nd = c->nd;
+	__u32 at = c->data + (__u32)i;
+	#pragma unroll
+	for (int j = 0; j < NEEDLE_MAX; j++) {
+		if (j >= nd->len) {
+			c->found = 1;
+			return 1;
+		}
+		if (buf[(at + j) & OFF_MASK] != nd->b[j])
+			return 0;
+	}
+	c->found = 1;
+	return 1;
+}
+
+// Whether a failed call whose path argument was copied into the blob at `blob` (NO_BLOB:
+// none) is wanted under needle `nd`: its path contains the needle.
+#define NO_BLOB 0xffffffffu
+static __always_inline int failure_wanted(__u8 *buf, const struct failure_needle *nd, __u32 blob)
+{
+	if (blob == NO_BLOB)
+		return 0;
+	const struct blob_hdr *bh = (const struct blob_hdr *)&buf[blob & OFF_MASK];
+	__u32 len = bh->len;
+	if (nd->len == 0 || nd->len > NEEDLE_MAX || len < nd->len || len > MAX_PATH)
+		return 0;
+	struct needle_ctx c = {
+		.nd = nd,
+		.data = blob_begin(buf, blob),
+		.last = len - nd->len,
+		.found = 0,
+	};
+	bpf_loop(MAX_PATH, needle_at, &c, 0);
+	return c.found;
+}
+
 // The record of a completed syscall `nr` with its six argument registers and result.
 static __always_inline int emit_syscall(__u8 *buf, __u32 nr, const __u64 *args, __s64 ret)
 {
@@ -1111,13 +1181,21 @@ static __always_inline int emit_syscall(__u8 *buf, __u32 nr, const __u64 *args, 
 		return 0;
 	fold_held_into(nr, args, ret);
 	struct rec_hdr *h = (struct rec_hdr *)buf;
-	fill_hdr(h, REC_SYSCALL, (__u16)nr, ret);
+	// Stamped once it is known to be written (below): a filtered failure reads no clock.
+	fill_hdr_at(h, REC_SYSCALL, (__u16)nr, ret, 0);
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
 		h->args[i] = args[i];
 
 	__u32 off = sizeof(struct rec_hdr);
 	__u32 key = nr & 511;
+	const struct failure_needle *nd = 0;
+	if (ret < 0) {
+		nd = bpf_map_lookup_elem(&failure_needles, &key);
+		if (nd && nd->len == 0)
+			nd = 0;
+	}
+	__u32 needle_blob = NO_BLOB;
 	struct spec *sp = bpf_map_lookup_elem(&specs, &key);
 	if (sp) {
 		#pragma unroll
@@ -1126,6 +1204,8 @@ static __always_inline int emit_syscall(__u8 *buf, __u32 nr, const __u64 *args, 
 			const void *p = (const void *)h->args[i];
 			if (cap == CAP_NONE || !p)
 				continue;
+			if (nd && cap == CAP_STR && nd->arg == i)
+				needle_blob = off;
 			if (cap == CAP_STR)
 				off = put_user_str(buf, off, i, p, MAX_PATH);
 			else if (cap == CAP_STR_SHORT)
@@ -1144,6 +1224,11 @@ static __always_inline int emit_syscall(__u8 *buf, __u32 nr, const __u64 *args, 
 		if (sp->msg && h->args[1])
 			off = put_msghdr(buf, off, (const struct user_msghdr *)h->args[1]);
 	}
+	if (nd && !failure_wanted(buf, nd, needle_blob)) {
+		count_drop(FILTERED_FAILED);
+		return 0;
+	}
+	h->ts = bpf_ktime_get_boot_ns();
 	hdr_set_len(h, off);
 	emit(buf, off);
 	return 0;

@@ -116,6 +116,16 @@ pub fn failed_unused(ruleset: &Ruleset, interest: &InterestSet, capture: bool) -
         .collect()
 }
 
+/// The failed opens the driver delivers only when their path as passed contains a string
+/// every rule that may match one requires (`vigil_engine::failure_path_needles`), for it to
+/// search in the kernel; none when a capture is written (it records every failure).
+pub fn failure_needles(ruleset: &Ruleset, capture: bool) -> Vec<(EventType, Vec<u8>)> {
+    if capture {
+        return Vec::new();
+    }
+    vigil_engine::failure_path_needles(ruleset)
+}
+
 /// Watches this host with `config` and `ruleset` (what `configure` returned at the start)
 /// until a stop signal or the end of `options.duration`; `configure` reads them again for a
 /// reload. Returns the counters line of `--stats` when asked.
@@ -146,6 +156,7 @@ pub fn watch(
             interest,
             failed_unused: unused,
             result_masks: vigil_engine::descriptor_result_masks(&ruleset),
+            failure_needles: failure_needles(&ruleset, options.write.is_some()),
             raw_fallback: options.raw_fallback,
             hook: options.hook,
             floor: options.floor,
@@ -271,7 +282,8 @@ pub fn watch(
         let interest = rules_interest(ruleset, notice);
         let unused = failed_unused(ruleset, &interest, write);
         let masks = vigil_engine::descriptor_result_masks(ruleset);
-        source.set_interest_and_failures(&interest, &unused, &masks)?;
+        let needles = failure_needles(ruleset, write);
+        source.set_interest_and_failures(&interest, &unused, &masks, &needles)?;
         Ok(Reapplied {
             syscalls: source.attached_syscalls().len() + source.fallback_syscalls().len(),
             notes: coverage(source, raw_fallback, verbose, true),
@@ -514,7 +526,8 @@ mod tests {
 
     /// Falco's stable rules: `open_read`/`open_write` (`fd.num>=0`, the result of an open)
     /// exclude failures, but `Directory traversal monitored file read` also takes
-    /// `open_file_failed`, so failed opens stay delivered; `spawned_process` has no result
+    /// `open_file_failed`, so failed opens stay delivered, those with `../` in their path only
+    /// (`failure_needles`); `spawned_process` has no result
     /// test (failed execs may match); the state's credential, session, descriptor-duplicating
     /// and clone calls are watched by no rule that may match a failure.
     #[test]
@@ -589,5 +602,20 @@ mod tests {
         for name in ["dup", "dup3"] {
             assert!(unused.contains(&name), "{name}: {unused:?}");
         }
+        // Only `Directory traversal monitored file read` may match a failed open, and it
+        // requires `fd.nameraw contains '../'`: the kernel keeps only those failures.
+        let needles: Vec<(&str, Vec<u8>)> = failure_needles(&rs, false)
+            .into_iter()
+            .map(|(t, n)| (t.name(), n))
+            .collect();
+        let dots = || b"../".to_vec();
+        assert_eq!(
+            needles,
+            [("open", dots()), ("openat", dots()), ("openat2", dots())]
+        );
+        assert!(
+            failure_needles(&rs, true).is_empty(),
+            "a capture keeps them all"
+        );
     }
 }

@@ -145,6 +145,13 @@ pub struct BpfOptions {
     /// call with another result as state-only: held back and folded like an unwatched one
     /// (counted in [`KernelDrops::folded_state`]). Empty (the default): no such filter.
     pub result_masks: Vec<(EventType, u64)>,
+    /// Per open type whose failures some rule may match, but only when the path as passed
+    /// contains some bytes (`vigil_engine::failure_path_needles`: Falco's
+    /// `directory_traversal` needs `'../'`): the kernel searches the path it copied and
+    /// filters out a failed call without them, counted with
+    /// [`KernelDrops::filtered_failed`]. At most [`spec::NEEDLE_MAX`] bytes are searched (a
+    /// longer string's prefix, which it contains). Empty (the default): no such filter.
+    pub failure_needles: Vec<(EventType, Vec<u8>)>,
     /// The longest [`Source::next_batch`] (and [`Source::next_batch_until`], whatever its
     /// deadline) blocks before it returns, with an empty batch if nothing came: the bound on
     /// how long a record written without a wakeup stays unread.
@@ -177,6 +184,7 @@ impl Default for BpfOptions {
             interest: InterestSet::new(),
             failed_unused: InterestSet::new(),
             result_masks: Vec::new(),
+            failure_needles: Vec::new(),
             max_wait: Duration::from_secs(1),
             wake_bytes: u64::from(sys::RING_BYTES / 8),
             reorder_window: Duration::from_nanos(REORDER_WINDOW_NS),
@@ -268,6 +276,8 @@ pub struct BpfSource {
     failed_unused: InterestSet,
     /// [`BpfOptions::result_masks`], as last set.
     result_masks: Vec<(EventType, u64)>,
+    /// [`BpfOptions::failure_needles`], as last set.
+    failure_needles: Vec<(EventType, Vec<u8>)>,
     /// The watched syscalls whose failed calls are filtered out in the kernel.
     filtered: Vec<&'static str>,
     /// [`BpfOptions::reorder_window`].
@@ -346,6 +356,7 @@ impl BpfSource {
                 hook_fallback,
                 failed_unused: options.failed_unused.clone(),
                 result_masks: options.result_masks.clone(),
+                failure_needles: options.failure_needles.clone(),
                 filtered: Vec::new(),
                 reorder_window_ns,
                 waiter,
@@ -438,20 +449,36 @@ impl BpfSource {
             })
             .collect();
         self.bpf.set_result_filters(&result_filters)?;
+        let needles: Vec<(u32, sys::Needle)> = self
+            .failure_needles
+            .iter()
+            .filter(|(etype, _)| spec::needle_filtered(*etype, interest, &self.failed_unused))
+            .filter_map(|(etype, needle)| {
+                let nr = u32::from(vigil_event::arch::native_nr(etype.spec().nr?)?);
+                Some((
+                    nr,
+                    sys::Needle::new(spec::failure_path_arg(*etype)?, needle)?,
+                ))
+            })
+            .collect();
+        self.bpf.set_failure_needles(&needles)?;
         Ok(())
     }
 
     /// Changes what is watched ([`Source::set_interest`]) and which failed calls are filtered
-    /// out in the kernel ([`BpfOptions::failed_unused`]) and which results of the watched dups
-    /// ([`BpfOptions::result_masks`]), e.g. after the rules were reloaded.
+    /// out in the kernel ([`BpfOptions::failed_unused`], [`BpfOptions::failure_needles`]) and
+    /// which results of the watched dups ([`BpfOptions::result_masks`]), e.g. after the rules
+    /// were reloaded.
     pub fn set_interest_and_failures(
         &mut self,
         interest: &InterestSet,
         failed_unused: &InterestSet,
         result_masks: &[(EventType, u64)],
+        failure_needles: &[(EventType, Vec<u8>)],
     ) -> Result<(), EbpfError> {
         self.failed_unused = failed_unused.clone();
         self.result_masks = result_masks.to_vec();
+        self.failure_needles = failure_needles.to_vec();
         self.attach(interest)
     }
 
@@ -538,7 +565,8 @@ impl BpfSource {
     }
 
     /// Failed calls the kernel filtered out because nothing could use them
-    /// ([`BpfOptions::failed_unused`]): not delivered, and not drops.
+    /// ([`BpfOptions::failed_unused`], [`BpfOptions::failure_needles`]): not delivered, and
+    /// not drops.
     pub fn filtered_failed(&self) -> u64 {
         self.bpf.drops().filtered_failed
     }

@@ -280,6 +280,40 @@ pub fn skip_failed(etype: EventType, failed_unused: &InterestSet) -> bool {
     failed_unused.contains(etype) && !STATE_USES_FAILED.contains(&etype.name())
 }
 
+/// The open types whose failed calls the kernel may search for a string the rules require
+/// (`failure_needles` in `bpf/vigil.bpf.c`), and the argument it searches: the path as
+/// passed, which is `fd.nameraw` of a failed open.
+const NEEDLE_FILTERABLE: &[&str] = &["open", "openat", "openat2", "creat"];
+
+/// The most bytes of a failure needle the kernel searches for (`struct failure_needle`).
+pub const NEEDLE_MAX: usize = 16;
+
+/// The argument register holding the path of a [`NEEDLE_FILTERABLE`] type (its one path
+/// string in [`DEFS`]); `None` for other types.
+pub fn failure_path_arg(etype: EventType) -> Option<u8> {
+    if !NEEDLE_FILTERABLE.contains(&etype.name()) {
+        return None;
+    }
+    let def = DEFS.iter().find(|d| d.name == etype.name())?;
+    let mut paths = def.params.iter().filter_map(|src| match src {
+        Str(n) => Some(*n),
+        _ => None,
+    });
+    let arg = paths.next()?;
+    paths.next().is_none().then_some(arg)
+}
+
+/// Whether the kernel searches the failed calls of `etype` for a needle
+/// ([`crate::BpfOptions::failure_needles`]): a [`NEEDLE_FILTERABLE`] type that is captured
+/// (in the driver's interest) and whose failures are not filtered whole already
+/// ([`skip_failed`]) nor used by the state engine.
+pub fn needle_filtered(etype: EventType, rules: &InterestSet, failed_unused: &InterestSet) -> bool {
+    failure_path_arg(etype).is_some()
+        && driver_interest(rules).contains(etype)
+        && !skip_failed(etype, failed_unused)
+        && !STATE_USES_FAILED.contains(&etype.name())
+}
+
 /// The state-needed descriptor operations the kernel may fold away when they are captured for
 /// the state engine alone (`hold_state_op` in `bpf/vigil.bpf.c`): each only sets one
 /// descriptor (a close releases it, a dup or `fcntl(F_DUPFD*)` makes it from another), so

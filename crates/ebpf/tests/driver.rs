@@ -125,6 +125,12 @@ per_hook!(failed_calls_filtered:
     failed_calls_nothing_uses_are_filtered_in_the_kernel_exit = Some(Hook::Exit),
     failed_calls_nothing_uses_are_filtered_in_the_kernel_tracepoint = Some(Hook::Tracepoint),
 );
+per_hook!(failed_opens_searched:
+    failed_opens_are_kept_only_with_the_needle = None,
+    failed_opens_are_kept_only_with_the_needle_raw = Some(Hook::Raw),
+    failed_opens_are_kept_only_with_the_needle_exit = Some(Hook::Exit),
+    failed_opens_are_kept_only_with_the_needle_tracepoint = Some(Hook::Tracepoint),
+);
 per_hook!(memfd_exec:
     exec_of_a_memfd_carries_the_memfd_flag_and_name = None,
     exec_of_a_memfd_carries_the_memfd_flag_and_name_raw = Some(Hook::Raw),
@@ -846,7 +852,7 @@ fn failed_calls_filtered(hook: Option<Hook>) {
 
     // The rules now want failures (a reload): the failed call is delivered with its error.
     source
-        .set_interest_and_failures(&types(&interest), &InterestSet::new(), &[])
+        .set_interest_and_failures(&types(&interest), &InterestSet::new(), &[], &[])
         .expect("set_interest_and_failures");
     assert!(source.filtered_failures().is_empty());
     let missing = format!("{present}.missing2");
@@ -863,6 +869,87 @@ fn failed_calls_filtered(hook: Option<Hook>) {
         opens
             .iter()
             .any(|(n, r)| n == present.as_bytes() && *r >= 0),
+        "{opens:?}"
+    );
+}
+
+/// A rule may match a failed `openat` only when its path contains "../"
+/// (`BpfOptions::failure_needles`): the kernel searches the path it copied.
+fn failed_opens_searched(hook: Option<Hook>) {
+    let interest = ["openat"];
+    let needles = |n: &[u8]| vec![(table::by_name("openat").expect("openat"), n.to_vec())];
+    let Some(mut source) = open_options(BpfOptions {
+        interest: types(&interest),
+        failure_needles: needles(b"../"),
+        hook,
+        ..BpfOptions::default()
+    }) else {
+        return;
+    };
+    const ENOENT: i64 = 2;
+    let present = temp_path("needle");
+    // Missing because its directory is: a failure whose path has the needle, at its end.
+    let dotted = format!("{present}.nodir/../");
+    let opens = cat_openats(&mut source, &dotted, &present);
+    assert!(
+        opens
+            .iter()
+            .any(|(n, r)| n == dotted.as_bytes() && *r == -ENOENT),
+        "the failed openat with \"../\" is delivered with its result: {opens:?}"
+    );
+    let dotted = format!("{present}.nodir/../x");
+    let opens = cat_openats(&mut source, &dotted, &present);
+    assert!(
+        opens
+            .iter()
+            .any(|(n, r)| n == dotted.as_bytes() && *r == -ENOENT),
+        "and in its middle: {opens:?}"
+    );
+    let dotted = format!("../vigil-ebpf-missing-{}", std::process::id());
+    let opens = cat_openats(&mut source, &dotted, &present);
+    assert!(
+        opens
+            .iter()
+            .any(|(n, r)| n == dotted.as_bytes() && *r == -ENOENT),
+        "and at its start: {opens:?}"
+    );
+    // Near misses: "..", "./", "../" split by another byte.
+    for missing in [
+        format!("{present}.missing"),
+        format!("{present}.nodir/.."),
+        format!("{present}.nodir/./x"),
+        format!("{present}.nodir/.x./"),
+    ] {
+        let before = source.filtered_failed();
+        let opens = cat_openats(&mut source, &missing, &present);
+        assert!(
+            opens.iter().all(|(n, _)| n != missing.as_bytes()),
+            "a failed openat without \"../\" is filtered out: {opens:?}"
+        );
+        assert!(
+            opens
+                .iter()
+                .any(|(n, r)| n == present.as_bytes() && *r >= 0),
+            "the successful openat is delivered: {opens:?}"
+        );
+        let filtered = source.filtered_failed();
+        assert!(
+            filtered > before,
+            "counted ({before} -> {filtered}): {missing}"
+        );
+    }
+    assert_eq!(source.stats().dropped_total(), 0, "filtering is not a loss");
+    // Reloaded without the needle: every failure is delivered again.
+    source
+        .set_interest_and_failures(&types(&interest), &InterestSet::new(), &[], &[])
+        .expect("set_interest_and_failures");
+    let missing = format!("{present}.missing2");
+    let opens = cat_openats(&mut source, &missing, &present);
+    let _ = std::fs::remove_file(&present);
+    assert!(
+        opens
+            .iter()
+            .any(|(n, r)| n == missing.as_bytes() && *r == -ENOENT),
         "{opens:?}"
     );
 }
@@ -1434,7 +1521,7 @@ fn held_descriptor_operations(hook: Option<Hook>) {
     // captured for the state alone fold into the dups that reuse their numbers.
     let rules = types(&["openat", "read", "write", "dup"]);
     source
-        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules), &[])
+        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules), &[], &[])
         .expect("set_interest_and_failures");
     let (events, pid) = run_fd_actions(&mut source, &path);
     let mine: Vec<&Event> = events.iter().filter(|e| e.pid == pid).collect();
@@ -1462,7 +1549,7 @@ fn held_descriptor_operations(hook: Option<Hook>) {
         .map(|n| (table::by_name(n).expect("a dup type"), 0b111))
         .collect();
     source
-        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules), &masks)
+        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules), &masks, &[])
         .expect("set_interest_and_failures");
     let folded_before = source.folded_state();
     let (events, pid) = run_fd_actions(&mut source, &path);
@@ -1514,7 +1601,7 @@ fn held_descriptor_operations(hook: Option<Hook>) {
     // Rules now watch dup2 and close (a reload): every call arrives, with its fields.
     let rules = types(&["openat", "read", "write", "dup2", "close"]);
     source
-        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules), &[])
+        .set_interest_and_failures(&rules, &vigil_ebpf::driver_interest(&rules), &[], &[])
         .expect("set_interest_and_failures");
     let (events, pid) = run_fd_actions(&mut source, &path);
     let _ = std::fs::remove_file(&path);

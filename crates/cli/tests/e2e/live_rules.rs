@@ -358,3 +358,49 @@ fn evt_cpu_is_the_cpu_the_open_ran_on_live_and_in_replay() {
     assert_eq!(replayed, live, "the replay gives the same evt.cpu");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Falco's `Directory traversal monitored file read` also takes failed opens, but only of a
+/// path with `../` in it: `vigil watch` has the kernel search each failed open's path for
+/// `../` and deliver only those (`BpfOptions::failure_needles`). The failed traversal still
+/// alerts, with the path as passed; the failures without `../` are filtered and counted.
+#[test]
+fn a_failed_traversal_open_still_alerts_under_falco_rules() {
+    let _host = host::alone(module_path!());
+    if skip_or_fail("a_failed_traversal_open_still_alerts_under_falco_rules") {
+        return;
+    }
+    let _serial = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    // Resolves (lexically, as Falco does) to /etc/…, which does not exist: ENOENT.
+    let missing = format!("/tmp/vigil-traversal-{pid}/../../etc/vigil-missing-{pid}");
+    let watch = Watch::start(&[falco_rules()]);
+    let from = watch.cursor();
+    let seen = (0..10).find_map(|_| {
+        let status = std::process::Command::new("cat")
+            .arg(&missing)
+            .arg(format!("/etc/vigil-missing-direct-{pid}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("run cat");
+        assert_eq!(status.code(), Some(1), "cat: both files are missing");
+        watch.wait_for(from, |a| {
+            a["rule"] == "Directory traversal monitored file read"
+                && output_field(a, "fd.nameraw").as_deref() == Some(missing.as_str())
+        })
+    });
+    let Some(alert) = seen else {
+        panic!(
+            "no alert for the failed open of {missing}; alerts: {:?}\nstderr:\n{}",
+            watch.alerts_of(from, "Directory traversal monitored file read"),
+            watch.stderr()
+        );
+    };
+    assert_eq!(
+        output_field(&alert, "fd.name").as_deref(),
+        Some(format!("/etc/vigil-missing-{pid}").as_str()),
+        "{alert}"
+    );
+    assert_eq!(output_field(&alert, "evt.type").as_deref(), Some("openat"));
+    watch.stop();
+}

@@ -10,6 +10,40 @@ use crate::EbpfError;
 /// The `wake_types` key of `procexit` (the others are syscall numbers).
 pub const WAKE_KEY_PROCEXIT: u32 = 512;
 
+/// A string whose absence filters out a failed call (`struct failure_needle` in
+/// `bpf/vigil.bpf.c`): the kernel searches the path string of argument `arg` for `bytes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Needle {
+    arg: u8,
+    bytes: Vec<u8>,
+}
+
+impl Needle {
+    /// The needle `bytes` (at most [`crate::spec::NEEDLE_MAX`] of them searched: a longer
+    /// string contains its prefix) in the path of argument `arg`; `None` for an empty one
+    /// (every path contains it) or an argument beyond the six registers.
+    pub fn new(arg: u8, bytes: &[u8]) -> Option<Needle> {
+        if bytes.is_empty() || arg >= 6 {
+            return None;
+        }
+        let n = bytes.len().min(crate::spec::NEEDLE_MAX);
+        Some(Needle {
+            arg,
+            bytes: bytes[..n].to_vec(),
+        })
+    }
+
+    /// The map value: the bytes (zero-padded), their count, the argument.
+    fn to_value(&self) -> [u8; crate::spec::NEEDLE_MAX + 8] {
+        let mut value = [0u8; crate::spec::NEEDLE_MAX + 8];
+        value[..self.bytes.len()].copy_from_slice(&self.bytes);
+        let len = u32::try_from(self.bytes.len()).unwrap_or(0);
+        value[16..20].copy_from_slice(&len.to_ne_bytes());
+        value[20..24].copy_from_slice(&u32::from(self.arg).to_ne_bytes());
+        value
+    }
+}
+
 /// Drop counters kept by the kernel side, per reason (summed over CPUs), the count of
 /// failed calls filtered out by design (not a loss) and the count of records committed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -132,6 +166,27 @@ impl Bpf {
             set(filter.0, Some(filter.1))?;
         }
         self.result_filters = filters.to_vec();
+        Ok(())
+    }
+
+    /// Makes exactly the syscalls of `needles` (kernel number, needle) keep a failed call only
+    /// when its path contains the needle (`failure_needles` in `bpf/vigil.bpf.c`). The others:
+    /// no such filter.
+    pub fn set_failure_needles(&mut self, needles: &[(u32, Needle)]) -> Result<(), EbpfError> {
+        let map = &self.skel.maps.failure_needles;
+        let set = |nr: u32, value: [u8; crate::spec::NEEDLE_MAX + 8]| {
+            map.update(&nr.to_ne_bytes(), &value, MapFlags::ANY)
+                .map_err(load_err("fill the failure-needle map"))
+        };
+        for (nr, _) in &self.failure_needles {
+            if !needles.iter().any(|(n, _)| n == nr) {
+                set(*nr, [0; crate::spec::NEEDLE_MAX + 8])?;
+            }
+        }
+        for (nr, needle) in needles.iter().filter(|n| !self.failure_needles.contains(n)) {
+            set(*nr, needle.to_value())?;
+        }
+        self.failure_needles = needles.to_vec();
         Ok(())
     }
 

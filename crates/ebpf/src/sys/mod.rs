@@ -31,7 +31,7 @@ mod time;
 mod tracefs;
 
 pub use btf::fexit_target;
-pub use maps::{KernelDrops, KernelWakeups, WAKE_KEY_PROCEXIT};
+pub use maps::{KernelDrops, KernelWakeups, Needle, WAKE_KEY_PROCEXIT};
 pub use probe::{bpf_call_refused, missing_feature, OLDEST_KERNEL};
 pub use ring::{Waiter, RING_BYTES};
 pub use time::{boot_now, boot_to_wall_offset};
@@ -91,6 +91,8 @@ pub struct Bpf {
     state_only_keys: Vec<u32>,
     /// The `result_filters` entries as last set (kernel number, allowed results).
     result_filters: Vec<(u32, u64)>,
+    /// The `failure_needles` entries as last set (kernel number, needle).
+    failure_needles: Vec<(u32, Needle)>,
     skel: VigilSkel<'static>,
     /// Raw records consumed but not yet decoded: `[u32 length][bytes]…`.
     raw: Rc<RefCell<Vec<u8>>>,

@@ -162,6 +162,7 @@ impl Bpf {
             wake_keys: Vec::new(),
             state_only_keys: Vec::new(),
             result_filters: Vec::new(),
+            failure_needles: Vec::new(),
             skel,
             raw,
             tracefs,
