@@ -6,7 +6,8 @@
 # (/dev/ttyS1) as gzip+base64 blocks between `=== begin NAME` and `=== end NAME` lines, and one
 # `phase NAME exit=N` line. The host side decides what passed: this script only collects.
 #
-# Kernel command line: `vigil.phases=a,b,…` selects phases (default: all).
+# Kernel command line: `vigil.phases=a,b,…` selects phases (default: all; `stall`: none, and
+# the guest then writes nothing more).
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 mount -t proc proc /proc
@@ -138,6 +139,13 @@ run_phase() {
 say "guest kernel $(uname -r)"
 echo 1 >/proc/sys/kernel/bpf_stats_enabled 2>/dev/null
 say "bpf_stats_enabled=$(cat /proc/sys/kernel/bpf_stats_enabled 2>/dev/null)"
+
+# `vigil.phases=stall` (the stall check of crates/cli/tests/e2e/kernels.rs): one phase line, then
+# nothing, however fast the guest boots, so that boot.sh must stop it as stalled.
+if [ "$phases" = stall ]; then
+    sayp "stall start"
+    while :; do sleep 60; done
+fi
 
 # `auto` and `exit` perform the same actions and write captures: the host compares the two
 # event streams (fexit against the exit tracepoints) and replays each capture.
