@@ -888,31 +888,21 @@ fn failed_opens_searched(hook: Option<Hook>) {
     };
     const ENOENT: i64 = 2;
     let present = temp_path("needle");
-    // Missing because its directory is: a failure whose path has the needle, at its end.
-    let dotted = format!("{present}.nodir/../");
-    let opens = cat_openats(&mut source, &dotted, &present);
-    assert!(
-        opens
-            .iter()
-            .any(|(n, r)| n == dotted.as_bytes() && *r == -ENOENT),
-        "the failed openat with \"../\" is delivered with its result: {opens:?}"
-    );
-    let dotted = format!("{present}.nodir/../x");
-    let opens = cat_openats(&mut source, &dotted, &present);
-    assert!(
-        opens
-            .iter()
-            .any(|(n, r)| n == dotted.as_bytes() && *r == -ENOENT),
-        "and in its middle: {opens:?}"
-    );
-    let dotted = format!("../vigil-ebpf-missing-{}", std::process::id());
-    let opens = cat_openats(&mut source, &dotted, &present);
-    assert!(
-        opens
-            .iter()
-            .any(|(n, r)| n == dotted.as_bytes() && *r == -ENOENT),
-        "and at its start: {opens:?}"
-    );
+    // Missing (their directory is): failures whose path has the needle at its end, in its
+    // middle, at its start.
+    for dotted in [
+        format!("{present}.nodir/../"),
+        format!("{present}.nodir/../x"),
+        format!("../vigil-ebpf-missing-{}", std::process::id()),
+    ] {
+        let opens = cat_openats(&mut source, &dotted, &present);
+        assert!(
+            opens
+                .iter()
+                .any(|(n, r)| n == dotted.as_bytes() && *r == -ENOENT),
+            "the failed openat of {dotted} is delivered with its result: {opens:?}"
+        );
+    }
     // Near misses: "..", "./", "../" split by another byte.
     for missing in [
         format!("{present}.missing"),

@@ -1281,9 +1281,7 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
 /// The `field = N` / `field in (N, …)` (and `field = true|false`, as 1/0) conjuncts of
 /// `node`'s top-level `and` (through memo wrappers), on untransformed fields.
 fn required_numbers(node: &Node, out: &mut Vec<(FieldRef, Box<[i128]>)>) {
-    match node {
-        Node::And(items) => items.iter().for_each(|n| required_numbers(n, out)),
-        Node::Memo { inner, .. } => required_numbers(inner, out),
+    for_each_conjunct(node, &mut |node| match node {
         Node::Test {
             lhs,
             test,
@@ -1306,26 +1304,34 @@ fn required_numbers(node: &Node, out: &mut Vec<(FieldRef, Box<[i128]>)>) {
             }
         }
         _ => {}
-    }
+    });
 }
 
 /// The `field contains 'S'` conjuncts of `node`'s top-level `and` (through memo wrappers), on
 /// untransformed fields: the condition cannot hold unless the field contains `S`.
 fn required_substrings(node: &Node, out: &mut Vec<(FieldRef, Box<[u8]>)>) {
-    match node {
-        Node::And(items) => items.iter().for_each(|n| required_substrings(n, out)),
-        Node::Memo { inner, .. } => required_substrings(inner, out),
-        Node::Test {
+    for_each_conjunct(node, &mut |node| {
+        if let Node::Test {
             lhs,
             test: Test::Contains(finder),
             all: false,
             ..
-        } if lhs.transformers.is_empty() => {
-            if let Some(field) = lhs.plain_field() {
+        } = node
+        {
+            if let Some(field) = lhs.plain_field().filter(|_| lhs.transformers.is_empty()) {
                 out.push((field.clone(), finder.needle().into()));
             }
         }
-        _ => {}
+    });
+}
+
+/// Calls `f` on each conjunct of `node`'s top-level `and` (nested `and`s flattened, through
+/// memo wrappers): the tests the condition cannot hold without.
+fn for_each_conjunct<'n>(node: &'n Node, f: &mut impl FnMut(&'n Node)) {
+    match node {
+        Node::And(items) => items.iter().for_each(|n| for_each_conjunct(n, f)),
+        Node::Memo { inner, .. } => for_each_conjunct(inner, f),
+        _ => f(node),
     }
 }
 
