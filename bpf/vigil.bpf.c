@@ -366,6 +366,13 @@ static __always_inline int excluded(void)
 	return agent_tgid != 0 && (bpf_get_current_pid_tgid() >> 32) == agent_tgid;
 }
 
+// The same for the current task, `task` (bpf_get_current_task_btf()): a direct load, where a
+// helper call costs a call and a return (a return thunk on CPUs mitigated against SRSO).
+static __always_inline int excluded_task(const struct task_struct *task)
+{
+	return agent_tgid != 0 && (__u32)task->tgid == agent_tgid;
+}
+
 static __always_inline __u32 align8(__u32 off)
 {
 	return (off + 7) & ~7u;
@@ -575,9 +582,9 @@ static __always_inline void emit_raw(const __u8 *buf, __u32 len, int held)
 // order written, so the held one is applied just ahead of that record and the stream stays
 // in order; its own time is not shown anywhere that matters: no rule watches it, or none can
 // match it (`result_filters`), and no capture is written).
-static __always_inline void flush_held(__u64 ts)
+static __always_inline void flush_held_of(struct task_struct *task, __u64 ts)
 {
-	struct held_op *o = bpf_task_storage_get(&held_ops, bpf_get_current_task_btf(), 0, 0);
+	struct held_op *o = bpf_task_storage_get(&held_ops, task, 0, 0);
 	if (o && o->valid) {
 		o->valid = 0;
 		o->h.ts = ts;
@@ -585,10 +592,22 @@ static __always_inline void flush_held(__u64 ts)
 	}
 }
 
+static __always_inline void flush_held(__u64 ts)
+{
+	flush_held_of(bpf_get_current_task_btf(), ts);
+}
+
 // Every record goes out after the operation its thread holds back.
 static __always_inline void emit(const __u8 *buf, __u32 len)
 {
 	flush_held(((const struct rec_hdr *)buf)->ts);
+	emit_raw(buf, len, 0);
+}
+
+// The same, written by the current task `task`.
+static __always_inline void emit_of(struct task_struct *task, const __u8 *buf, __u32 len)
+{
+	flush_held_of(task, ((const struct rec_hdr *)buf)->ts);
 	emit_raw(buf, len, 0);
 }
 
@@ -605,6 +624,19 @@ static __always_inline void fill_hdr_at(struct rec_hdr *h, __u16 kind, __u16 nr,
 	h->res = res;
 	// The CPU the record is written on: a program runs with migration disabled, so this is
 	// the CPU the syscall completed on. Carried in the upper half of `len`.
+	h->len = bpf_get_smp_processor_id() << 16;
+}
+
+// The same for the current task `task`, whose ids are read from it directly.
+static __always_inline void fill_hdr_of(struct rec_hdr *h, const struct task_struct *task,
+					__u16 kind, __u16 nr, __s64 res, __u64 ts)
+{
+	h->ts = ts;
+	h->tid = (__u32)task->pid;
+	h->pid = (__u32)task->tgid;
+	h->kind = kind;
+	h->nr = nr;
+	h->res = res;
 	h->len = bpf_get_smp_processor_id() << 16;
 }
 
@@ -1044,7 +1076,8 @@ static __always_inline int owns_table_alone(struct task_struct *task)
 // N or a close of N: the second replaces or removes what the first left at N; a dup's source
 // is never its target). A close failing with EBADF changes nothing and is dropped. Returns 1
 // when the record is held or dropped (nothing to write now), 0 to write it as usual.
-static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
+static __always_inline int hold_state_op(struct task_struct *task, __u32 nr, const __u64 *args,
+					 __s64 ret)
 {
 	__u32 key = nr & 511;
 	__u8 *on = bpf_map_lookup_elem(&state_only, &key);
@@ -1063,7 +1096,6 @@ static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
 		count_folded();
 		return 1;
 	}
-	struct task_struct *task = bpf_get_current_task_btf();
 	if (!owns_table_alone(task))
 		return 0;
 	struct held_op *o =
@@ -1083,7 +1115,7 @@ static __always_inline int hold_state_op(__u32 nr, const __u64 *args, __s64 ret)
 	// Not stamped now: a held record is stamped when it is written (`flush_held`, or the
 	// next hold above), and a folded one never is. A clock read costs ~100 ns on some VMs, a
 	// third of this path (BENCHMARKS.md, "held operations stamped when written").
-	fill_hdr_at(&o->h, REC_SYSCALL, (__u16)nr, ret, 0);
+	fill_hdr_of(&o->h, task, REC_SYSCALL, (__u16)nr, ret, 0);
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
 		o->h.args[i] = args[i];
@@ -1103,7 +1135,8 @@ static __always_inline int is_open(__u32 nr)
 // away. Not for a close, whose event shows the descriptor as it was before it. So too for a
 // successful open returning the descriptor a held close released (the loop of open, read,
 // close, open again): the state engine's open replaces the entry the close would have removed.
-static __always_inline void fold_held_into(__u32 nr, const __u64 *args, __s64 ret)
+static __always_inline void fold_held_into(struct task_struct *task, __u32 nr,
+					   const __u64 *args, __s64 ret)
 {
 	__s64 set, read;
 	int open = is_open(nr) && ret >= 0;
@@ -1111,7 +1144,7 @@ static __always_inline void fold_held_into(__u32 nr, const __u64 *args, __s64 re
 		set = ret;
 	else if (nr == NR_CLOSE || !state_op(nr, args, ret, &set, &read))
 		return;
-	struct held_op *o = bpf_task_storage_get(&held_ops, bpf_get_current_task_btf(), 0, 0);
+	struct held_op *o = bpf_task_storage_get(&held_ops, task, 0, 0);
 	if (!o || !o->valid)
 		return;
 	if (open && o->h.nr != NR_CLOSE)
@@ -1174,15 +1207,17 @@ static __always_inline int failure_wanted(__u8 *buf, const struct failure_needle
 	return c.found;
 }
 
-// The record of a completed syscall `nr` with its six argument registers and result.
-static __always_inline int emit_syscall(__u8 *buf, __u32 nr, const __u64 *args, __s64 ret)
+// The record of a completed syscall `nr` of the current task `task` with its six argument
+// registers and result.
+static __always_inline int emit_syscall(struct task_struct *task, __u8 *buf, __u32 nr,
+					const __u64 *args, __s64 ret)
 {
-	if (hold_state_op(nr, args, ret))
+	if (hold_state_op(task, nr, args, ret))
 		return 0;
-	fold_held_into(nr, args, ret);
+	fold_held_into(task, nr, args, ret);
 	struct rec_hdr *h = (struct rec_hdr *)buf;
 	// Stamped once it is known to be written (below): a filtered failure reads no clock.
-	fill_hdr_at(h, REC_SYSCALL, (__u16)nr, ret, 0);
+	fill_hdr_of(h, task, REC_SYSCALL, (__u16)nr, ret, 0);
 	#pragma unroll
 	for (int i = 0; i < 6; i++)
 		h->args[i] = args[i];
@@ -1230,7 +1265,7 @@ static __always_inline int emit_syscall(__u8 *buf, __u32 nr, const __u64 *args, 
 	}
 	h->ts = bpf_ktime_get_boot_ns();
 	hdr_set_len(h, off);
-	emit(buf, off);
+	emit_of(task, buf, off);
 	return 0;
 }
 
@@ -1261,7 +1296,8 @@ static __always_inline int emit_floor(__u32 nr, __s64 ret)
 	return 0;
 }
 
-static __always_inline int on_completed(const struct pt_regs *regs, long ret);
+static __always_inline int on_completed(struct task_struct *task, const struct pt_regs *regs,
+					long ret);
 
 static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 {
@@ -1271,14 +1307,16 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 	// later loads, which the verifier refuses (a modified ctx pointer).
 	long ret = ctx->ret;
 	asm volatile("" : "+r"(ret));
+	// One helper call for the task: its ids are read from it (`excluded_task`, `fill_hdr_of`).
+	struct task_struct *task = bpf_get_current_task_btf();
 	if (hook_mode == HOOK_EXIT) {
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 		if (!regs)
 			return 0;
-		return on_completed(regs, ret);
+		return on_completed(task, regs, ret);
 	}
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct stash *st = stash_of(bpf_get_current_task_btf());
+	__u32 tid = (__u32)task->pid;
+	struct stash *st = stash_of(task);
 	if (!st)
 		return 0;
 	__u8 *buf = scratch_buf();
@@ -1295,7 +1333,7 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 		return emit_floor(nr, ret);
 	if (skip_failure(nr, ret))
 		return 0;
-	return emit_syscall(buf, nr, st->args, ret);
+	return emit_syscall(task, buf, nr, st->args, ret);
 }
 
 static __always_inline int is_clone(__u32 nr)
@@ -1342,20 +1380,21 @@ static __always_inline __u32 regs_nr(const struct pt_regs *regs)
 
 // A completed syscall seen at its return with its saved user registers (HOOK_FEXIT,
 // HOOK_RAW): the number is regs_nr().
-static __always_inline int on_completed(const struct pt_regs *regs, long ret)
+static __always_inline int on_completed(struct task_struct *task, const struct pt_regs *regs,
+					long ret)
 {
-	if (floor_mode == FLOOR_NOP || excluded())
+	if (floor_mode == FLOOR_NOP || excluded_task(task))
 		return 0;
 	__u32 nr = regs_nr(regs);
 	if (nr >= 512)
 		return 0;
 	if (nr == NR_EXECVE || nr == NR_EXECVEAT) {
 		// The entry stash was for the exec record; a successful exec reported it.
-		struct stash *st = stash_of(bpf_get_current_task_btf());
+		struct stash *st = stash_of(task);
 		if (st)
 			st->nr = NO_STASH;
 		if (nr == NR_EXECVEAT) {
-			__u32 tid = (__u32)bpf_get_current_pid_tgid();
+			__u32 tid = (__u32)task->pid;
 			bpf_map_delete_elem(&exec_names, &tid);
 		}
 		if (ret == 0)
@@ -1374,7 +1413,7 @@ static __always_inline int on_completed(const struct pt_regs *regs, long ret)
 		return 0;
 	__u64 args[6];
 	regs_args(regs, args);
-	return emit_syscall(buf, nr, args, ret);
+	return emit_syscall(task, buf, nr, args, ret);
 }
 
 // HOOK_FEXIT: the capture program, reached by tail call from the fexit stub of each watched
@@ -1390,13 +1429,13 @@ static __always_inline int on_completed(const struct pt_regs *regs, long ret)
 SEC("fexit/" SYS_PREFIX "openat")
 int BPF_PROG(vigil_sys_fexit, const struct pt_regs *regs, long ret)
 {
-	return on_completed(regs, ret);
+	return on_completed(bpf_get_current_task_btf(), regs, ret);
 }
 
 SEC("fexit/" SYS_PREFIX "openat")
 int BPF_PROG(vigil_sys_fexit1, const struct pt_regs *regs, long ret)
 {
-	return on_completed(regs, ret);
+	return on_completed(bpf_get_current_task_btf(), regs, ret);
 }
 
 // HOOK_RAW: every syscall's return; only the numbers in `hooked_nrs` go further.
@@ -1409,7 +1448,7 @@ int BPF_PROG(vigil_btf_exit, struct pt_regs *regs, long ret)
 	__u8 *on = bpf_map_lookup_elem(&hooked_nrs, &key);
 	if (!on || !*on)
 		return 0;
-	return on_completed(regs, ret);
+	return on_completed(bpf_get_current_task_btf(), regs, ret);
 }
 
 // HOOK_FEXIT: exec entry. The exec record (sched_process_exec) needs the call's arguments and,

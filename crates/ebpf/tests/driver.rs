@@ -113,6 +113,12 @@ per_hook!(own_syscalls_not_captured:
     the_agents_own_syscalls_are_not_captured_exit = Some(Hook::Exit),
     the_agents_own_syscalls_are_not_captured_tracepoint = Some(Hook::Tracepoint),
 );
+per_hook!(thread_ids:
+    a_threads_syscall_carries_its_thread_and_process_ids = None,
+    a_threads_syscall_carries_its_thread_and_process_ids_raw = Some(Hook::Raw),
+    a_threads_syscall_carries_its_thread_and_process_ids_exit = Some(Hook::Exit),
+    a_threads_syscall_carries_its_thread_and_process_ids_tracepoint = Some(Hook::Tracepoint),
+);
 per_hook!(unwatched_not_delivered:
     an_unwatched_syscall_is_not_delivered = None,
     an_unwatched_syscall_is_not_delivered_raw = Some(Hook::Raw),
@@ -484,6 +490,64 @@ fn own_syscalls_not_captured(hook: Option<Hook>) {
             .any(|e| e.pid != me && bytes(e.param_by_name("name")) == path.as_bytes()),
         "the child's open was not captured"
     );
+}
+
+const THREAD_CHILD_ENV: &str = "VIGIL_EBPF_TEST_THREAD_CHILD";
+
+/// Runs in the child (the test binary re-executed with `THREAD_CHILD_ENV` set to a path): a
+/// second thread opens `PATH.TID`, TID being its own thread id.
+#[test]
+fn thread_child_actions() {
+    let Ok(path) = std::env::var(THREAD_CHILD_ENV) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
+        #[allow(unsafe_code)]
+        let tid = unsafe { libc::gettid() };
+        let _ = std::fs::read(format!("{path}.{tid}"));
+    })
+    .join()
+    .expect("the opening thread");
+}
+
+/// A record carries the thread that made the call and its process, read in the kernel from
+/// the task itself: they differ in a second thread.
+fn thread_ids(hook: Option<Hook>) {
+    let Some(mut source) = open_hook(&["openat"], false, hook) else {
+        return;
+    };
+    let path = temp_path("thread");
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "thread_child_actions",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(THREAD_CHILD_ENV, &path)
+        .spawn()
+        .expect("spawn the child");
+    let pid = i64::from(child.id());
+    assert!(child.wait().expect("wait for the child").success());
+    let prefix = format!("{path}.");
+    let opened = |e: &Event| {
+        name_of(e) == "openat" && bytes(e.param_by_name("name")).starts_with(prefix.as_bytes())
+    };
+    let events = collect(&mut source, |evs| evs.iter().any(opened));
+    let _ = std::fs::remove_file(&path);
+    let open = events
+        .iter()
+        .find(|e| opened(e))
+        .expect("the thread's openat was captured");
+    let tid: i64 = std::str::from_utf8(&bytes(open.param_by_name("name"))[prefix.len()..])
+        .expect("utf-8")
+        .parse()
+        .expect("the thread id in the name");
+    assert_eq!(open.pid, pid, "the process id is the child's");
+    assert_eq!(open.tid, tid, "the thread id is the opening thread's");
+    assert_ne!(open.tid, open.pid, "a second thread");
 }
 
 fn unwatched_not_delivered(hook: Option<Hook>) {
