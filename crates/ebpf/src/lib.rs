@@ -195,6 +195,18 @@ impl Default for BpfOptions {
     }
 }
 
+/// What ended the waits of [`Source::next_batch_until`] ([`BpfSource::reader_waits`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReaderWaits {
+    /// The kernel woke the reader (a wait with nothing held: one that holds events waits
+    /// for their window to end, and reads whatever the kernel announced meanwhile then).
+    pub rings: u64,
+    /// The caller's [`Waker`].
+    pub caller: u64,
+    /// The wait's time ran out: a held event's window ended, or the deadline came.
+    pub timeout: u64,
+}
+
 /// How long an event is held back so that events committed on other CPUs (each CPU has its
 /// ring) can be merged in timestamp order before it (the default of
 /// [`BpfOptions::reorder_window`]).
@@ -284,6 +296,8 @@ pub struct BpfSource {
     reorder_window_ns: u64,
     /// Blocks on the rings and `wake_rx`.
     waiter: sys::Waiter,
+    /// What ended the reader's waits.
+    waits: ReaderWaits,
     waker: Waker,
     wake_rx: WakeReceiver,
 }
@@ -360,6 +374,7 @@ impl BpfSource {
                 filtered: Vec::new(),
                 reorder_window_ns,
                 waiter,
+                waits: ReaderWaits::default(),
                 waker,
                 wake_rx,
             };
@@ -571,6 +586,12 @@ impl BpfSource {
         self.bpf.drops().filtered_failed
     }
 
+    /// What ended the reader's waits since the start: the kernel, the caller's waker, or
+    /// the timeout.
+    pub fn reader_waits(&self) -> ReaderWaits {
+        self.waits
+    }
+
     /// How often the kernel woke the reader since the start, by reason (crate docs,
     /// *Wakeups*).
     pub fn wakeups(&self) -> KernelWakeups {
@@ -610,6 +631,12 @@ impl BpfSource {
             .saturating_sub(self.decoder.boot_offset)
             .saturating_add(self.reorder_window_ns);
         Some(Duration::from_nanos(due.saturating_sub(sys::boot_now())))
+    }
+
+    /// How much longer than its window an event is held when the reader sleeps: half the
+    /// window. The events that follow it within that time are read in the same wakeup.
+    fn reorder_slack(&self) -> Duration {
+        Duration::from_nanos(self.reorder_window_ns / 2)
     }
 
     /// How many held events to deliver: those a reorder window older than the last pull
@@ -716,13 +743,36 @@ impl Source for BpfSource {
             if woken || now >= deadline {
                 return Ok(true);
             }
-            // Until the oldest held event may go (its window ends whether or not the kernel
-            // wakes us again), the deadline, or a wakeup.
-            let wait = match self.reorder_due() {
-                Some(due) => due.min(deadline - now),
-                None => deadline - now,
+            // Something held: until its window ends and a slack more (the records its
+            // process writes next, a fork's exec and exit, come in the same wakeup), the
+            // deadline, or a wakeup by the caller; not by the kernel: the rings are read then
+            // anyway (a ring holds far more than a few milliseconds of records, and its
+            // wakeup is kept for the next wait). Nothing held: until the kernel or the caller
+            // wakes us, or the deadline.
+            let extra = match self.reorder_due() {
+                Some(due) => {
+                    let wait = due.saturating_add(self.reorder_slack()).min(deadline - now);
+                    let extra = self.waiter.wait_extra(wait).map_err(failed)?;
+                    // The kernel's wakeups meanwhile are for records the next pull reads:
+                    // taken off the epoll set now, they do not end the next wait at once.
+                    self.waiter.wait(Duration::ZERO).map_err(failed)?;
+                    if !extra {
+                        self.waits.timeout += 1;
+                    }
+                    extra
+                }
+                None => {
+                    let woken = self.waiter.wait(deadline - now).map_err(failed)?;
+                    if woken.rings {
+                        self.waits.rings += 1;
+                    } else if !woken.extra {
+                        self.waits.timeout += 1;
+                    }
+                    woken.extra
+                }
             };
-            if self.waiter.wait(wait).map_err(failed)?.extra {
+            if extra {
+                self.waits.caller += 1;
                 self.wake_rx.clear();
                 woken = true;
             }

@@ -1132,6 +1132,82 @@ mod wakeups {
     }
 
     #[test]
+    fn records_of_two_cpus_within_one_window_wake_a_holding_reader_once() {
+        // An rmdir on CPU 0, another on CPU 1 20 ms later, within one reorder window of
+        // 300 ms; five such bursts. The first record wakes the reader, which then holds it and
+        // sleeps until its window ends: the second CPU's wakeup must not end that sleep (its
+        // record is read when the window ends, with the first).
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            eprintln!("skipping: one CPU");
+            return;
+        }
+        let options = BpfOptions {
+            reorder_window: Duration::from_millis(300),
+            ..wake_options(Duration::from_secs(60), u64::MAX)
+        };
+        let Some(mut source) = open_options(options) else {
+            return;
+        };
+        const BURSTS: usize = 5;
+        let dirs: Vec<[String; 2]> = (0..BURSTS)
+            .map(|_| [temp_dir_path("burst0"), temp_dir_path("burst1")])
+            .collect();
+        source.drain(&mut Vec::new()).expect("drain");
+        let before = source.reader_waits();
+        let kernel_before = source.wakeups();
+        let bursts = dirs.clone();
+        let runner = std::thread::spawn(move || {
+            for [a, b] in &bursts {
+                let rmdir = |cpu: &str, dir: &str| {
+                    Command::new("taskset")
+                        .args(["-c", cpu, "rmdir", dir])
+                        .status()
+                        .expect("run taskset rmdir")
+                };
+                assert!(rmdir("0", a).success(), "rmdir {a} on CPU 0");
+                std::thread::sleep(Duration::from_millis(20));
+                assert!(rmdir("1", b).success(), "rmdir {b} on CPU 1");
+                std::thread::sleep(Duration::from_millis(700));
+            }
+        });
+        let wanted: std::collections::HashSet<Vec<u8>> = dirs
+            .iter()
+            .flatten()
+            .map(|d| d.as_bytes().to_vec())
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        let until = Instant::now() + Duration::from_secs(30);
+        let mut batch = Vec::new();
+        while seen.len() < wanted.len() && Instant::now() < until {
+            batch.clear();
+            source
+                .next_batch_until(&mut batch, 4096, until)
+                .expect("next_batch_until");
+            for e in &batch {
+                let path = bytes(e.param_by_name("path")).to_vec();
+                if name_of(e) == "rmdir" && wanted.contains(&path) {
+                    seen.insert(path);
+                }
+            }
+        }
+        runner.join().expect("the bursts");
+        assert_eq!(seen.len(), wanted.len(), "every rmdir was delivered");
+        let waits = source.reader_waits();
+        let kernel = source.wakeups();
+        let by_kernel = waits.rings - before.rings;
+        assert!(
+            kernel.watched - kernel_before.watched >= BURSTS as u64 * 2 - 1,
+            "each CPU's record was written with a wakeup: {kernel_before:?} → {kernel:?}"
+        );
+        assert!(
+            by_kernel <= BURSTS as u64 + 1,
+            "the kernel ended {by_kernel} waits for {BURSTS} bursts of two CPUs' records \
+             ({before:?} → {waits:?}): a reader holding the first record woke again for the \
+             second"
+        );
+    }
+
+    #[test]
     fn an_event_of_a_type_no_rule_watches_is_read_at_the_latest_at_max_wait() {
         // `execve` and `procexit` are the state's, not the rules': they never wake the reader
         // here. They are read at `max_wait` (1 s), which ends the minute's wait asked for.

@@ -72,6 +72,9 @@ pub(super) fn create(
 /// keep a ring reported once it was).
 pub struct Waiter {
     epoll: OwnedFd,
+    /// The extra descriptor alone ([`Waiter::wait_extra`]); open as long as the epoll set is
+    /// in use (its owner keeps both).
+    extra: std::os::fd::RawFd,
 }
 
 /// What ended a [`Waiter::wait`].
@@ -120,6 +123,35 @@ impl Waiter {
         }
         Ok(woken)
     }
+
+    /// Blocks until the extra descriptor becomes readable, a signal interrupts, or `timeout`
+    /// (to the nanosecond) has passed, whatever the kernel says of the rings: for a reader
+    /// that will read every ring when the timeout ends anyway. A ring's wakeup meanwhile is
+    /// kept by the epoll set and ends its next [`Waiter::wait`] at once. Returns whether the
+    /// extra descriptor is readable.
+    pub fn wait_extra(&self, timeout: std::time::Duration) -> Result<bool, EbpfError> {
+        let mut fd = libc::pollfd {
+            fd: self.extra,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: one valid pollfd, a valid timespec, no signal mask.
+        let n = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(EbpfError::Poll {
+                code: e.raw_os_error().unwrap_or(0).unsigned_abs(),
+            });
+        }
+        Ok(n > 0 && fd.revents & libc::POLLIN != 0)
+    }
 }
 
 impl Bpf {
@@ -161,7 +193,10 @@ impl Bpf {
                 return Err(fail(std::io::Error::last_os_error()));
             }
         }
-        Ok(Waiter { epoll })
+        Ok(Waiter {
+            epoll,
+            extra: extra.as_raw_fd(),
+        })
     }
 
     /// Moves every record the kernel has committed into `out` (`[u32 length][bytes]…`).
