@@ -1416,6 +1416,15 @@ static __always_inline int on_completed(struct task_struct *task, const struct p
 	return emit_syscall(task, buf, nr, args, ret);
 }
 
+// HOOK_FEXIT, HOOK_RAW: `on_completed` for the current task, asked for after the floor's check
+// (a `--bpf-floor nop` program makes no helper call).
+static __always_inline int on_completed_current(const struct pt_regs *regs, long ret)
+{
+	if (floor_mode == FLOOR_NOP)
+		return 0;
+	return on_completed(bpf_get_current_task_btf(), regs, ret);
+}
+
 // HOOK_FEXIT: the capture program, reached by tail call from the fexit stub of each watched
 // syscall (`bpf/vigil_stubs.bpf.c`). Loaded for `__x64_sys_openat` and never attached itself.
 // A tail call is allowed only between programs whose targets have the same BTF prototype
@@ -1429,13 +1438,13 @@ static __always_inline int on_completed(struct task_struct *task, const struct p
 SEC("fexit/" SYS_PREFIX "openat")
 int BPF_PROG(vigil_sys_fexit, const struct pt_regs *regs, long ret)
 {
-	return on_completed(bpf_get_current_task_btf(), regs, ret);
+	return on_completed_current(regs, ret);
 }
 
 SEC("fexit/" SYS_PREFIX "openat")
 int BPF_PROG(vigil_sys_fexit1, const struct pt_regs *regs, long ret)
 {
-	return on_completed(bpf_get_current_task_btf(), regs, ret);
+	return on_completed_current(regs, ret);
 }
 
 // HOOK_RAW: every syscall's return; only the numbers in `hooked_nrs` go further.
@@ -1448,7 +1457,7 @@ int BPF_PROG(vigil_btf_exit, struct pt_regs *regs, long ret)
 	__u8 *on = bpf_map_lookup_elem(&hooked_nrs, &key);
 	if (!on || !*on)
 		return 0;
-	return on_completed(bpf_get_current_task_btf(), regs, ret);
+	return on_completed_current(regs, ret);
 }
 
 // HOOK_FEXIT: exec entry. The exec record (sched_process_exec) needs the call's arguments and,
