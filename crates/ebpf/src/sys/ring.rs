@@ -104,16 +104,10 @@ impl Waiter {
             )
         };
         let mut woken = Woken::default();
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                return Ok(woken);
-            }
-            return Err(EbpfError::Poll {
-                code: e.raw_os_error().unwrap_or(0).unsigned_abs(),
-            });
-        }
-        for event in &events[..n as usize] {
+        let Some(n) = waited(n)? else {
+            return Ok(woken);
+        };
+        for event in &events[..n] {
             let data = event.u64;
             if data == Self::EXTRA {
                 woken.extra = true;
@@ -141,17 +135,23 @@ impl Waiter {
         };
         // SAFETY: one valid pollfd, a valid timespec, no signal mask.
         let n = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(EbpfError::Poll {
-                code: e.raw_os_error().unwrap_or(0).unsigned_abs(),
-            });
-        }
-        Ok(n > 0 && fd.revents & libc::POLLIN != 0)
+        Ok(waited(n)?.is_some_and(|n| n > 0) && fd.revents & libc::POLLIN != 0)
     }
+}
+
+/// The ready count of a wait call's result `n`: `None` when a signal interrupted it (nothing
+/// is ready), an error for any other failure.
+fn waited(n: libc::c_int) -> Result<Option<usize>, EbpfError> {
+    if n >= 0 {
+        return Ok(Some(n as usize));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::Interrupted {
+        return Ok(None);
+    }
+    Err(EbpfError::Poll {
+        code: e.raw_os_error().unwrap_or(0).unsigned_abs(),
+    })
 }
 
 impl Bpf {
