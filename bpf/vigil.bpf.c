@@ -295,6 +295,7 @@ struct wake_state {
 	__u64 last;
 	__u64 watched;
 	__u64 filled;
+	__u64 deferred; // lifecycle records of watched types left to the timer (`defer_wake`)
 };
 
 struct {
@@ -553,10 +554,93 @@ struct {
 	__type(value, struct result_filter);
 } result_filters SEC(".maps");
 
+// ----- deferred wakeups (process lifecycle records) -----
+
+// Set before load (user space: the reorder window and its slack, `BpfOptions::reorder_window`;
+// 0: off): how long after a process-lifecycle record (fork, exec, exit) of a watched type the
+// reader is woken for it, by a timer, instead of at once. The reader holds a record for its
+// reorder window and reads the rings again half a window later (`next_batch_until`): woken at
+// once, it wakes twice for a process that forks, executes and exits within that time (for the
+// first record, then for the window's end); woken by the timer, once. Only the lifecycle
+// programs (tp_btf) defer: the kernel refuses timers in tracepoint programs.
+const volatile __u64 defer_wake_ns = 0;
+
+#ifndef CLOCK_MONOTONIC
+#define CLOCK_MONOTONIC 1
+#endif
+
+// The one timer: armed by the first deferred record, not again until it fired (a later record
+// is read at that wakeup, or held and read when its own window ends). `fired` counts its
+// wakeups (read by user space: `BpfSource::wakeups`).
+struct defer_timer {
+	struct bpf_timer timer;
+	__u32 armed;
+	__u32 ready; // bpf_timer_init and its callback done
+	__u64 fired;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct defer_timer);
+} defer_timers SEC(".maps");
+
+// A header-only record written with a wakeup, to wake the reader (discarded by user space).
+static __always_inline int wake_record(void *rb)
+{
+	struct rec_hdr h = {};
+	h.ts = bpf_ktime_get_boot_ns();
+	h.kind = REC_WAKE;
+	h.len = sizeof(h);
+	return bpf_ringbuf_output(rb, &h, sizeof(h), BPF_RB_FORCE_WAKEUP);
+}
+
+static int defer_fired(void *map, __u32 *key, struct defer_timer *d)
+{
+	// Cleared before the wakeup is written: a record whose writer still saw the timer armed
+	// was committed before this (the ring's commit is a full barrier), so the wakeup below
+	// finds it; one that sees it cleared arms the timer again.
+	d->armed = 0;
+	__u32 cpu = bpf_get_smp_processor_id();
+	void *rb = bpf_map_lookup_elem(&ringbufs, &cpu);
+	if (rb && wake_record(rb) == 0)
+		d->fired += 1;
+	return 0;
+}
+
+// After a record committed without a wakeup: whether the timer will wake the reader for it
+// (armed now, or already). 0: it could not be armed, so the caller wakes the reader at once.
+static __always_inline int defer_wake(void)
+{
+	__u32 zero = 0;
+	struct defer_timer *d = bpf_map_lookup_elem(&defer_timers, &zero);
+	if (!d)
+		return 0;
+	if (d->armed)
+		return 1;
+	if (!d->ready) {
+		// Another CPU may initialise it at the same time: its -EBUSY is harmless.
+		bpf_timer_init(&d->timer, &defer_timers, CLOCK_MONOTONIC);
+		if (bpf_timer_set_callback(&d->timer, defer_fired) != 0)
+			return 0;
+		d->ready = 1;
+	}
+	d->armed = 1;
+	if (bpf_timer_start(&d->timer, defer_wake_ns, 0) != 0) {
+		d->armed = 0;
+		return 0;
+	}
+	return 1;
+}
+
 // `held`: a record held back (`hold_state_op`), which never wakes the reader for its own
 // type (a rule may watch it, but cannot match it): it goes out ahead of its thread's next
-// record, which wakes the reader if that one should.
-static __always_inline void emit_raw(const __u8 *buf, __u32 len, int held)
+// record, which wakes the reader if that one should. `deferrable`: a lifecycle program's
+// record, whose wakeup for a watched type the timer gives (`defer_wake_ns`); a constant at
+// every call, so the syscall programs (tracepoints, where timers are refused) have no timer
+// code at all.
+static __always_inline void emit_raw(const __u8 *buf, __u32 len, int held, int deferrable)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	void *rb = bpf_map_lookup_elem(&ringbufs, &cpu);
@@ -569,12 +653,25 @@ static __always_inline void emit_raw(const __u8 *buf, __u32 len, int held)
 	const struct rec_hdr *h = (const struct rec_hdr *)buf;
 	struct wake_state *st;
 	int reason = wake_reason(rb, h, len, &st, held);
-	if (bpf_ringbuf_output(rb, buf, len, wake_flags(reason)) < 0)
+	int defer = deferrable && defer_wake_ns && reason == WAKE_WATCHED;
+	__u64 flags = defer ? BPF_RB_NO_WAKEUP : wake_flags(reason);
+	if (bpf_ringbuf_output(rb, buf, len, flags) < 0) {
 		count_drop(DROP_BUFFER_FULL);
-	else {
-		count_submitted();
-		woke(reason, st, h->ts);
+		return;
 	}
+	count_submitted();
+	if (defer) {
+		if (defer_wake()) {
+			// This CPU's gap starts as for a wakeup: the timer's comes later still.
+			if (st) {
+				st->last = h->ts;
+				st->deferred += 1;
+			}
+			return;
+		}
+		wake_record(rb); // no timer: at once
+	}
+	woke(reason, st, h->ts);
 }
 
 // Writes the operation the current thread holds back, if any, stamped `ts`: the time of the
@@ -588,7 +685,7 @@ static __always_inline void flush_held_of(struct task_struct *task, __u64 ts)
 	if (o && o->valid) {
 		o->valid = 0;
 		o->h.ts = ts;
-		emit_raw((const __u8 *)&o->h, sizeof(o->h), 1);
+		emit_raw((const __u8 *)&o->h, sizeof(o->h), 1, 0);
 	}
 }
 
@@ -597,18 +694,19 @@ static __always_inline void flush_held(__u64 ts)
 	flush_held_of(bpf_get_current_task_btf(), ts);
 }
 
-// Every record goes out after the operation its thread holds back.
+// Every record goes out after the operation its thread holds back. For the lifecycle
+// programs: the wakeup is deferred (`defer_wake_ns`).
 static __always_inline void emit(const __u8 *buf, __u32 len)
 {
 	flush_held(((const struct rec_hdr *)buf)->ts);
-	emit_raw(buf, len, 0);
+	emit_raw(buf, len, 0, 1);
 }
 
 // The same, written by the current task `task`.
 static __always_inline void emit_of(struct task_struct *task, const __u8 *buf, __u32 len)
 {
 	flush_held_of(task, ((const struct rec_hdr *)buf)->ts);
-	emit_raw(buf, len, 0);
+	emit_raw(buf, len, 0, 0);
 }
 
 // The header of a record stamped `ts`.
@@ -1109,7 +1207,7 @@ static __always_inline int hold_state_op(struct task_struct *task, __u32 nr, con
 			count_folded();
 		} else {
 			o->h.ts = bpf_ktime_get_boot_ns();
-			emit_raw((const __u8 *)&o->h, sizeof(o->h), 1);
+			emit_raw((const __u8 *)&o->h, sizeof(o->h), 1, 0);
 		}
 	}
 	// Not stamped now: a held record is stamped when it is written (`flush_held`, or the

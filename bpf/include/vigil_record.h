@@ -15,6 +15,7 @@
 #define REC_FORK 2    // a clone/fork/vfork (sched_process_fork)
 #define REC_EXIT 3    // a process exit (sched_process_exit)
 #define REC_FLOOR 4   // a header only (FLOOR_RING): counted and discarded by user space
+#define REC_WAKE 5    // a header only, written by the deferred-wakeup timer: discarded by user space
 
 // Blob tags (`blob_hdr.tag`): 0..5 = the user memory of the syscall argument of that index.
 #define TAG_TUPLE 16     // struct tuple: the socket's endpoints

@@ -222,6 +222,13 @@ pub fn watch(
                  nop'` measures that floor)"
             ));
         }
+        if !source.defers_wakes() && options.floor == Floor::None {
+            notice(
+                "the kernel refused BPF timers in the lifecycle programs: a watched fork, \
+                 exec or exit wakes the reader at once (a second wakeup for a short-lived \
+                 process)",
+            );
+        }
     }
     if options.floor != Floor::None {
         notice(&format!(

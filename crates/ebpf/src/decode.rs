@@ -121,8 +121,11 @@ impl Decoder {
                 self.malformed += 1;
                 return;
             };
-            if u16_at(rec, 16) == Some(REC_FLOOR) {
+            let kind = u16_at(rec, 16);
+            if kind == Some(REC_FLOOR) {
                 self.floor += 1;
+            } else if kind == Some(REC_WAKE) {
+                // Only a wakeup (the deferred-wakeup timer's): nothing happened.
             } else {
                 match self.decode(rec) {
                     Some(evt) => out.push(evt),

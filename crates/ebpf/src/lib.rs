@@ -221,6 +221,14 @@ const FALLBACK_NR_LIMIT: u16 = 512;
 fn wake_gap_ns(reorder_window_ns: u64) -> u64 {
     reorder_window_ns / 2
 }
+/// How long after a process-lifecycle record of a watched type the kernel's timer wakes the
+/// reader (`defer_wake_ns` in `bpf/vigil.bpf.c`): when a reader woken at once for it would read
+/// the rings again anyway (the record's window, then the slack a holding reader sleeps on,
+/// [`BpfSource::reorder_slack`]), so the process's next records (a fork's exec, an exec's
+/// exit) come in that one wakeup.
+fn deferred_wake_ns(reorder_window_ns: u64) -> u64 {
+    reorder_window_ns.saturating_add(reorder_window_ns / 2)
+}
 /// Most decoded events held in user space. Past it the kernel's rings are left alone until
 /// the consumer catches up (the rings are the buffer, so memory stays bounded), and the
 /// oldest events are delivered even when younger than the reorder window.
@@ -335,6 +343,7 @@ impl BpfSource {
         let wake = policy::WakeTuning {
             bytes: options.wake_bytes,
             gap_ns: wake_gap_ns(reorder_window_ns),
+            defer_ns: deferred_wake_ns(reorder_window_ns),
         };
         let start = |hook, save_log, hook_fallback| -> Result<BpfSource, EbpfError> {
             // `fexit` runs without a tracefs (without the `raw_syscalls` fallback then):
@@ -596,6 +605,13 @@ impl BpfSource {
     /// *Wakeups*).
     pub fn wakeups(&self) -> KernelWakeups {
         self.bpf.wakeups()
+    }
+
+    /// Whether a timer wakes the reader for process-lifecycle records of watched types, at
+    /// the end of their reorder window and slack, instead of the kernel at once (off where
+    /// the kernel refuses BPF timers in the lifecycle programs).
+    pub fn defers_wakes(&self) -> bool {
+        self.bpf.defers_wakes()
     }
 
     /// The kernel's drop counters per CPU (index = CPU number): records lost because that

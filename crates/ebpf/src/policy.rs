@@ -70,6 +70,9 @@ pub struct WakeTuning {
     pub bytes: u64,
     /// After a wakeup, how long a CPU writes without waking the reader again.
     pub gap_ns: u64,
+    /// How long after a process-lifecycle record of a watched type a timer wakes the reader
+    /// for it (0: at once, as for any other record).
+    pub defer_ns: u64,
 }
 
 #[cfg(test)]

@@ -1208,6 +1208,84 @@ mod wakeups {
     }
 
     #[test]
+    fn a_watched_exec_wakes_the_reader_once_by_the_timer_at_its_windows_end() {
+        // `execve` watched, a reorder window of 300 ms: five runs of /bin/true, 700 ms apart.
+        // A successful exec is the lifecycle program's record: written without a wakeup, the
+        // kernel's timer wakes the reader 450 ms later (window and slack), when the exec and
+        // the exit are both due. Woken at once instead, the reader would wake for the exec,
+        // then again when its window ended (it holds it meanwhile).
+        let options = BpfOptions {
+            interest: types(&["execve"]),
+            reorder_window: Duration::from_millis(300),
+            ..wake_options(Duration::from_secs(60), u64::MAX)
+        };
+        let Some(mut source) = open_options(options) else {
+            return;
+        };
+        assert!(
+            source.defers_wakes(),
+            "the kernel took the lifecycle programs' timer"
+        );
+        const RUNS: usize = 5;
+        source.drain(&mut Vec::new()).expect("drain");
+        let kernel_before = source.wakeups();
+        let (pid_tx, pid_rx) = std::sync::mpsc::channel();
+        let runner = std::thread::spawn(move || {
+            for _ in 0..RUNS {
+                let mut child = Command::new("/bin/true").spawn().expect("run /bin/true");
+                pid_tx.send(i64::from(child.id())).expect("send the pid");
+                assert!(child.wait().expect("wait for /bin/true").success());
+                std::thread::sleep(Duration::from_millis(700));
+            }
+        });
+        let mut pids = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let delivered = |pids: &[i64], seen: &std::collections::HashSet<(i64, &str)>| {
+            pids.len() == RUNS
+                && pids
+                    .iter()
+                    .all(|p| seen.contains(&(*p, "execve")) && seen.contains(&(*p, "procexit")))
+        };
+        let until = Instant::now() + Duration::from_secs(30);
+        let mut batch = Vec::new();
+        while !delivered(&pids, &seen) && Instant::now() < until {
+            batch.clear();
+            source
+                .next_batch_until(&mut batch, 4096, until)
+                .expect("next_batch_until");
+            pids.extend(pid_rx.try_iter());
+            for e in &batch {
+                if let what @ ("execve" | "procexit") = name_of(e) {
+                    seen.insert((e.pid, what));
+                }
+            }
+        }
+        runner.join().expect("the runs");
+        pids.extend(pid_rx.try_iter());
+        assert!(
+            delivered(&pids, &seen),
+            "every run's execve and procexit was delivered (runs {pids:?})"
+        );
+        let kernel = source.wakeups();
+        // Each run is covered by a timer of its own (the runs are further apart than a timer's
+        // delay); a busy host's other execs may arm it first, never for two runs.
+        assert!(
+            kernel.timer - kernel_before.timer >= RUNS as u64,
+            "the timer woke the reader for each run: {kernel_before:?} → {kernel:?}"
+        );
+        // No watched lifecycle record woke the reader at once (only a failed exec, another
+        // test's, would: the syscall's own record).
+        assert!(
+            kernel.watched - kernel_before.watched < RUNS as u64,
+            "the execs woke the reader at once: {kernel_before:?} → {kernel:?}"
+        );
+        assert!(
+            kernel.deferred - kernel_before.deferred >= RUNS as u64,
+            "each run's exec was left to the timer: {kernel_before:?} → {kernel:?}"
+        );
+    }
+
+    #[test]
     fn an_event_of_a_type_no_rule_watches_is_read_at_the_latest_at_max_wait() {
         // `execve` and `procexit` are the state's, not the rules': they never wake the reader
         // here. They are read at `max_wait` (1 s), which ends the minute's wait asked for.

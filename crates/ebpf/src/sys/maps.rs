@@ -72,6 +72,11 @@ pub struct KernelWakeups {
     pub watched: u64,
     /// Because a ring held `BpfOptions::wake_bytes`.
     pub filled: u64,
+    /// Process-lifecycle records of watched types written without a wakeup, left to the
+    /// timer (`BpfSource::defers_wakes`).
+    pub deferred: u64,
+    /// By the timer, for the deferred records written before it.
+    pub timer: u64,
 }
 
 impl Bpf {
@@ -222,9 +227,22 @@ impl Bpf {
                     .and_then(|b| b.try_into().ok())
                     .map_or(0, u64::from_ne_bytes)
             };
-            // struct wake_state: last, watched, filled.
+            // struct wake_state: last, watched, filled, deferred.
             total.watched += n(1);
             total.filled += n(2);
+            total.deferred += n(3);
+        }
+        if self.defers_wakes {
+            // struct defer_timer: the timer (16 bytes), armed, ready, fired.
+            total.timer = self
+                .skel
+                .maps
+                .defer_timers
+                .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+                .ok()
+                .flatten()
+                .and_then(|v| v.get(24..32).and_then(|b| b.try_into().ok()))
+                .map_or(0, u64::from_ne_bytes);
         }
         total
     }

@@ -94,6 +94,9 @@ pub struct Bpf {
     /// The `failure_needles` entries as last set (kernel number, needle).
     failure_needles: Vec<(u32, Needle)>,
     skel: VigilSkel<'static>,
+    /// Whether the lifecycle programs' wakeups are deferred (`defer_wake_ns`): asked for,
+    /// and the kernel took the timer.
+    defers_wakes: bool,
     /// Raw records consumed but not yet decoded: `[u32 length][bytes]…`.
     raw: Rc<RefCell<Vec<u8>>>,
     /// Where tracepoint ids are looked up (kept for the life of the capture: a SIGHUP

@@ -16,7 +16,7 @@ use super::load_log::{load_failure_reason, save_load_log, with_load_log};
 use super::perf_event::attach_tracepoint;
 use super::skel::VigilSkelBuilder;
 use super::stubs_skel::VigilStubsSkelBuilder;
-use super::{load_err, ring, Bpf, Tracefs};
+use super::{load_err, ring, Bpf, Tracefs, VigilSkel};
 use crate::policy::{Floor, Hook, WakeTuning};
 use crate::spec::CaptureSpec;
 use crate::EbpfError;
@@ -43,6 +43,32 @@ fn floor_mode(floor: Floor) -> u32 {
     }
 }
 
+/// Why [`Bpf::load_skel`] failed: a step before the load, or the load (with libbpf's log).
+enum LoadFailure {
+    Step(EbpfError),
+    Load {
+        source: libbpf_rs::Error,
+        log: String,
+    },
+}
+
+/// The error of a failed load, its libbpf log saved if `save_log`.
+fn load_failed(failure: LoadFailure, save_log: bool) -> EbpfError {
+    match failure {
+        LoadFailure::Step(e) => e,
+        LoadFailure::Load { source, log } => {
+            let reason = load_failure_reason(&log).unwrap_or_else(|| source.to_string());
+            EbpfError::Load {
+                what: "load the BPF programs",
+                message: match save_log.then(|| save_load_log(&log)).flatten() {
+                    Some(path) => format!("{reason} (libbpf's log: {})", path.display()),
+                    None => reason,
+                },
+            }
+        }
+    }
+}
+
 impl Bpf {
     /// Opens, configures and loads the programs; attaches the process-lifecycle programs.
     /// Syscall tracepoints are attached by [`Bpf::set_syscalls`]. `tracefs` is what
@@ -62,62 +88,28 @@ impl Bpf {
         };
         let ncpus = libbpf_rs::num_possible_cpus().map_err(load_err("count CPUs"))?;
         let ncpus = u32::try_from(ncpus.max(1)).unwrap_or(u32::MAX);
-        // The skeleton borrows its object storage for as long as it lives; the source lives
-        // as long as the capture, so the (small) storage is leaked once per source.
-        let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
-            Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open = VigilSkelBuilder::default()
-            .open(storage)
-            .map_err(load_err("open the BPF object"))?;
-        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
-            rodata.agent_tgid = agent_tgid;
-            rodata.hook_mode = hook_mode(hook);
-            rodata.floor_mode = floor_mode(floor);
-            rodata.wake_bytes = wake.bytes;
-            rodata.wake_gap_ns = wake.gap_ns;
-        }
         let vmlinux = if hook == Hook::Fexit {
             Some(libbpf_rs::btf::Btf::from_vmlinux().map_err(load_err("read the kernel's BTF"))?)
         } else {
             None
         };
         let fexit_protos = vmlinux.as_ref().map(fexit_prototypes).unwrap_or_default();
-        match fexit_protos.get(1) {
-            Some((_, target)) => open
-                .progs
-                .vigil_sys_fexit1
-                .set_attach_target(0, Some(target.clone()))
-                .map_err(load_err("set the second capture program's target"))?,
-            None => open.progs.vigil_sys_fexit1.set_autoload(false),
-        }
-        if hook != Hook::Fexit {
-            // Trampolines are not needed (and may not be supported).
-            open.progs.vigil_sys_fexit.set_autoload(false);
-            open.progs.vigil_execve_entry.set_autoload(false);
-            open.progs.vigil_execveat_entry.set_autoload(false);
-        }
-        if hook != Hook::Raw {
-            open.progs.vigil_btf_exit.set_autoload(false);
-        }
-        open.maps
-            .ringbufs
-            .set_max_entries(ncpus)
-            .map_err(load_err("size the ring-buffer array"))?;
-        open.maps
-            .scratch
-            .set_max_entries(ncpus)
-            .map_err(load_err("size the record scratch array"))?;
-        let (skel, log) = with_load_log(|| open.load());
-        let skel = skel.map_err(|source| {
-            let reason = load_failure_reason(&log).unwrap_or_else(|| source.to_string());
-            EbpfError::Load {
-                what: "load the BPF programs",
-                message: match save_log.then(|| save_load_log(&log)).flatten() {
-                    Some(path) => format!("{reason} (libbpf's log: {})", path.display()),
-                    None => reason,
-                },
+        // Deferred wakeups need BPF timers in the lifecycle programs: a kernel that refuses
+        // them (a PREEMPT_RT build may) loads the object again without, and wakes at once.
+        let loaded = Self::load_skel(agent_tgid, hook, floor, wake, &fexit_protos, ncpus);
+        let (skel, defers_wakes) = match loaded {
+            Ok(skel) => (skel, wake.defer_ns > 0),
+            Err(_) if wake.defer_ns > 0 => {
+                let at_once = WakeTuning {
+                    defer_ns: 0,
+                    ..wake
+                };
+                let skel = Self::load_skel(agent_tgid, hook, floor, at_once, &fexit_protos, ncpus)
+                    .map_err(|failure| load_failed(failure, save_log))?;
+                (skel, false)
             }
-        })?;
+            Err(failure) => return Err(load_failed(failure, save_log)),
+        };
 
         let (rings, ring, raw) = ring::create(&skel, ncpus)?;
         let mut lifecycle = Vec::new();
@@ -166,7 +158,71 @@ impl Bpf {
             skel,
             raw,
             tracefs,
+            defers_wakes,
         })
+    }
+
+    /// Opens the object, configures it and loads it; on failure, what was wrong and
+    /// libbpf's log.
+    fn load_skel(
+        agent_tgid: u32,
+        hook: Hook,
+        floor: Floor,
+        wake: WakeTuning,
+        fexit_protos: &[(libbpf_rs::btf::TypeId, String)],
+        ncpus: u32,
+    ) -> Result<VigilSkel<'static>, LoadFailure> {
+        let failed =
+            |what: &'static str| move |e: libbpf_rs::Error| LoadFailure::Step(load_err(what)(e));
+        // The skeleton borrows its object storage for as long as it lives; the source lives
+        // as long as the capture, so the (small) storage is leaked once per load.
+        let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = VigilSkelBuilder::default()
+            .open(storage)
+            .map_err(failed("open the BPF object"))?;
+        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+            rodata.agent_tgid = agent_tgid;
+            rodata.hook_mode = hook_mode(hook);
+            rodata.floor_mode = floor_mode(floor);
+            rodata.wake_bytes = wake.bytes;
+            rodata.wake_gap_ns = wake.gap_ns;
+            rodata.defer_wake_ns = wake.defer_ns;
+        }
+        if wake.defer_ns == 0 {
+            // Not created: the timer code is dead (the verifier never reaches it).
+            open.maps
+                .defer_timers
+                .set_autocreate(false)
+                .map_err(failed("leave the wakeup timer out"))?;
+        }
+        match fexit_protos.get(1) {
+            Some((_, target)) => open
+                .progs
+                .vigil_sys_fexit1
+                .set_attach_target(0, Some(target.clone()))
+                .map_err(failed("set the second capture program's target"))?,
+            None => open.progs.vigil_sys_fexit1.set_autoload(false),
+        }
+        if hook != Hook::Fexit {
+            // Trampolines are not needed (and may not be supported).
+            open.progs.vigil_sys_fexit.set_autoload(false);
+            open.progs.vigil_execve_entry.set_autoload(false);
+            open.progs.vigil_execveat_entry.set_autoload(false);
+        }
+        if hook != Hook::Raw {
+            open.progs.vigil_btf_exit.set_autoload(false);
+        }
+        open.maps
+            .ringbufs
+            .set_max_entries(ncpus)
+            .map_err(failed("size the ring-buffer array"))?;
+        open.maps
+            .scratch
+            .set_max_entries(ncpus)
+            .map_err(failed("size the record scratch array"))?;
+        let (skel, log) = with_load_log(|| open.load());
+        skel.map_err(|source| LoadFailure::Load { source, log })
     }
 
     /// Where the syscall tracepoints are found, or why they cannot be (`fexit` only).
@@ -188,6 +244,11 @@ impl Bpf {
     /// How syscalls are hooked.
     pub fn hook(&self) -> Hook {
         self.hook
+    }
+
+    /// Whether a timer wakes the reader for the lifecycle programs' records (`defer_wake_ns`).
+    pub fn defers_wakes(&self) -> bool {
+        self.defers_wakes
     }
 
     /// Whether syscall `name` (its tracepoint name) can be hooked on this kernel.
