@@ -76,6 +76,7 @@ watch_phase() {
     done
     sayp "$name ready_after=${waited}s"
     if grep -q watching /tmp/"$name".err; then
+        sayp "$name timers_refused=$(grep -c 'refused BPF timers' /tmp/"$name".err)"
         if [ "$name" = exit ]; then
             # An unwatched syscall runs no Vigil program: 2×100000 read/write calls by dd
             # (neither is in the default rules' interest set). The control: 1000 opens by one

@@ -222,13 +222,6 @@ pub fn watch(
                  nop'` measures that floor)"
             ));
         }
-        if !source.defers_wakes() && options.floor == Floor::None {
-            notice(
-                "the kernel refused BPF timers in the lifecycle programs: a watched fork, \
-                 exec or exit wakes the reader at once (a second wakeup for a short-lived \
-                 process)",
-            );
-        }
     }
     if options.floor != Floor::None {
         notice(&format!(
@@ -258,6 +251,13 @@ pub fn watch(
     }
     if !source.unsupported().is_empty() {
         degraded.push(unsupported_text(&source, options.raw_fallback));
+    }
+    if !source.defers_wakes() {
+        degraded.push(
+            "the kernel refused BPF timers in the lifecycle programs: a watched fork, exec or \
+             exit wakes the agent at once (a second wakeup for a short-lived process)"
+                .to_owned(),
+        );
     }
     if options.verbose {
         notice(&format!(

@@ -1460,10 +1460,14 @@ mod wakeups {
             after.watched, before.watched,
             "the held dup3 (a result no rule matches) woke the reader"
         );
-        assert_eq!(
-            source.folded_state(),
-            folded_before + 1,
-            "the dup3 held at its process's exit is folded away (and counted)"
+        // At least: the count is the host's, and other processes' loaders fold their closes
+        // meanwhile (another test's `taskset rmdir`, say). That this dup3 is not delivered is
+        // checked below.
+        let folded = source.folded_state();
+        assert!(
+            folded > folded_before,
+            "the dup3 held at its process's exit is folded away (and counted): \
+             {folded_before} → {folded}"
         );
         let both = run(&[77, 2]);
         let mut order = Vec::new();

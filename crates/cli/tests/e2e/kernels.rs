@@ -1021,6 +1021,15 @@ fn check_supported(guest: &Guest, name: &str, trampolines: bool) {
                 guest.explain(phase)
             ));
         }
+        // Debian's stock kernels take the lifecycle programs' wakeup timer (bpf/README.md,
+        // *Wakeups*).
+        if guest.fact(&format!("{phase}.timers_refused")) != Some("0") {
+            failures.push(format!(
+                "{phase}: the wakeup timer was refused ({:?})\n{}",
+                guest.fact(&format!("{phase}.timers_refused")),
+                guest.explain(phase)
+            ));
+        }
     }
     failures.extend(check_bpf_runs(guest));
     failures.extend(check_alerts(guest, "auto", Ruleset::Vigil));
