@@ -99,7 +99,9 @@ impl Bpf {
         let loaded = Self::load_skel(agent_tgid, hook, floor, wake, &fexit_protos, ncpus);
         let (skel, defers_wakes) = match loaded {
             Ok(skel) => (skel, wake.defer_ns > 0),
-            Err(_) if wake.defer_ns > 0 => {
+            // Only for the timer: a load that failed for another reason (trampolines refused,
+            // say, which the caller then falls back from) is not tried twice.
+            Err(LoadFailure::Load { log, .. }) if wake.defer_ns > 0 && log.contains("timer") => {
                 let at_once = WakeTuning {
                     defer_ns: 0,
                     ..wake
