@@ -335,11 +335,29 @@ pub fn watch(
             "read_faults": source.read_faults(),
             "filtered_failed": source_stats.filtered_failed,
             "folded_state": source_stats.folded_state,
+            "wakeups": wakeups_json(&source),
             "seconds": started.elapsed().as_secs_f64(),
         });
         return Ok(Some(line));
     }
     Ok(None)
+}
+
+/// The `--stats` line's `wakeups`: what the kernel woke the reader for, by reason (`deferred`:
+/// records that left their wakeup to the timer, `timer`: its wakeups), and what ended the
+/// reader's waits (bpf/README.md, *Wakeups*).
+fn wakeups_json(source: &BpfSource) -> serde_json::Value {
+    let kernel = source.wakeups();
+    let waits = source.reader_waits();
+    serde_json::json!({
+        "watched": kernel.watched,
+        "filled": kernel.filled,
+        "deferred": kernel.deferred,
+        "timer": kernel.timer,
+        "waits_ended_by_rings": waits.rings,
+        "waits_ended_by_waker": waits.caller,
+        "waits_timed_out": waits.timeout,
+    })
 }
 
 /// The start-up warning when reads of other processes' `/proc` entries (`exe`, `cwd`,
