@@ -702,11 +702,14 @@ static __always_inline void emit(const __u8 *buf, __u32 len)
 	emit_raw(buf, len, 0, 1);
 }
 
-// The same, written by the current task `task`.
-static __always_inline void emit_of(struct task_struct *task, const __u8 *buf, __u32 len)
+// The same, written by the current task `task`; `deferrable` (a constant at every call): the
+// caller is a program that may use the timer (BPF_PROG_TYPE_TRACING: fexit, tp_btf), not a
+// tracepoint.
+static __always_inline void emit_of(struct task_struct *task, const __u8 *buf, __u32 len,
+				    int deferrable)
 {
 	flush_held_of(task, ((const struct rec_hdr *)buf)->ts);
-	emit_raw(buf, len, 0, 0);
+	emit_raw(buf, len, 0, deferrable);
 }
 
 // The header of a record stamped `ts`.
@@ -1308,7 +1311,7 @@ static __always_inline int failure_wanted(__u8 *buf, const struct failure_needle
 // The record of a completed syscall `nr` of the current task `task` with its six argument
 // registers and result.
 static __always_inline int emit_syscall(struct task_struct *task, __u8 *buf, __u32 nr,
-					const __u64 *args, __s64 ret)
+					const __u64 *args, __s64 ret, int deferrable)
 {
 	if (hold_state_op(task, nr, args, ret))
 		return 0;
@@ -1363,7 +1366,7 @@ static __always_inline int emit_syscall(struct task_struct *task, __u8 *buf, __u
 	}
 	h->ts = bpf_ktime_get_boot_ns();
 	hdr_set_len(h, off);
-	emit_of(task, buf, off);
+	emit_of(task, buf, off, deferrable);
 	return 0;
 }
 
@@ -1395,7 +1398,7 @@ static __always_inline int emit_floor(__u32 nr, __s64 ret)
 }
 
 static __always_inline int on_completed(struct task_struct *task, const struct pt_regs *regs,
-					long ret);
+					long ret, int deferrable);
 
 static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 {
@@ -1411,7 +1414,7 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 		if (!regs)
 			return 0;
-		return on_completed(task, regs, ret);
+		return on_completed(task, regs, ret, 0);
 	}
 	__u32 tid = (__u32)task->pid;
 	struct stash *st = stash_of(task);
@@ -1431,7 +1434,7 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 		return emit_floor(nr, ret);
 	if (skip_failure(nr, ret))
 		return 0;
-	return emit_syscall(task, buf, nr, st->args, ret);
+	return emit_syscall(task, buf, nr, st->args, ret, 0);
 }
 
 static __always_inline int is_clone(__u32 nr)
@@ -1477,9 +1480,11 @@ static __always_inline __u32 regs_nr(const struct pt_regs *regs)
 }
 
 // A completed syscall seen at its return with its saved user registers (HOOK_FEXIT,
-// HOOK_RAW): the number is regs_nr().
+// HOOK_RAW, HOOK_EXIT): the number is regs_nr(). `deferrable`: the caller is a tracing
+// program (fexit, tp_btf), whose records of watched types leave their wakeup to the timer as
+// the lifecycle programs' do; 0 for a tracepoint (HOOK_EXIT), where timers are refused.
 static __always_inline int on_completed(struct task_struct *task, const struct pt_regs *regs,
-					long ret)
+					long ret, int deferrable)
 {
 	if (floor_mode == FLOOR_NOP || excluded_task(task))
 		return 0;
@@ -1511,7 +1516,7 @@ static __always_inline int on_completed(struct task_struct *task, const struct p
 		return 0;
 	__u64 args[6];
 	regs_args(regs, args);
-	return emit_syscall(task, buf, nr, args, ret);
+	return emit_syscall(task, buf, nr, args, ret, deferrable);
 }
 
 // HOOK_FEXIT, HOOK_RAW: `on_completed` for the current task, asked for after the floor's check
@@ -1520,7 +1525,7 @@ static __always_inline int on_completed_current(const struct pt_regs *regs, long
 {
 	if (floor_mode == FLOOR_NOP)
 		return 0;
-	return on_completed(bpf_get_current_task_btf(), regs, ret);
+	return on_completed(bpf_get_current_task_btf(), regs, ret, 1);
 }
 
 // HOOK_FEXIT: the capture program, reached by tail call from the fexit stub of each watched

@@ -150,13 +150,14 @@ fi
 
 # `auto` and `exit` perform the same actions and write captures: the host compares the two
 # event streams (fexit against the exit tracepoints) and replays each capture.
-watch_phase auto "$ACTIONS" -w /tmp/auto.cap
+# `--stats`: the wakeup counters (the host checks who wakes the reader in each hook).
+watch_phase auto "$ACTIONS" -w /tmp/auto.cap --stats
 watch_phase falco "$ACTIONS" -r /rules/falco_rules.yaml
-watch_phase exit "$ACTIONS" --syscall-hook exit -w /tmp/exit.cap
+watch_phase exit "$ACTIONS" --syscall-hook exit -w /tmp/exit.cap --stats
 watch_phase tracepoint '^syscall\.(CreateSymlinkOverSensitiveFiles|ReadSensitiveFileUntrusted)$' \
     --syscall-hook tracepoint
 watch_phase raw '^syscall\.(CreateSymlinkOverSensitiveFiles|ReadSensitiveFileUntrusted)$' \
-    --syscall-hook raw
+    --syscall-hook raw --stats
 run_phase run
 # --stats: Falco's container rules cannot match where Vigil runs, so the workload starts under
 # the narrower filter and the tracer arms the full one in the process that calls setns

@@ -1015,12 +1015,15 @@ fn failed_opens_searched(hook: Option<Hook>) {
 // wakes its reader, and give `max_wait` far beyond the liveness bound they assert: a record
 // read at `max_wait` instead of through its wakeup fails them.
 
-/// Options of the wakeup tests: `rmdir` watched, `max_wait`, `wake_bytes`.
+/// Options of the wakeup tests: `rmdir` watched, `max_wait`, `wake_bytes`, syscalls hooked by
+/// their exit tracepoints (whose records of watched types wake the reader at once; a tracing
+/// hook's leave it to the timer, as the lifecycle programs' do: tested apart).
 fn wake_options(max_wait: Duration, wake_bytes: u64) -> BpfOptions {
     BpfOptions {
         interest: types(&["rmdir"]),
         max_wait,
         wake_bytes,
+        hook: Some(Hook::Exit),
         ..BpfOptions::default()
     }
 }
@@ -1282,6 +1285,71 @@ mod wakeups {
         assert!(
             kernel.deferred - kernel_before.deferred >= RUNS as u64,
             "each run's exec was left to the timer: {kernel_before:?} → {kernel:?}"
+        );
+    }
+
+    #[test]
+    fn a_watched_syscall_of_a_tracing_hook_wakes_the_reader_by_the_timer() {
+        // Syscalls hooked by a tracing program (`raw` here: `tp_btf/sys_exit`; `fexit` where
+        // the kernel has trampolines), which may use the timer as the lifecycle programs do:
+        // `rmdir` watched, a reorder window of 300 ms, five runs 700 ms apart. Each rmdir's
+        // record is written without a wakeup and the timer wakes the reader 450 ms later, when
+        // the record's window has ended: one wakeup, not one for the record and one for the
+        // window's end. (Exit tracepoints cannot use timers: the other wakeup tests.)
+        let options = BpfOptions {
+            reorder_window: Duration::from_millis(300),
+            hook: Some(Hook::Raw),
+            ..wake_options(Duration::from_secs(60), u64::MAX)
+        };
+        let Some(mut source) = open_options(options) else {
+            return;
+        };
+        assert!(source.defers_wakes(), "the kernel took the timer");
+        const RUNS: usize = 5;
+        let dirs: Vec<String> = (0..RUNS).map(|_| temp_dir_path("timer")).collect();
+        source.drain(&mut Vec::new()).expect("drain");
+        let kernel_before = source.wakeups();
+        let runs = dirs.clone();
+        let runner = std::thread::spawn(move || {
+            for dir in &runs {
+                let status = Command::new("rmdir").arg(dir).status().expect("run rmdir");
+                assert!(status.success(), "rmdir {dir}");
+                std::thread::sleep(Duration::from_millis(700));
+            }
+        });
+        let wanted: std::collections::HashSet<Vec<u8>> =
+            dirs.iter().map(|d| d.as_bytes().to_vec()).collect();
+        let mut seen = std::collections::HashSet::new();
+        let until = Instant::now() + Duration::from_secs(30);
+        let mut batch = Vec::new();
+        while seen.len() < wanted.len() && Instant::now() < until {
+            batch.clear();
+            source
+                .next_batch_until(&mut batch, 4096, until)
+                .expect("next_batch_until");
+            for e in &batch {
+                let path = bytes(e.param_by_name("path")).to_vec();
+                if name_of(e) == "rmdir" && wanted.contains(&path) {
+                    seen.insert(path);
+                }
+            }
+        }
+        runner.join().expect("the runs");
+        assert_eq!(seen.len(), wanted.len(), "every rmdir was delivered");
+        let kernel = source.wakeups();
+        // Every watched record of this source defers, the host's others too (another test's
+        // rmdirs): none wakes the reader at once.
+        assert_eq!(
+            kernel.watched, kernel_before.watched,
+            "a watched syscall woke the reader at once: {kernel_before:?} → {kernel:?}"
+        );
+        assert!(
+            kernel.deferred - kernel_before.deferred >= RUNS as u64,
+            "each rmdir was left to the timer: {kernel_before:?} → {kernel:?}"
+        );
+        assert!(
+            kernel.timer - kernel_before.timer >= RUNS as u64,
+            "the timer woke the reader for each run: {kernel_before:?} → {kernel:?}"
         );
     }
 

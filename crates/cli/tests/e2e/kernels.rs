@@ -11,7 +11,9 @@
 //!   alerts the guest raised; unwatched syscalls ran no Vigil program under the exit
 //!   tracepoints (`kernel.bpf_stats_enabled` run counts, with a control: 1000 watched opens
 //!   must raise the count by 1000; counts, not times, mean something under emulation); the
-//!   generator ran every action of its selection and exited 0;
+//!   kernel took the wakeup timer, and who woke the reader fits the hook (`--stats`' `wakeups`:
+//!   a tracing hook's watched records leave it to the timer, the exit tracepoints' wake it at
+//!   once); the generator ran every action of its selection and exited 0;
 //! - on an older kernel: `vigil watch` exits 1 with one line naming the missing feature and the
 //!   oldest kernel that has it, and `vigil run` alerts as anywhere.
 //!
@@ -1002,6 +1004,46 @@ fn check_watch_run_agree(guest: &Guest, watch_phase: &str, run_phase: &str) -> V
     failures
 }
 
+/// Who woke the reader (`--stats`' `wakeups`): where syscalls are hooked by a tracing program
+/// (`raw`'s `tp_btf`; `auto` where it chose fexit) a watched record leaves its wakeup to the BPF
+/// timer, so none wakes the reader at once; the exit tracepoints cannot use the timer and wake
+/// it at once (bpf/README.md, *Wakeups*).
+fn check_wakeups(guest: &Guest, fexit: bool) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (phase, tracing) in [("auto", fexit), ("raw", true), ("exit", false)] {
+        let err = guest.text(&format!("{phase}.err"));
+        let wakeups = err
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find_map(|v| v.get("wakeups").cloned());
+        let Some(w) = wakeups else {
+            failures.push(format!(
+                "{phase}: no `wakeups` in the --stats line\n{}",
+                guest.explain(phase)
+            ));
+            continue;
+        };
+        let n = |key: &str| w.get(key).and_then(Value::as_u64).unwrap_or(0);
+        let ok = if tracing {
+            n("watched") == 0 && n("deferred") > 0 && n("timer") > 0
+        } else {
+            n("watched") > 0
+        };
+        if !ok {
+            failures.push(format!(
+                "{phase}: {} ({w})\n{}",
+                if tracing {
+                    "a watched record of a tracing hook woke the reader at once, or none waited for the timer"
+                } else {
+                    "no watched record of the exit tracepoints woke the reader"
+                },
+                guest.explain(phase)
+            ));
+        }
+    }
+    failures
+}
+
 /// A supported kernel: every check of the module comment. Where the kernel has no BPF
 /// trampolines (`trampolines`), `auto` must fall back to the exit tracepoints instead.
 fn check_supported(guest: &Guest, name: &str, trampolines: bool) {
@@ -1031,6 +1073,7 @@ fn check_supported(guest: &Guest, name: &str, trampolines: bool) {
             ));
         }
     }
+    failures.extend(check_wakeups(guest, fexit));
     failures.extend(check_bpf_runs(guest));
     failures.extend(check_alerts(guest, "auto", Ruleset::Vigil));
     failures.extend(check_alerts(guest, "falco", Ruleset::FalcoStable));
