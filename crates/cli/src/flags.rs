@@ -25,8 +25,8 @@ pub struct LiveArgs {
     #[arg(long, value_enum)]
     pub rule_matching: Option<Matching>,
     /// At exit, print the run's counters to stderr (`watch`: one JSON line with the drops by
-    /// reason and `filtered_failed`, failed calls filtered out in the kernel, not drops;
-    /// `run`: the tracer's counters too).
+    /// reason and `filtered_failed`, failed calls filtered out in the kernel, not drops, and
+    /// `wakeups`, who woke the reader; `run`: the tracer's counters too).
     #[arg(long)]
     pub stats: bool,
     #[command(flatten)]
