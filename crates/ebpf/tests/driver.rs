@@ -1088,6 +1088,31 @@ mod wakeups {
         None
     }
 
+    /// Reads batches until an `rmdir` of each path in `wanted` was delivered, or `limit`
+    /// passed: the paths seen.
+    fn read_rmdirs(
+        source: &mut BpfSource,
+        wanted: &std::collections::HashSet<Vec<u8>>,
+        limit: Duration,
+    ) -> std::collections::HashSet<Vec<u8>> {
+        let mut seen = std::collections::HashSet::new();
+        let until = Instant::now() + limit;
+        let mut batch = Vec::new();
+        while seen.len() < wanted.len() && Instant::now() < until {
+            batch.clear();
+            source
+                .next_batch_until(&mut batch, 4096, until)
+                .expect("next_batch_until");
+            for e in &batch {
+                let path = bytes(e.param_by_name("path")).to_vec();
+                if name_of(e) == "rmdir" && wanted.contains(&path) {
+                    seen.insert(path);
+                }
+            }
+        }
+        seen
+    }
+
     #[test]
     fn a_watched_event_wakes_the_reader_and_is_delivered_after_its_reorder_window() {
         // Nothing but an alert-worthy record wakes this reader: no size threshold, and a minute
@@ -1178,21 +1203,7 @@ mod wakeups {
             .flatten()
             .map(|d| d.as_bytes().to_vec())
             .collect();
-        let mut seen = std::collections::HashSet::new();
-        let until = Instant::now() + Duration::from_secs(30);
-        let mut batch = Vec::new();
-        while seen.len() < wanted.len() && Instant::now() < until {
-            batch.clear();
-            source
-                .next_batch_until(&mut batch, 4096, until)
-                .expect("next_batch_until");
-            for e in &batch {
-                let path = bytes(e.param_by_name("path")).to_vec();
-                if name_of(e) == "rmdir" && wanted.contains(&path) {
-                    seen.insert(path);
-                }
-            }
-        }
+        let seen = read_rmdirs(&mut source, &wanted, Duration::from_secs(30));
         runner.join().expect("the bursts");
         assert_eq!(seen.len(), wanted.len(), "every rmdir was delivered");
         let waits = source.reader_waits();
@@ -1319,21 +1330,7 @@ mod wakeups {
         });
         let wanted: std::collections::HashSet<Vec<u8>> =
             dirs.iter().map(|d| d.as_bytes().to_vec()).collect();
-        let mut seen = std::collections::HashSet::new();
-        let until = Instant::now() + Duration::from_secs(30);
-        let mut batch = Vec::new();
-        while seen.len() < wanted.len() && Instant::now() < until {
-            batch.clear();
-            source
-                .next_batch_until(&mut batch, 4096, until)
-                .expect("next_batch_until");
-            for e in &batch {
-                let path = bytes(e.param_by_name("path")).to_vec();
-                if name_of(e) == "rmdir" && wanted.contains(&path) {
-                    seen.insert(path);
-                }
-            }
-        }
+        let seen = read_rmdirs(&mut source, &wanted, Duration::from_secs(30));
         runner.join().expect("the runs");
         assert_eq!(seen.len(), wanted.len(), "every rmdir was delivered");
         let kernel = source.wakeups();
