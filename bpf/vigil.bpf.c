@@ -554,15 +554,16 @@ struct {
 	__type(value, struct result_filter);
 } result_filters SEC(".maps");
 
-// ----- deferred wakeups (process lifecycle records) -----
+// ----- deferred wakeups (records of tracing programs) -----
 
 // Set before load (user space: the reorder window and its slack, `BpfOptions::reorder_window`;
-// 0: off): how long after a process-lifecycle record (fork, exec, exit) of a watched type the
-// reader is woken for it, by a timer, instead of at once. The reader holds a record for its
+// 0: off): how long after a record of a watched type written by a tracing program (a
+// process-lifecycle record: fork, exec, exit; a syscall's under fexit or `raw`) the reader is
+// woken for it, by a timer, instead of at once. The reader holds a record for its
 // reorder window and reads the rings again half a window later (`next_batch_until`): woken at
 // once, it wakes twice for a process that forks, executes and exits within that time (for the
-// first record, then for the window's end); woken by the timer, once. Only the lifecycle
-// programs (tp_btf) defer: the kernel refuses timers in tracepoint programs.
+// first record, then for the window's end); woken by the timer, once. Only tracing programs
+// (tp_btf, fexit) defer: the kernel refuses timers in tracepoint programs.
 const volatile __u64 defer_wake_ns = 0;
 
 #ifndef CLOCK_MONOTONIC
@@ -636,10 +637,10 @@ static __always_inline int defer_wake(void)
 
 // `held`: a record held back (`hold_state_op`), which never wakes the reader for its own
 // type (a rule may watch it, but cannot match it): it goes out ahead of its thread's next
-// record, which wakes the reader if that one should. `deferrable`: a lifecycle program's
-// record, whose wakeup for a watched type the timer gives (`defer_wake_ns`); a constant at
-// every call, so the syscall programs (tracepoints, where timers are refused) have no timer
-// code at all.
+// record, which wakes the reader if that one should. `deferrable`: a tracing program's record
+// (lifecycle, or a syscall's under fexit or `raw`), whose wakeup for a watched type the timer
+// gives (`defer_wake_ns`); a constant at every call, so the tracepoint programs (where timers
+// are refused) have no timer code at all.
 static __always_inline void emit_raw(const __u8 *buf, __u32 len, int held, int deferrable)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
