@@ -123,6 +123,61 @@ pub fn pin_idle_thread(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Waits until `dir` itself (not a file inside it) is opened, at most `timeout`: inotify's
+/// `IN_OPEN` on it. True if it was. For the tests of agents that act on what they see.
+#[cfg(test)]
+pub fn wait_dir_opened(dir: &std::path::Path, timeout: std::time::Duration) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: inotify_init1 takes flags only; a failure returns -1.
+    let raw = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), libc::IN_OPEN) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let deadline = std::time::Instant::now() + timeout;
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `pfd` is one valid pollfd owned by this frame.
+        if unsafe { libc::poll(&mut pfd, 1, ms) } <= 0 {
+            continue;
+        }
+        // SAFETY: `buf` is writable for its whole length.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        let Ok(n) = usize::try_from(n) else {
+            continue;
+        };
+        // Each event: wd, mask, cookie, len (4 bytes each), then `len` bytes of name; an
+        // event about the watched directory itself has no name.
+        let mut at = 0;
+        while at + 16 <= n {
+            let word = |i: usize| u32::from_ne_bytes(buf[at + i..at + i + 4].try_into().unwrap());
+            let (mask, len) = (word(4), word(12) as usize);
+            if mask & libc::IN_ISDIR != 0 && len == 0 {
+                return Ok(true);
+            }
+            at += 16 + len;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
